@@ -1,0 +1,23 @@
+/* Rank bootstrap: MPI decides rank and world; the node-local communicator decides the local rank
+ * (and with it the GPU); launcher variables (Open MPI, Slurm) are cross-checked so a broken launch
+ * stops with an explanation instead of training N independent copies. */
+#ifndef MNIST_BOOTSTRAP_H
+#define MNIST_BOOTSTRAP_H
+#include <mpi.h>
+
+typedef struct {
+    int rank, world;
+    int local_rank, local_size;
+    int nodes;              /* distinct hosts in the job */
+    MPI_Comm local;         /* ranks sharing this node's memory */
+    char host[256];
+    const char *launcher;   /* "mpirun", "srun", "singleton" */
+} ddp_env;
+
+void bootstrap_init(int *argc, char ***argv, ddp_env *env);
+/* Threads per rank: --threads if given, else SLURM_CPUS_PER_TASK, else 1. Applies it to BLAS/OpenMP. */
+int bootstrap_threads(const ddp_env *env, int requested);
+/* Rank 0 prints one line per rank: rank, host, local rank, device, threads. */
+void bootstrap_report(const ddp_env *env, const char *device, int threads);
+void bootstrap_finalize(ddp_env *env);
+#endif

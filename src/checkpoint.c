@@ -1,0 +1,181 @@
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "errors.h"
+
+static const char format_name[] = "mnist_ddp state_dict 1";
+
+void checkpoint_check_writable(const char *option, const char *path)
+{
+    int err = 0;
+    if (world_rank() == 0) {
+        char probe[4096];
+        snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
+        FILE *f = fopen(probe, "w");
+        if (!f)
+            err = errno;
+        else {
+            fclose(f);
+            unlink(probe);
+        }
+    }
+    MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (err)
+        die_all(EX_CANTCREAT, "%s %s: cannot create a file there: %s", option, path, strerror(err));
+}
+
+static void write_attr(hid_t loc, const char *name, hid_t type, const void *value)
+{
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, type, value);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(space);
+    if (rc < 0)
+        die(EX_IOERR, "cannot write attribute '%s'", name);
+}
+
+static void write_string_attr(hid_t loc, const char *name, const char *value)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(value) + 1);
+    write_attr(loc, name, t, value);
+    H5Tclose(t);
+}
+
+/* One tensor as a dataset of its shape; PyTorch's num_batches_tracked is an int64 scalar. */
+static int write_tensor(hid_t file, const tensor_desc *t, const float *base)
+{
+    hsize_t dims[4];
+    for (int d = 0; d < t->ndim; d++)
+        dims[d] = (hsize_t)t->shape[d];
+    int is_count = strstr(t->name, "num_batches_tracked") != NULL;
+    hid_t space = is_count ? H5Screate(H5S_SCALAR) : H5Screate_simple(t->ndim, dims, NULL);
+    hid_t type = is_count ? H5T_STD_I64LE : H5T_IEEE_F32LE;
+    hid_t d = H5Dcreate2(file, t->name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = -1;
+    if (d >= 0) {
+        if (is_count) {
+            long long v = (long long)base[t->offset];
+            rc = H5Dwrite(d, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v);
+        } else {
+            rc = H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, base + t->offset);
+        }
+        H5Dclose(d);
+    }
+    H5Sclose(space);
+    return rc < 0 ? -1 : 0;
+}
+
+void checkpoint_save_model(const char *path, model *m, int epoch, double test_accuracy)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0)
+        die(EX_CANTCREAT, "--save-model %s: cannot create '%s'", path, tmp);
+    int bad = 0;
+    for (int i = 0; i < model_num_tensors(m) && !bad; i++)
+        bad = write_tensor(f, model_tensor(m, i), model_params(m));
+    for (int i = 0; i < model_num_buffers(m) && !bad; i++)
+        bad = write_tensor(f, model_buffer(m, i), model_buffers(m));
+    if (!bad) {
+        write_string_attr(f, "format", format_name);
+        write_string_attr(f, "model", model_name(m));
+        write_attr(f, "epoch", H5T_NATIVE_INT, &epoch);
+        write_attr(f, "test_accuracy", H5T_NATIVE_DOUBLE, &test_accuracy);
+    }
+    if (H5Fclose(f) < 0 || bad) {
+        unlink(tmp);
+        die(EX_IOERR, "--save-model %s: writing '%s' failed (disk full?)", path, tmp);
+    }
+    if (rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        die(EX_CANTCREAT, "--save-model %s: cannot rename '%s' into place: %s", path, tmp, strerror(err));
+    }
+}
+
+static char *read_string_attr(hid_t loc, const char *name)
+{
+    if (H5Aexists(loc, name) <= 0)
+        return NULL;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    hid_t t = H5Aget_type(a);
+    char *s = NULL;
+    if (H5Tget_class(t) == H5T_STRING && !H5Tis_variable_str(t)) {
+        size_t n = H5Tget_size(t);
+        s = xcalloc(n + 1, 1);
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, n + 1);
+        if (H5Aread(a, mt, s) < 0)
+            s[0] = 0;
+        H5Tclose(mt);
+    }
+    H5Tclose(t);
+    H5Aclose(a);
+    return s;
+}
+
+static void read_tensor(hid_t f, const char *path, const tensor_desc *t, float *base)
+{
+    if (H5Lexists(f, t->name, H5P_DEFAULT) <= 0)
+        die(EX_DATAERR, "--load-model %s: tensor '%s' is missing", path, t->name);
+    hid_t d = H5Dopen2(f, t->name, H5P_DEFAULT);
+    hid_t space = H5Dget_space(d);
+    int is_count = strstr(t->name, "num_batches_tracked") != NULL;
+    int ndim = H5Sget_simple_extent_ndims(space);
+    hsize_t dims[8] = {0};
+    H5Sget_simple_extent_dims(space, dims, NULL);
+    int ok = is_count ? ndim == 0 : ndim == t->ndim;
+    for (int i = 0; ok && !is_count && i < ndim; i++)
+        ok = dims[i] == (hsize_t)t->shape[i];
+    H5Sclose(space);
+    if (!ok) {
+        H5Dclose(d);
+        die(EX_DATAERR, "--load-model %s: tensor '%s' has another shape than this model's", path, t->name);
+    }
+    herr_t rc;
+    if (is_count) {
+        long long v = 0;
+        rc = H5Dread(d, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v);
+        base[t->offset] = (float)v;
+    } else {
+        rc = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, base + t->offset);
+    }
+    H5Dclose(d);
+    if (rc < 0)
+        die(EX_DATAERR, "--load-model %s: cannot read tensor '%s'", path, t->name);
+}
+
+void checkpoint_load_model(const char *path, model *m)
+{
+    if (access(path, R_OK) != 0)
+        die(EX_NOINPUT, "--load-model %s: %s", path, strerror(errno));
+    if (H5Fis_hdf5(path) <= 0)
+        die(EX_DATAERR, "--load-model %s: not an HDF5 file", path);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        die(EX_DATAERR, "--load-model %s: cannot open as HDF5", path);
+    char *fmt = read_string_attr(f, "format"), *name = read_string_attr(f, "model");
+    if (!fmt || strcmp(fmt, format_name) != 0 || !name)
+        die(EX_DATAERR, "--load-model %s: not a model file written by mnist_ddp --save-model", path);
+    if (strcmp(name, model_name(m)) != 0)
+        die(EX_DATAERR, "--load-model %s: holds model '%s', but this run trains '%s' (use --model %s)", path, name,
+            model_name(m), name);
+    for (int i = 0; i < model_num_tensors(m); i++)
+        read_tensor(f, path, model_tensor(m, i), model_params(m));
+    for (int i = 0; i < model_num_buffers(m); i++)
+        read_tensor(f, path, model_buffer(m, i), model_buffers(m));
+    free(fmt);
+    free(name);
+    H5Fclose(f);
+}

@@ -1,0 +1,23 @@
+/* The single GEMM entry of the model. Row-major semantics, like the arrays in the model:
+ * C[m][n] = alpha op(A)[m][k] op(B)[k][n] + beta C, op(X) = X or X^T per trans flag. The CPU
+ * path is CBLAS; a cuBLAS path takes the same column-major arguments from gemm_colmajor(). */
+#ifndef MNIST_GEMM_H
+#define MNIST_GEMM_H
+
+void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+          int ldb, float beta, float *c, int ldc);
+
+/* A row-major product read as column-major memory is the transposed product, C^T = op(B)^T op(A)^T:
+ * the column-major (BLAS/cuBLAS) call swaps A with B, m with n and the transpose flags. The C
+ * pointer, ldc, alpha and beta are unchanged. */
+typedef struct {
+    int trans_a, trans_b, m, n, k;
+    const float *a;
+    int lda;
+    const float *b;
+    int ldb;
+} gemm_args;
+
+gemm_args gemm_colmajor(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b,
+                        int ldb);
+#endif

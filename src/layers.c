@@ -1,0 +1,256 @@
+#include "layers.h"
+
+#include <string.h>
+
+#include "errors.h"
+#include "gemm.h"
+#include "ops.h"
+
+void *nn_alloc(size_t bytes)
+{
+    return xmalloc_aligned(bytes);
+}
+
+void nn_free(void *p)
+{
+    free(p);
+}
+
+void normalize_images(const uint8_t *images, size_t count, float *x)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] = op_normalize(images[i]);
+}
+
+void init_uniform(float *p, size_t count, uint64_t key, float bound)
+{
+    for (size_t i = 0; i < count; i++)
+        p[i] = op_init_uniform(key, i, bound);
+}
+
+size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk)
+{
+    return (size_t)C * k * k * chunk * conv_out(H, k, pad) * conv_out(W, k, pad);
+}
+
+/* col [C*k*k][ns*OH*OW] for samples n0 .. n0+ns-1 of x [C][N][H][W]. */
+static void im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns)
+{
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad);
+    size_t P = (size_t)OH * OW, ld = ns * P;
+    for (int c = 0; c < C; c++)
+        for (int kh = 0; kh < k; kh++)
+            for (int kw = 0; kw < k; kw++) {
+                float *row = col + ((size_t)(c * k + kh) * k + kw) * ld;
+                for (int n = 0; n < ns; n++) {
+                    const float *plane = x + ((size_t)c * N + n0 + n) * H * W;
+                    float *out = row + n * P;
+                    for (int oh = 0; oh < OH; oh++)
+                        for (int ow = 0; ow < OW; ow++)
+                            out[oh * OW + ow] = op_im2col(plane, H, W, pad, kh, kw, oh, ow);
+                }
+            }
+}
+
+/* dx [C][N][H][W] for samples n0 .. n0+ns-1 from dcol laid out as im2col's col. */
+static void col2im(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns)
+{
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad);
+    size_t P = (size_t)OH * OW, ld = ns * P;
+    for (int c = 0; c < C; c++)
+        for (int n = 0; n < ns; n++) {
+            const float *src = dcol + (size_t)c * k * k * ld + n * P;
+            float *plane = dx + ((size_t)c * N + n0 + n) * H * W;
+            for (int ih = 0; ih < H; ih++)
+                for (int iw = 0; iw < W; iw++)
+                    plane[ih * W + iw] = op_col2im(src, ld, k, pad, OH, OW, ih, iw);
+        }
+}
+
+void conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F, int k,
+                  int pad, float *col, int chunk)
+{
+    size_t P = (size_t)conv_out(H, k, pad) * conv_out(W, k, pad);
+    int K = C * k * k;
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        int ns = N - n0 < chunk ? N - n0 : chunk;
+        im2col(x, col, N, C, H, W, k, pad, n0, ns);
+        /* Bias first, then the GEMM accumulates onto it (beta 1): no extra pass over y. */
+        for (int f = 0; f < F; f++) {
+            float *yf = y + ((size_t)f * N + n0) * P;
+            for (size_t j = 0; j < ns * P; j++)
+                yf[j] = b[f];
+        }
+        gemm(0, 0, F, ns * (int)P, K, 1.0f, w, K, col, ns * (int)P, 1.0f, y + n0 * P, N * (int)P);
+    }
+}
+
+void conv_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N, int C,
+                   int H, int W, int F, int k, int pad, float *col, int chunk)
+{
+    size_t P = (size_t)conv_out(H, k, pad) * conv_out(W, k, pad);
+    int K = C * k * k;
+    for (int f = 0; f < F; f++)
+        db[f] += op_sum(dy + (size_t)f * N * P, N * P, 1);
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        int ns = N - n0 < chunk ? N - n0 : chunk;
+        const float *dyc = dy + n0 * P;
+        im2col(x, col, N, C, H, W, k, pad, n0, ns);
+        gemm(0, 1, F, K, ns * (int)P, 1.0f, dyc, N * (int)P, col, ns * (int)P, 1.0f, dw, K);
+        if (dx) {
+            gemm(1, 0, K, ns * (int)P, F, 1.0f, w, K, dyc, N * (int)P, 0.0f, col, ns * (int)P);
+            col2im(col, dx, N, C, H, W, k, pad, n0, ns);
+        }
+    }
+}
+
+void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int in, int out)
+{
+    for (int n = 0; n < N; n++)
+        memcpy(y + (size_t)n * out, b, (size_t)out * sizeof *b);
+    gemm(0, 1, N, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
+}
+
+void linear_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N, int in,
+                     int out)
+{
+    gemm(1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
+    for (int o = 0; o < out; o++)
+        db[o] += op_sum(dy + o, (size_t)N, (size_t)out);
+    if (dx)
+        gemm(0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}
+
+void relu_forward(float *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] = op_relu(x[i]);
+}
+
+void relu_backward(float *dy, const float *y, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        dy[i] = op_relu_grad(dy[i], y[i]);
+}
+
+void maxpool_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int s)
+{
+    int OH = H / s, OW = W / s;
+    for (int p = 0; p < planes; p++) {
+        const float *xp = x + (size_t)p * H * W;
+        size_t o = (size_t)p * OH * OW;
+        for (int ph = 0; ph < OH; ph++)
+            for (int pw = 0; pw < OW; pw++, o++)
+                y[o] = op_maxpool(xp, W, s, ph, pw, arg + o);
+    }
+}
+
+void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int s)
+{
+    size_t OP = (size_t)(H / s) * (W / s);
+    memset(dx, 0, (size_t)planes * H * W * sizeof *dx);
+    for (int p = 0; p < planes; p++)
+        for (size_t o = 0; o < OP; o++)
+            op_maxpool_grad(dx + (size_t)p * H * W, dy + p * OP, arg + p * OP, o);
+}
+
+void dropout_forward(float *x, uint8_t *keep, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p)
+{
+    float scale = 1.0f / (1.0f - p);
+    for (int n = 0; n < N; n++) {
+        uint64_t skey = op_dropout_key(key, ids[n], layer);
+        float *xn = x + (size_t)n * D;
+        uint8_t *kn = keep + (size_t)n * D;
+        for (int e = 0; e < D; e++) {
+            kn[e] = (uint8_t)op_dropout_keep(skey, (uint64_t)e, p);
+            xn[e] = op_dropout(xn[e], kn[e], scale);
+        }
+    }
+}
+
+void dropout_backward(float *dy, const uint8_t *keep, size_t count, float p)
+{
+    float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < count; i++)
+        dy[i] = op_dropout(dy[i], keep[i], scale);
+}
+
+void flatten_cnhw(const float *x, float *y, int C, int N, int HW)
+{
+    for (int c = 0; c < C; c++)
+        for (int n = 0; n < N; n++)
+            memcpy(y + ((size_t)n * C + c) * HW, x + ((size_t)c * N + n) * HW, (size_t)HW * sizeof *x);
+}
+
+void unflatten_cnhw(const float *y, float *x, int C, int N, int HW)
+{
+    for (int c = 0; c < C; c++)
+        for (int n = 0; n < N; n++)
+            memcpy(x + ((size_t)c * N + n) * HW, y + ((size_t)n * C + c) * HW, (size_t)HW * sizeof *x);
+}
+
+void batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y, float *mean,
+                             float *invstd, float *running_mean, float *running_var, int C, size_t count,
+                             float momentum, float eps)
+{
+    for (int c = 0; c < C; c++) {
+        const float *xc = x + c * count;
+        float *yc = y + c * count;
+        double mu, var;
+        op_bn_stats(xc, count, &mu, &var);
+        mean[c] = (float)mu;
+        invstd[c] = op_bn_invstd(var, eps);
+        running_mean[c] = op_bn_running(running_mean[c], mu, momentum);
+        running_var[c] = op_bn_running(running_var[c], var * (double)count / (double)(count - 1), momentum);
+        for (size_t i = 0; i < count; i++)
+            yc[i] = op_bn(xc[i], mean[c], invstd[c], gamma[c], beta[c]);
+    }
+}
+
+void batchnorm_forward_eval(const float *x, const float *gamma, const float *beta, const float *running_mean,
+                            const float *running_var, float *y, int C, size_t count, float eps)
+{
+    for (int c = 0; c < C; c++) {
+        float invstd = op_bn_invstd(running_var[c], eps);
+        for (size_t i = 0; i < count; i++)
+            y[c * count + i] = op_bn(x[c * count + i], running_mean[c], invstd, gamma[c], beta[c]);
+    }
+}
+
+void batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *mean, const float *invstd,
+                        float *dx, float *dgamma, float *dbeta, int C, size_t count)
+{
+    for (int c = 0; c < C; c++) {
+        const float *xc = x + c * count, *dyc = dy + c * count;
+        double sum_dy, sum_dy_xhat;
+        op_bn_grad_sums(xc, dyc, count, mean[c], invstd[c], &sum_dy, &sum_dy_xhat);
+        dgamma[c] += (float)sum_dy_xhat;
+        dbeta[c] += (float)sum_dy;
+        float mean_dy = (float)(sum_dy / (double)count), mean_dy_xhat = (float)(sum_dy_xhat / (double)count);
+        for (size_t i = 0; i < count; i++)
+            dx[c * count + i] = op_bn_grad(xc[i], dyc[i], mean[c], invstd[c], gamma[c], mean_dy, mean_dy_xhat);
+    }
+}
+
+double log_softmax_nll_forward(const float *z, const uint8_t *labels, float *logp, int N, int K)
+{
+    double loss = 0.0;
+    for (int n = 0; n < N; n++)
+        loss += op_log_softmax_nll(z + (size_t)n * K, K, labels[n], logp + (size_t)n * K);
+    return loss;
+}
+
+void log_softmax_nll_backward(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g)
+{
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < K; j++)
+            dz[(size_t)n * K + j] = op_log_softmax_nll_grad(logp + (size_t)n * K, labels[n], j, g);
+}
+
+long count_correct(const float *z, const uint8_t *labels, int N, int K)
+{
+    long correct = 0;
+    for (int n = 0; n < N; n++)
+        correct += op_argmax(z + (size_t)n * K, K) == labels[n];
+    return correct;
+}

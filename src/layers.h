@@ -1,0 +1,74 @@
+/* Layer kernels: thin loops over the ops.h element functions, on raw pointers and sizes.
+ * Layouts: convolution activations are channel-major [C][N][H][W] ("CNHW"), so per-channel work
+ * (bias, BatchNorm, pooling, ReLU) runs on contiguous planes and a convolution over the whole batch
+ * is one GEMM; fully connected activations are [N][F]. Backward functions ADD parameter gradients
+ * (dw, db, dgamma, dbeta) and SET input gradients. */
+#ifndef MNIST_LAYERS_H
+#define MNIST_LAYERS_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* All model and optimizer memory comes from here, so a device backend can swap it. */
+void *nn_alloc(size_t bytes);
+void nn_free(void *p);
+
+void normalize_images(const uint8_t *images, size_t count, float *x);
+void init_uniform(float *p, size_t count, uint64_t key, float bound);
+
+/* Output size of a stride-1 convolution. */
+static inline int conv_out(int size, int k, int pad)
+{
+    return size + 2 * pad - k + 1;
+}
+
+/* Floats of im2col scratch conv_forward/conv_backward need for chunks of `chunk` samples. */
+size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk);
+
+/* Stride-1 convolution with zero padding: x [C][N][H][W], w [F][C][k][k], b [F] -> y [F][N][OH][OW].
+ * Samples are processed `chunk` at a time: im2col into col, then one GEMM per chunk (chunk >= N
+ * gives a single GEMM for the batch). */
+void conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F, int k,
+                  int pad, float *col, int chunk);
+/* dy [F][N][OH][OW]: dw += dy * col^T, db += plane sums; dx = col2im(w^T dy) unless dx is NULL
+ * (the first layer needs no input gradient). */
+void conv_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N, int C,
+                   int H, int W, int F, int k, int pad, float *col, int chunk);
+
+/* x [N][in], w [out][in] (PyTorch layout), b [out] -> y [N][out]. */
+void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int in, int out);
+/* dw += dy^T x, db += column sums of dy, dx = dy w unless dx is NULL. */
+void linear_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N, int in,
+                     int out);
+
+void relu_forward(float *x, size_t count);                      /* in place */
+void relu_backward(float *dy, const float *y, size_t count);    /* in place, y = the ReLU's output */
+
+/* Max-pool, window s, stride s, over `planes` planes [H][W] -> [H/s][W/s]; arg: argmax plane index. */
+void maxpool_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int s);
+void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int s);
+
+/* Dropout in place on x [N][D]; element e of sample i keeps iff the counter-based draw for
+ * (key, ids[i], layer, e) is >= p; keep records the mask for the backward pass. */
+void dropout_forward(float *x, uint8_t *keep, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p);
+void dropout_backward(float *dy, const uint8_t *keep, size_t count, float p);
+
+/* CNHW [C][N][HW] <-> per-sample [N][C*HW] (PyTorch's flatten order c, h, w). */
+void flatten_cnhw(const float *x, float *y, int C, int N, int HW);
+void unflatten_cnhw(const float *y, float *x, int C, int N, int HW);
+
+/* BatchNorm2d on x [C][count] (count = N*H*W). Training mode: batch statistics, saves mean and
+ * invstd per channel, updates running stats (unbiased variance) with momentum. */
+void batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y, float *mean,
+                             float *invstd, float *running_mean, float *running_var, int C, size_t count,
+                             float momentum, float eps);
+void batchnorm_forward_eval(const float *x, const float *gamma, const float *beta, const float *running_mean,
+                            const float *running_var, float *y, int C, size_t count, float eps);
+void batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *mean, const float *invstd,
+                        float *dx, float *dgamma, float *dbeta, int C, size_t count);
+
+/* Log-softmax + NLL over z [N][K]: writes logp, returns the sum of the per-sample losses. */
+double log_softmax_nll_forward(const float *z, const uint8_t *labels, float *logp, int N, int K);
+/* dz = gradient of g * (sum of losses). */
+void log_softmax_nll_backward(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g);
+long count_correct(const float *z, const uint8_t *labels, int N, int K);
+#endif

@@ -1,0 +1,227 @@
+/* The model's elementwise and reduction math, one output element (or one channel / sample row for
+ * reductions) per call. layers.c runs these in plain loops; CUDA kernels call the same functions
+ * from grid-stride loops, so the CPU tests check the GPU math. Rules: pure functions of their
+ * arguments, no allocation, no static state, no host-only library calls. Index decomposition
+ * (which element a thread owns) is the caller's job; the functions get coordinates. */
+#ifndef MNIST_OPS_H
+#define MNIST_OPS_H
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "hd.h"
+#include "rng.h"
+
+/* torchvision ToTensor + Normalize((0.1307,), (0.3081,)), in the same float operations. */
+static inline HD float op_normalize(uint8_t v)
+{
+    return ((float)v / 255.0f - 0.1307f) / 0.3081f;
+}
+
+/* Element i of a tensor initialised U(-bound, bound). */
+static inline HD float op_init_uniform(uint64_t key, uint64_t i, float bound)
+{
+    return (2.0f * rng_uniform(key, i) - 1.0f) * bound;
+}
+
+static inline HD float op_relu(float x)
+{
+    return x > 0.0f ? x : 0.0f;
+}
+
+/* Gradient through a ReLU given its output y (y > 0 exactly where the input was). */
+static inline HD float op_relu_grad(float dy, float y)
+{
+    return y > 0.0f ? dy : 0.0f;
+}
+
+/* im2col entry for tap (kh, kw) at output (oh, ow) of a stride-1 convolution with zero padding:
+ * the input pixel of plane [H][W] (one channel of one sample), or 0 in the padding. */
+static inline HD float op_im2col(const float *plane, int H, int W, int pad, int kh, int kw, int oh, int ow)
+{
+    int ih = oh + kh - pad, iw = ow + kw - pad;
+    return (ih >= 0 && ih < H && iw >= 0 && iw < W) ? plane[ih * W + iw] : 0.0f;
+}
+
+/* col2im, gather form (no atomics): gradient of input pixel (ih, iw) = sum over the k*k taps that
+ * read it. dcol points at row (channel, tap 0) and column (sample, output 0); tap rows are ld apart
+ * and each holds the sample's [OH][OW] outputs. */
+static inline HD float op_col2im(const float *dcol, size_t ld, int k, int pad, int OH, int OW, int ih, int iw)
+{
+    float s = 0.0f;
+    for (int kh = 0; kh < k; kh++) {
+        int oh = ih + pad - kh;
+        if (oh < 0 || oh >= OH)
+            continue;
+        for (int kw = 0; kw < k; kw++) {
+            int ow = iw + pad - kw;
+            if (ow >= 0 && ow < OW)
+                s += dcol[(size_t)(kh * k + kw) * ld + (size_t)(oh * OW + ow)];
+        }
+    }
+    return s;
+}
+
+/* Max-pool, window s x s, stride s: output (ph, pw) of plane [.][W]; stores the flat plane index of
+ * the first maximum (a NaN wins, as in PyTorch) in *arg. */
+static inline HD float op_maxpool(const float *plane, int W, int s, int ph, int pw, int32_t *arg)
+{
+    int best = ph * s * W + pw * s;
+    float m = plane[best];
+    for (int dy = 0; dy < s; dy++)
+        for (int dx = 0; dx < s; dx++) {
+            int i = (ph * s + dy) * W + pw * s + dx;
+            float v = plane[i];
+            if (v > m || v != v) {
+                m = v;
+                best = i;
+            }
+        }
+    *arg = best;
+    return m;
+}
+
+/* Max-pool backward for output o of a plane: windows do not overlap, so each input gets at most one
+ * gradient and the scatter needs no atomics (the caller zeroes dx_plane first). */
+static inline HD void op_maxpool_grad(float *dx_plane, const float *dy_plane, const int32_t *arg_plane, size_t o)
+{
+    dx_plane[arg_plane[o]] = dy_plane[o];
+}
+
+/* Dropout: the key of one sample in one dropout layer; element e of that sample is kept iff
+ * op_dropout_keep, so masks depend on (key, global sample index, layer, element) only. */
+static inline HD uint64_t op_dropout_key(uint64_t dropout_key, uint64_t id, int layer)
+{
+    return rng_key(rng_key(dropout_key, id), (uint64_t)layer);
+}
+
+static inline HD int op_dropout_keep(uint64_t sample_key, uint64_t e, float p)
+{
+    return rng_uniform(sample_key, e) >= p;
+}
+
+/* Forward and backward alike: kept values scaled by scale = 1/(1-p), as torch does. */
+static inline HD float op_dropout(float x, int keep, float scale)
+{
+    return keep ? x * scale : 0.0f;
+}
+
+/* Sum of count values stride apart (bias gradients: a CNHW channel plane, or a column of [N][F]),
+ * accumulated in double so long planes lose no precision. */
+static inline HD float op_sum(const float *x, size_t count, size_t stride)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < count; i++)
+        s += x[i * stride];
+    return (float)s;
+}
+
+/* BatchNorm statistics of one channel's count contiguous values: mean and biased variance
+ * (two passes in double, like PyTorch's CPU kernel). */
+static inline HD void op_bn_stats(const float *x, size_t count, double *mean, double *var)
+{
+    double s = 0.0, q = 0.0;
+    for (size_t i = 0; i < count; i++)
+        s += x[i];
+    double mu = s / (double)count;
+    for (size_t i = 0; i < count; i++) {
+        double d = x[i] - mu;
+        q += d * d;
+    }
+    *mean = mu;
+    *var = q / (double)count;
+}
+
+static inline HD float op_bn_invstd(double var, float eps)
+{
+    return (float)(1.0 / sqrt(var + (double)eps));
+}
+
+/* running = (1 - momentum) running + momentum stat (stat: batch mean, or unbiased batch variance). */
+static inline HD float op_bn_running(float running, double stat, float momentum)
+{
+    return (float)((double)momentum * stat + (1.0 - (double)momentum) * (double)running);
+}
+
+static inline HD float op_bn(float x, float mean, float invstd, float gamma, float beta)
+{
+    return (x - mean) * invstd * gamma + beta;
+}
+
+/* BatchNorm backward reductions of one channel: sum(dy) and sum(dy * xhat). */
+static inline HD void op_bn_grad_sums(const float *x, const float *dy, size_t count, float mean, float invstd,
+                                      double *sum_dy, double *sum_dy_xhat)
+{
+    double a = 0.0, b = 0.0;
+    for (size_t i = 0; i < count; i++) {
+        a += dy[i];
+        b += (double)dy[i] * (double)((x[i] - mean) * invstd);
+    }
+    *sum_dy = a;
+    *sum_dy_xhat = b;
+}
+
+/* BatchNorm (training mode) input gradient: gamma invstd (dy - mean(dy) - xhat mean(dy xhat)). */
+static inline HD float op_bn_grad(float x, float dy, float mean, float invstd, float gamma, float mean_dy,
+                                  float mean_dy_xhat)
+{
+    float xhat = (x - mean) * invstd;
+    return gamma * invstd * (dy - mean_dy - xhat * mean_dy_xhat);
+}
+
+/* Log-softmax of one sample's K logits into logp; returns that sample's NLL loss (also the
+ * cross-entropy of the logits). */
+static inline HD float op_log_softmax_nll(const float *z, int K, int label, float *logp)
+{
+    float m = z[0];
+    for (int j = 1; j < K; j++)
+        m = z[j] > m ? z[j] : m;
+    float s = 0.0f;
+    for (int j = 0; j < K; j++)
+        s += expf(z[j] - m);
+    float lse = logf(s);
+    for (int j = 0; j < K; j++)
+        logp[j] = z[j] - m - lse;
+    return -logp[label];
+}
+
+/* Gradient of g * NLL(log_softmax(z)) with respect to logit j. */
+static inline HD float op_log_softmax_nll_grad(const float *logp, int label, int j, float g)
+{
+    return g * (expf(logp[j]) - (j == label ? 1.0f : 0.0f));
+}
+
+/* Predicted class of one sample: the first maximum, as torch.argmax. */
+static inline HD int op_argmax(const float *z, int K)
+{
+    int best = 0;
+    for (int j = 1; j < K; j++)
+        if (z[j] > z[best])
+            best = j;
+    return best;
+}
+
+/* torch.optim.Adadelta (1.13, single-tensor path) on element i. */
+static inline HD void op_adadelta(float *param, const float *grad, float *square_avg, float *acc_delta, size_t i,
+                                  float lr, float rho, float eps, float weight_decay)
+{
+    float g = grad[i] + weight_decay * param[i];
+    float sq = square_avg[i] * rho + (1.0f - rho) * g * g;
+    float delta = sqrtf(acc_delta[i] + eps) / sqrtf(sq + eps) * g;
+    square_avg[i] = sq;
+    acc_delta[i] = acc_delta[i] * rho + (1.0f - rho) * delta * delta;
+    param[i] -= lr * delta;
+}
+
+/* torch.optim.SGD (dampening 0, no Nesterov) on element i; buf is unused when momentum is 0. A zero
+ * buffer gives torch's first step (buf = grad) exactly. */
+static inline HD void op_sgd(float *param, const float *grad, float *buf, size_t i, float lr, float momentum,
+                             float weight_decay)
+{
+    float d = grad[i] + weight_decay * param[i];
+    if (momentum != 0.0f) {
+        buf[i] = buf[i] * momentum + d;
+        d = buf[i];
+    }
+    param[i] -= lr * d;
+}
+#endif

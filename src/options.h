@@ -1,0 +1,38 @@
+/* Command-line options of mnist_ddp; names mirror the PyTorch MNIST example where it has them. */
+#ifndef MNIST_OPTIONS_H
+#define MNIST_OPTIONS_H
+#include <stdint.h>
+
+typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA } device_choice;
+
+typedef struct {
+    int batch_size;        /* per rank; 0 = the model's recipe default */
+    int test_batch_size;
+    int epochs;            /* 0: evaluate only (with --load-model) */
+    double lr;             /* < 0: the recipe default */
+    double gamma;
+    uint64_t seed;
+    int log_interval;
+    const char *save_model;
+    const char *load_model;
+    int dry_run;
+    const char *data_dir;
+    const char *model;
+    const char *optimizer; /* NULL: the recipe default */
+    double momentum, weight_decay;
+    int accum_steps;
+    long max_steps;        /* 0: no limit */
+    int threads;           /* 0: SLURM_CPUS_PER_TASK, else 1 */
+    const char *metrics;
+    device_choice device;
+    const char *precision;
+    const char *bootstrap_addr;
+    double comm_timeout;
+    double bucket_mb;
+    int verbose;
+} options;
+
+/* Parses argv; on --help/--version prints to stdout and exits 0; on a bad value exits 64 naming the
+ * option (every rank parses the same argv, so every rank stops the same way). */
+void options_parse(int argc, char **argv, options *o);
+#endif

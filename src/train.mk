@@ -1,0 +1,11 @@
+# The trainer: bootstrap, collectives, training loop, evaluation, model files, logging.
+src_libmnistddp_a_SOURCES += \
+	src/options.c src/options.h \
+	src/bootstrap.c src/bootstrap.h \
+	src/comm.h src/comm_mpi.c \
+	src/train.c src/train.h \
+	src/evaluate.c src/evaluate.h \
+	src/checkpoint.c src/checkpoint.h \
+	src/log.c src/log.h
+bin_PROGRAMS += src/mnist_ddp
+src_mnist_ddp_SOURCES = src/main.c

@@ -1,0 +1,78 @@
+# Sourced by the integration tests: paths, a temp dir removed on exit, and expectations.
+# automake's harness exports abs_top_builddir, MNIST_DATA, MPIEXEC, PYTHON3 (see Makefile.am).
+set -u
+: "${abs_top_builddir:?run through make check, or export abs_top_builddir}"
+: "${abs_top_srcdir:=$abs_top_builddir}"
+: "${MNIST_DATA:=$abs_top_builddir/data/mnist}"
+: "${PYTHON3:=/usr/bin/python3}"
+MNIST_DDP=$abs_top_builddir/src/mnist_ddp
+MNIST2H5=$abs_top_builddir/src/mnist2h5
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# One BLAS thread per rank: the tests oversubscribe the two cores.
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist_ddp_test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+
+# mpirun with a hard time limit: a hang is a failure, never a stuck CI job.
+run_np() {
+  np=$1; shift
+  timeout -k 10 "${RUN_TIMEOUT:-600}" "${MPIEXEC:-mpirun}" --oversubscribe -np "$np" "$@"
+}
+
+# expect_fail CODE PATTERN CMD...: CMD exits with CODE and its stderr names PATTERN.
+expect_fail() {
+  code=$1 pattern=$2; shift 2
+  set +e
+  timeout -k 5 120 "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  set -e
+  if [ "$rc" -ne "$code" ]; then
+    cat "$TMP/out" "$TMP/err" >&2
+    fail "expected exit $code, got $rc: $*"
+  fi
+  grep -q -e "$pattern" "$TMP/err" || { cat "$TMP/err" >&2; fail "stderr of '$*' does not mention '$pattern'"; }
+  echo "ok: exit $code, '$(grep -m1 -e "$pattern" "$TMP/err")'"
+}
+
+need_data() {
+  [ -d "$MNIST_DATA" ] || fail "no MNIST shards in $MNIST_DATA (make check runs 'make data' first)"
+}
+
+# A value of the JSON line of TYPE in a metrics file: json_field FILE TYPE KEY
+json_field() {
+  "$PYTHON3" - "$@" <<'PY'
+import json, sys
+path, kind, key = sys.argv[1:4]
+rows = [json.loads(l) for l in open(path) if l.strip()]
+rows = [r for r in rows if r.get("type") == kind]
+if not rows:
+    sys.exit("no %s line in %s" % (kind, path))
+print(rows[-1][key])
+PY
+}
+
+# small_mnist DIR NTRAIN NTEST: a tiny shard set cut from the real one (for fast failure tests).
+small_mnist() {
+  "$PYTHON3" - "$MNIST_DATA" "$TMP/idx" "$2" "$3" <<'PY'
+import glob, os, struct, sys, h5py, numpy as np
+src, out, ntrain, ntest = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+os.makedirs(out, exist_ok=True)
+for prefix, n in (("train", ntrain), ("test", ntest)):
+    imgs, labs = [], []
+    for f in sorted(glob.glob(os.path.join(src, prefix + "-*.h5"))):
+        with h5py.File(f, "r") as h:
+            imgs.append(h["images"][:]); labs.append(h["labels"][:])
+    imgs, labs = np.concatenate(imgs)[:n], np.concatenate(labs)[:n]
+    with open(os.path.join(out, prefix + "-images"), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28)); f.write(imgs.tobytes())
+    with open(os.path.join(out, prefix + "-labels"), "wb") as f:
+        f.write(struct.pack(">II", 0x801, n)); f.write(labs.tobytes())
+PY
+  for p in train test; do
+    "$MNIST2H5" --images "$TMP/idx/$p-images" --labels "$TMP/idx/$p-labels" --out "$1" --shards 2 --prefix "$p" >/dev/null
+  done
+}

@@ -1,0 +1,128 @@
+#!/bin/bash
+# select-port: distinct, in-range, deterministic ports, and busy ports skipped.
+# Run by `make check`, or by hand: abs_top_srcdir=$PWD tests/select-port.sh
+set -u
+
+srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+sp=$srcdir/slurm/select-port
+work=$(mktemp -d) || exit 99
+listener=
+cleanup() {
+    if [ -n "$listener" ]; then kill "$listener" 2>/dev/null; wait "$listener" 2>/dev/null; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+passes=0 failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; passes=$((passes + 1)); }
+
+# The range select-port must stay in: the configured one minus the kernel's ephemeral range.
+eph=$(cat /proc/sys/net/ipv4/ip_local_port_range)
+elo=${eph%%[!0-9]*} ehi=${eph##*[!0-9]}
+echo "ephemeral range: $elo-$ehi"
+
+# ports MIN MAX FILE JOB FIRST LAST [STEP]: into FILE, one line each, the ports of tasks FIRST,
+# FIRST+STEP, ... of array job JOB whose task IDs run FIRST-LAST, with the port range MIN-MAX.
+ports() {
+    local min=$1 max=$2 out=$3 job=$4 first=$5 last=$6 t
+    : > "$out"
+    for t in $(seq "$first" "${7:-1}" "$last"); do
+        MNIST_DDP_PORT_MIN=$min MNIST_DDP_PORT_MAX=$max SLURM_ARRAY_JOB_ID=$job SLURM_ARRAY_TASK_ID=$t \
+            SLURM_ARRAY_TASK_MIN=$first SLURM_ARRAY_TASK_MAX=$last "$sp" >> "$out" || return 1
+    done
+}
+
+# check_set NAME FILE MIN MAX COUNT: FILE holds COUNT distinct ports in MIN-MAX, none ephemeral.
+check_set() {
+    local name=$1 file=$2 min=$3 max=$4 count=$5 bad dup
+    bad=$(awk -v lo="$min" -v hi="$max" -v elo="$elo" -v ehi="$ehi" \
+        '$1 !~ /^[0-9]+$/ || $1 < lo || $1 > hi || ($1 >= elo && $1 <= ehi)' "$file" | head -3)
+    dup=$(sort "$file" | uniq -d | head -3)
+    if [ "$(wc -l < "$file")" -ne "$count" ]; then
+        fail "$name: $(wc -l < "$file") ports, expected $count"
+    elif [ -n "$bad" ]; then
+        fail "$name: ports outside $min-$max or in the ephemeral range: $(echo "$bad" | tr '\n' ' ')"
+    elif [ -n "$dup" ]; then
+        fail "$name: repeated ports: $(echo "$dup" | tr '\n' ' ')"
+    else
+        pass "$name: $count distinct ports in $min-$max"
+    fi
+}
+
+# 1. Every task of a 1,000-task array gets its own port, and the same one when asked again.
+ports 20000 29999 "$work/array" 4711 0 999 || fail "select-port failed for the 1,000-task array"
+check_set "1,000-task array" "$work/array" 20000 29999 1000
+ports 20000 29999 "$work/again" 4711 0 999 10
+if awk 'NR % 10 == 1' "$work/array" | cmp -s - "$work/again"; then pass "deterministic (every 10th task asked again)"; else fail "second run gave other ports"; fi
+
+# 2. Adjacent job IDs: the naive 10000 + job%10000 + task gives 12345/5 and 12350/0 the same port.
+a=$(SLURM_ARRAY_JOB_ID=12345 SLURM_ARRAY_TASK_ID=5 "$sp")
+b=$(SLURM_ARRAY_JOB_ID=12350 SLURM_ARRAY_TASK_ID=0 "$sp")
+if [ -n "$a" ] && [ "$a" != "$b" ]; then pass "job 12345 task 5 -> $a, job 12350 task 0 -> $b"
+else fail "job 12345 task 5 and job 12350 task 0 both got '$a'"; fi
+# Ten consecutive jobs with 60-task arrays each: 600 distinct ports.
+: > "$work/adjacent"
+for job in $(seq 12345 12354); do
+    ports 20000 29999 "$work/one" "$job" 0 59 || fail "select-port failed for job $job"
+    cat "$work/one" >> "$work/adjacent"
+done
+check_set "10 adjacent jobs x 60 tasks" "$work/adjacent" 20000 29999 600
+
+# 3. A range overlapping the ephemeral range is clipped to the part outside it.
+if [ "$elo" -gt 1524 ]; then
+    ports $((elo - 500)) $((elo + 499)) "$work/clipped" 99 0 499 || fail "select-port failed on the clipped range"
+    check_set "range $((elo - 500))-$((elo + 499)) clipped" "$work/clipped" $((elo - 500)) $((elo - 1)) 500
+fi
+if MNIST_DDP_PORT_MIN=$elo MNIST_DDP_PORT_MAX=$ehi SLURM_JOB_ID=1 "$sp" 2> "$work/err"; then
+    fail "a range inside the ephemeral range was accepted"
+elif grep -q 'ephemeral' "$work/err"; then pass "range inside the ephemeral range refused: $(cat "$work/err")"
+else fail "unclear error for a range inside the ephemeral range: $(cat "$work/err")"; fi
+if env -u SLURM_JOB_ID -u SLURM_ARRAY_JOB_ID "$sp" 2> "$work/err"; then fail "ran without a job ID"
+else pass "no job ID refused: $(cat "$work/err")"; fi
+
+# 4. Sourced, it exports MASTER_PORT (as the sbatch templates use it).
+got=$(SLURM_JOB_ID=777 bash -c '. "$1" && printenv MASTER_PORT' sh "$sp")
+want=$(SLURM_JOB_ID=777 "$sp")
+if [ -n "$got" ] && [ "$got" = "$want" ]; then pass "sourced: MASTER_PORT=$got exported"
+else fail "sourced gave '$got', command gave '$want'"; fi
+
+# 5. A busy port on this host is skipped, deterministically, to the next slot; a busy port on
+# another MASTER_ADDR cannot be seen and is returned with a note.
+port=$(SLURM_JOB_ID=31337 "$sp")
+if ! command -v python3 > /dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 > /dev/null 2>&1
+fi
+if ! command -v python3 > /dev/null; then
+    echo "SKIP: busy-port check needs python3, which could not be installed"
+else
+    timeout 120 python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen()
+time.sleep(120)' "$port" &
+    listener=$!
+    hex=$(printf ':%04X' "$port")
+    for _ in $(seq 100); do
+        awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' /proc/net/tcp && break
+        sleep 0.1
+    done
+    busy=$(SLURM_JOB_ID=31337 "$sp" 2> "$work/err")
+    busy2=$(SLURM_JOB_ID=31337 "$sp" 2> /dev/null)
+    next=$((20000 + (port - 20000 + 1) % 10000))
+    if [ "$busy" = "$next" ] && [ "$busy2" = "$busy" ] && grep -q "port $port is busy" "$work/err"; then
+        pass "busy port $port skipped to $busy ($(cat "$work/err"))"
+    else
+        fail "with $port busy got '$busy' then '$busy2', expected $next; stderr: $(cat "$work/err")"
+    fi
+    remote=$(SLURM_JOB_ID=31337 MASTER_ADDR=some-other-node "$sp" 2> "$work/err")
+    if [ "$remote" = "$port" ] && grep -q 'not checked' "$work/err"; then pass "other MASTER_ADDR: unchecked $remote with a note"
+    else fail "other MASTER_ADDR gave '$remote': $(cat "$work/err")"; fi
+    kill "$listener"; wait "$listener" 2>/dev/null; listener=
+    free=$(SLURM_JOB_ID=31337 "$sp")
+    if [ "$free" = "$port" ]; then pass "port $port chosen again once free"; else fail "freed port gave '$free'"; fi
+fi
+
+echo "select-port: $passes passed, $failures failed"
+[ "$failures" -eq 0 ]

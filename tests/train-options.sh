@@ -1,0 +1,49 @@
+#!/bin/sh
+# Every invalid option, missing or wrong input, and unwritable output: one line naming the culprit,
+# a distinct exit status, on every rank, and no hang.
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+need_data
+
+"$MNIST_DDP" --help | grep -q -- '--batch-size' || fail "--help does not list the options"
+"$MNIST_DDP" --version | grep -q '^mnist_ddp ' || fail "--version"
+
+for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs x" "--lr -1" "--lr nan" \
+           "--gamma 1e999" "--seed -5" "--log-interval 0" "--model resnet" "--optimizer adam" "--momentum 2" \
+           "--accum-steps 0" "--max-steps -1" "--threads 0" "--device tpu" "--precision fp8" \
+           "--bootstrap-addr nohost" "--bootstrap-addr host:70000" "--bootstrap-addr :29500" \
+           "--comm-timeout 0" "--bucket-mb -1" "--frobnicate" "--data" "--save-model="; do
+  opt=${bad%% *}; opt=${opt%%=*}
+  # shellcheck disable=SC2086
+  expect_fail 64 "$opt" "$MNIST_DDP" --data "$MNIST_DATA" $bad
+done
+expect_fail 64 "unexpected argument 'stray'" "$MNIST_DDP" --data "$MNIST_DATA" stray
+expect_fail 64 "--precision bf16" "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --precision bf16
+if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
+  expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
+fi
+
+# Under MPI every rank must stop with the same status, not hang.
+expect_fail 64 "--batch-size" run_np 2 "$MNIST_DDP" --batch-size -1
+
+# Inputs.
+expect_fail 66 "no such directory" "$MNIST_DDP" --data "$TMP/nope"
+mkdir "$TMP/empty"
+expect_fail 66 "$TMP/empty" run_np 2 "$MNIST_DDP" --data "$TMP/empty"
+small_mnist "$TMP/small" 100 50
+expect_fail 64 "--batch-size 64" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 64
+expect_fail 66 "--load-model" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --load-model "$TMP/none.h5"
+echo "not hdf5" > "$TMP/junk.h5"
+expect_fail 65 "not an HDF5 file" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --load-model "$TMP/junk.h5"
+"$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 1 --model convnet --save-model "$TMP/convnet.h5" \
+  >"$TMP/log" 2>&1 || { cat "$TMP/log"; fail "tiny convnet run"; }
+expect_fail 65 "holds model 'convnet'" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 \
+  --load-model "$TMP/convnet.h5"
+
+# Outputs: checked before training, so no run is lost at its end.
+expect_fail 73 "--save-model" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 \
+  --save-model "$TMP/no/such/dir/m.h5"
+expect_fail 73 "--metrics" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --metrics "$TMP/no/such/m.json"
+ls "$TMP"/no 2>/dev/null && fail "a failed run created output"
+[ -z "$(find "$TMP" -name '*.tmp.*')" ] || fail "temporary files left behind"
+echo "all bad-input cases behave"

@@ -1,0 +1,6 @@
+# Trainer integration tests: options and bad input, world-size invariance, identical replicas,
+# accuracy (1 and 14 epochs) cross-checked by PyTorch.
+TESTS += tests/train-options.sh tests/train-invariance.sh tests/train-replicas.sh \
+	tests/train-accuracy.sh tests/train-14epochs.sh
+EXTRA_DIST += tests/train-options.sh tests/train-invariance.sh tests/train-replicas.sh \
+	tests/train-accuracy.sh tests/train-14epochs.sh tests/reference/eval_saved_model.py
