@@ -1,1 +1,56 @@
-# placeholder
+# GPU path: device choice, NCCL communicator and bucketed gradient all-reduce (src/gpu.h).
+# The pure decisions (src/gpu_plan.c) build and are unit-tested in every configuration; the CUDA
+# translation units (nvcc, no MPI) and their MPI glue (cuda/gpu_host.c) only with HAVE_CUDA; a
+# CPU-only build gets src/gpu_none.c (gpu_available/gpu_decide: no GPU).
+src_libmnistddp_a_SOURCES += src/gpu.h src/gpu_plan.c src/gpu_plan.h
+if HAVE_CUDA
+src_libmnistddp_a_SOURCES += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/cuda_check.h cuda/gpu_host.c
+else
+src_libmnistddp_a_SOURCES += src/gpu_none.c
+endif
+# make dist ships every GPU file whatever this tree was configured with.
+EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/cuda_check.h cuda/gpu_host.c src/gpu_none.c \
+	cuda/README-section.md tests/check_gpu_plan.c tests/check_gpu_mock.c tests/gpu_mock.c tests/gpu_mock.h \
+	tests/gpu_mock_host.c tests/gpu-mock-host.sh tests/mpi_gpu_device.c tests/mpi_gpu_allreduce.c
+
+# The .cu.o suffix rule has no dependency tracking: name the headers the CUDA objects include.
+cuda_deps = $(srcdir)/cuda/cuda_check.h $(srcdir)/src/gpu.h $(srcdir)/src/gpu_plan.h $(srcdir)/src/errors.h \
+	$(top_builddir)/config.h
+cuda/device.$(OBJEXT): $(cuda_deps)
+cuda/comm_nccl.$(OBJEXT): $(cuda_deps)
+cuda/gemm_cublas.$(OBJEXT): $(cuda_deps) $(srcdir)/src/gemm.h
+
+# Unit tests of the pure decisions (no GPU, no MPI), in every configuration.
+if HAVE_CHECK
+check_PROGRAMS += tests/check_gpu_plan
+TESTS += tests/check_gpu_plan
+tests_check_gpu_plan_SOURCES = tests/check_gpu_plan.c
+tests_check_gpu_plan_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_gpu_plan_LDADD = $(LDADD) $(CHECK_LIBS)
+endif
+
+if HAVE_CUDA
+# The CUDA translation units and their MPI glue against a simulated CUDA runtime and NCCL
+# (tests/gpu_mock.c defines the cuda*/nccl* functions; libcudart and libnccl are not linked): control
+# flow, stream/event ordering, deadlines, abort paths, device agreement and the bootstrap address, on
+# machines without a GPU.
+mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(BLAS_LIBS) -lm
+check_PROGRAMS += tests/gpu_mock_host
+tests_gpu_mock_host_SOURCES = tests/gpu_mock_host.c tests/gpu_mock.c tests/gpu_mock.h
+tests_gpu_mock_host_LDADD = $(mock_ldadd)
+TESTS += tests/gpu-mock-host.sh
+if HAVE_CHECK
+check_PROGRAMS += tests/check_gpu_mock
+TESTS += tests/check_gpu_mock
+tests_check_gpu_mock_SOURCES = tests/check_gpu_mock.c tests/gpu_mock.c tests/gpu_mock.h
+tests_check_gpu_mock_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_gpu_mock_LDADD = $(mock_ldadd) $(CHECK_LIBS)
+endif
+
+# On a GPU machine: 2 ranks each (tests/run-test runs mpi_* under mpirun); exit 77 (SKIP) with a
+# one-line reason without a usable GPU (or, for the all-reduce, with fewer GPUs than ranks).
+check_PROGRAMS += tests/mpi_gpu_device tests/mpi_gpu_allreduce
+TESTS += tests/mpi_gpu_device tests/mpi_gpu_allreduce
+tests_mpi_gpu_device_SOURCES = tests/mpi_gpu_device.c
+tests_mpi_gpu_allreduce_SOURCES = tests/mpi_gpu_allreduce.c
+endif

@@ -28,6 +28,9 @@ static long env_long(const char *name)
     return v;
 }
 
+#define PMI_HINT "launch with 'srun --mpi=pmix ./mnist_ddp' (see 'srun --mpi=list'), or use " \
+                 "'mpirun -np %ld ./mnist_ddp' inside the allocation"
+
 /* Checks one launcher variable against MPI's value; a mismatch means ranks were wired up wrongly. */
 static void expect(const char *var, long got, long want, const char *what)
 {
@@ -53,9 +56,8 @@ static void cross_check(ddp_env *e)
     } else if (srun_step && slurm_ntasks >= 0) {
         e->launcher = "srun";
         if (e->world == 1 && slurm_ntasks > 1)
-            die(EX_CONFIG, "Slurm started %ld tasks but MPI sees each as a world of 1 (no PMI wire-up): launch with "
-                "'srun --mpi=pmix ./mnist_ddp' (see 'srun --mpi=list'), or use 'mpirun -np %ld ./mnist_ddp' inside "
-                "the allocation", slurm_ntasks, slurm_ntasks);
+            die(EX_CONFIG, "Slurm started %ld tasks but MPI sees each as a world of 1 (no PMI wire-up): " PMI_HINT,
+                slurm_ntasks, slurm_ntasks);
         expect("SLURM_NTASKS", slurm_ntasks, e->world, "the world size");
         expect("SLURM_PROCID", env_long("SLURM_PROCID"), e->rank, "this rank");
         long localid = env_long("SLURM_LOCALID");
@@ -67,9 +69,23 @@ static void cross_check(ddp_env *e)
     }
 }
 
+/* srun without PMI (--mpi=none, or a default MpiDefault=none): Open MPI aborts inside MPI_Init with an
+ * opaque message, so the launch is diagnosed before MPI_Init, from the variables srun sets. */
+static void check_pmi(void)
+{
+    long ntasks = env_long("SLURM_STEP_NUM_TASKS");
+    if (!getenv("SLURM_STEP_ID") || ntasks <= 1 || getenv("PMIX_RANK") || getenv("PMI_RANK") ||
+        getenv("PMI_FD") || getenv("OMPI_COMM_WORLD_SIZE"))
+        return;
+    if (env_long("SLURM_PROCID") == 0) /* one line for the job, not one per task */
+        die(EX_CONFIG, "Slurm started %ld tasks without PMI wire-up: " PMI_HINT, ntasks, ntasks);
+    exit(EX_CONFIG);
+}
+
 void bootstrap_init(int *argc, char ***argv, ddp_env *e)
 {
     int provided;
+    check_pmi();
     /* FUNNELED: BLAS/OpenMP threads compute, only the main thread calls MPI. */
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     memset(e, 0, sizeof *e);

@@ -1,10 +1,18 @@
 #include "layers.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "errors.h"
 #include "gemm.h"
 #include "ops.h"
+
+/* Vectorise the plain loops where OpenMP is enabled; without it they stay correct, just scalar. */
+#ifdef _OPENMP
+#define SIMD _Pragma("omp simd")
+#else
+#define SIMD
+#endif
 
 void *nn_alloc(size_t bytes)
 {
@@ -33,7 +41,8 @@ size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk)
     return (size_t)C * k * k * chunk * conv_out(H, k, pad) * conv_out(W, k, pad);
 }
 
-/* col [C*k*k][ns*OH*OW] for samples n0 .. n0+ns-1 of x [C][N][H][W]. */
+/* col [C*k*k][ns*OH*OW] for samples n0 .. n0+ns-1 of x [C][N][H][W]: per output row, zeros for
+ * the padding and one contiguous copy of the input row. */
 static void im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns)
 {
     int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad);
@@ -42,17 +51,33 @@ static void im2col(const float *x, float *col, int N, int C, int H, int W, int k
         for (int kh = 0; kh < k; kh++)
             for (int kw = 0; kw < k; kw++) {
                 float *row = col + ((size_t)(c * k + kh) * k + kw) * ld;
+                int oh_lo = op_span_lo(kh - pad), oh_hi = op_span_hi(kh - pad, H);
+                int ow_lo = op_span_lo(kw - pad), ow_hi = op_span_hi(kw - pad, W);
+                ow_hi = ow_hi < OW ? ow_hi : OW;
                 for (int n = 0; n < ns; n++) {
                     const float *plane = x + ((size_t)c * N + n0 + n) * H * W;
-                    float *out = row + n * P;
-                    for (int oh = 0; oh < OH; oh++)
-                        for (int ow = 0; ow < OW; ow++)
-                            out[oh * OW + ow] = op_im2col(plane, H, W, pad, kh, kw, oh, ow);
+                    for (int oh = 0; oh < OH; oh++) {
+                        float *out = row + n * P + (size_t)oh * OW;
+                        if (oh < oh_lo || oh >= oh_hi) {
+                            for (int ow = 0; ow < OW; ow++)
+                                out[ow] = 0.0f;
+                            continue;
+                        }
+                        const float *src = plane + (oh + kh - pad) * W + kw - pad;
+                        for (int ow = 0; ow < ow_lo; ow++)
+                            out[ow] = 0.0f;
+                        SIMD /* rows are short: a loop beats a memcpy call */
+                        for (int ow = ow_lo; ow < ow_hi; ow++)
+                            out[ow] = src[ow];
+                        for (int ow = ow_hi; ow < OW; ow++)
+                            out[ow] = 0.0f;
+                    }
                 }
             }
 }
 
-/* dx [C][N][H][W] for samples n0 .. n0+ns-1 from dcol laid out as im2col's col. */
+/* dx [C][N][H][W] for samples n0 .. n0+ns-1 from dcol laid out as im2col's col: each input row
+ * gathers its taps in op_col2im's order (kh, then kw), so the sums match it bit for bit. */
 static void col2im(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns)
 {
     int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad);
@@ -61,9 +86,24 @@ static void col2im(const float *dcol, float *dx, int N, int C, int H, int W, int
         for (int n = 0; n < ns; n++) {
             const float *src = dcol + (size_t)c * k * k * ld + n * P;
             float *plane = dx + ((size_t)c * N + n0 + n) * H * W;
-            for (int ih = 0; ih < H; ih++)
+            for (int ih = 0; ih < H; ih++) {
+                float *out = plane + (size_t)ih * W;
                 for (int iw = 0; iw < W; iw++)
-                    plane[ih * W + iw] = op_col2im(src, ld, k, pad, OH, OW, ih, iw);
+                    out[iw] = 0.0f;
+                for (int kh = 0; kh < k; kh++) {
+                    int oh = ih + pad - kh;
+                    if (ih < op_span_lo(pad - kh) || ih >= op_span_hi(pad - kh, OH))
+                        continue;
+                    for (int kw = 0; kw < k; kw++) {
+                        const float *tap = src + (size_t)(kh * k + kw) * ld + (size_t)oh * OW + pad - kw;
+                        int lo = op_span_lo(pad - kw), hi = op_span_hi(pad - kw, OW);
+                        hi = hi < W ? hi : W;
+                        SIMD
+                        for (int iw = lo; iw < hi; iw++)
+                            out[iw] += tap[iw];
+                    }
+                }
+            }
         }
 }
 
@@ -76,12 +116,12 @@ void conv_forward(const float *x, const float *w, const float *b, float *y, int 
         int ns = N - n0 < chunk ? N - n0 : chunk;
         im2col(x, col, N, C, H, W, k, pad, n0, ns);
         /* Bias first, then the GEMM accumulates onto it (beta 1): no extra pass over y. */
-        for (int f = 0; f < F; f++) {
+        for (int f = 0; b && f < F; f++) {
             float *yf = y + ((size_t)f * N + n0) * P;
             for (size_t j = 0; j < ns * P; j++)
                 yf[j] = b[f];
         }
-        gemm(0, 0, F, ns * (int)P, K, 1.0f, w, K, col, ns * (int)P, 1.0f, y + n0 * P, N * (int)P);
+        gemm(0, 0, F, ns * (int)P, K, 1.0f, w, K, col, ns * (int)P, b ? 1.0f : 0.0f, y + n0 * P, N * (int)P);
     }
 }
 
@@ -123,31 +163,45 @@ void linear_backward(const float *x, const float *w, const float *dy, float *dw,
 
 void relu_forward(float *x, size_t count)
 {
+    SIMD
     for (size_t i = 0; i < count; i++)
         x[i] = op_relu(x[i]);
 }
 
+void bias_relu_forward(float *x, const float *b, int C, size_t count)
+{
+    for (int c = 0; c < C; c++) {
+        float *xc = x + c * count;
+        SIMD
+        for (size_t i = 0; i < count; i++)
+            xc[i] = op_bias_relu(xc[i], b[c]);
+    }
+}
+
 void relu_backward(float *dy, const float *y, size_t count)
 {
+    SIMD
     for (size_t i = 0; i < count; i++)
         dy[i] = op_relu_grad(dy[i], y[i]);
 }
 
-void maxpool_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int s)
+void maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W)
 {
-    int OH = H / s, OW = W / s;
+    int OH = H / 2, OW = W / 2;
     for (int p = 0; p < planes; p++) {
         const float *xp = x + (size_t)p * H * W;
         size_t o = (size_t)p * OH * OW;
-        for (int ph = 0; ph < OH; ph++)
-            for (int pw = 0; pw < OW; pw++, o++)
-                y[o] = op_maxpool(xp, W, s, ph, pw, arg + o);
+        for (int ph = 0; ph < OH; ph++, o += OW) {
+            SIMD /* branch-free selects */
+            for (int pw = 0; pw < OW; pw++)
+                y[o + pw] = op_maxpool2(xp, W, ph, pw, arg + o + pw);
+        }
     }
 }
 
-void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int s)
+void maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W)
 {
-    size_t OP = (size_t)(H / s) * (W / s);
+    size_t OP = (size_t)(H / 2) * (W / 2);
     memset(dx, 0, (size_t)planes * H * W * sizeof *dx);
     for (int p = 0; p < planes; p++)
         for (size_t o = 0; o < OP; o++)
@@ -171,6 +225,7 @@ void dropout_forward(float *x, uint8_t *keep, int N, int D, const uint64_t *ids,
 void dropout_backward(float *dy, const uint8_t *keep, size_t count, float p)
 {
     float scale = 1.0f / (1.0f - p);
+    SIMD
     for (size_t i = 0; i < count; i++)
         dy[i] = op_dropout(dy[i], keep[i], scale);
 }

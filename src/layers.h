@@ -26,7 +26,8 @@ size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk);
 
 /* Stride-1 convolution with zero padding: x [C][N][H][W], w [F][C][k][k], b [F] -> y [F][N][OH][OW].
  * Samples are processed `chunk` at a time: im2col into col, then one GEMM per chunk (chunk >= N
- * gives a single GEMM for the batch). */
+ * gives a single GEMM for the batch). b may be NULL: the caller adds the bias in a later pass
+ * (bias_relu_forward, or after pooling, where max(x) + b = max(x + b) touches a quarter of the values). */
 void conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F, int k,
                   int pad, float *col, int chunk);
 /* dy [F][N][OH][OW]: dw += dy * col^T, db += plane sums; dx = col2im(w^T dy) unless dx is NULL
@@ -41,11 +42,13 @@ void linear_backward(const float *x, const float *w, const float *dy, float *dw,
                      int out);
 
 void relu_forward(float *x, size_t count);                      /* in place */
+/* In place on x [C][count]: x = relu(x + b[c]). */
+void bias_relu_forward(float *x, const float *b, int C, size_t count);
 void relu_backward(float *dy, const float *y, size_t count);    /* in place, y = the ReLU's output */
 
-/* Max-pool, window s, stride s, over `planes` planes [H][W] -> [H/s][W/s]; arg: argmax plane index. */
-void maxpool_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int s);
-void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int s);
+/* 2x2 max-pool, stride 2, over `planes` planes [H][W] -> [H/2][W/2]; arg: argmax plane index. */
+void maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W);
+void maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W);
 
 /* Dropout in place on x [N][D]; element e of sample i keeps iff the counter-based draw for
  * (key, ids[i], layer, e) is >= p; keep records the mask for the backward pass. */

@@ -1,1 +1,2 @@
-# placeholder
+src_libmnistddp_a_SOURCES += src/ops.h src/gemm.h src/gemm.c src/layers.h src/layers.c src/model.h src/model.c \
+	src/optim.h src/optim.c

@@ -28,14 +28,34 @@ static inline HD float op_relu(float x)
     return x > 0.0f ? x : 0.0f;
 }
 
+/* relu(x + b): a convolution's bias and activation in one pass. */
+static inline HD float op_bias_relu(float x, float b)
+{
+    return op_relu(x + b);
+}
+
 /* Gradient through a ReLU given its output y (y > 0 exactly where the input was). */
 static inline HD float op_relu_grad(float dy, float y)
 {
     return y > 0.0f ? dy : 0.0f;
 }
 
-/* im2col entry for tap (kh, kw) at output (oh, ow) of a stride-1 convolution with zero padding:
- * the input pixel of plane [H][W] (one channel of one sample), or 0 in the padding. */
+/* Stride-1 convolution index math, one dimension at a time. im2col: output o reads input
+ * i = o + d through tap t, d = t - pad; col2im: input i gathers from output o = i + d, d = pad - t.
+ * The target index is inside [0, size) exactly for o in [op_span_lo(d), op_span_hi(d, size)); the
+ * CPU copies these spans row by row, a GPU thread per element uses op_im2col / op_col2im. */
+static inline HD int op_span_lo(int d)
+{
+    return d < 0 ? -d : 0;
+}
+
+static inline HD int op_span_hi(int d, int size)
+{
+    return size - d;
+}
+
+/* im2col entry for tap (kh, kw) at output (oh, ow): the pixel of input plane [H][W] (one channel
+ * of one sample), or 0 in the padding. */
 static inline HD float op_im2col(const float *plane, int H, int W, int pad, int kh, int kw, int oh, int ow)
 {
     int ih = oh + kh - pad, iw = ow + kw - pad;
@@ -43,8 +63,8 @@ static inline HD float op_im2col(const float *plane, int H, int W, int pad, int 
 }
 
 /* col2im, gather form (no atomics): gradient of input pixel (ih, iw) = sum over the k*k taps that
- * read it. dcol points at row (channel, tap 0) and column (sample, output 0); tap rows are ld apart
- * and each holds the sample's [OH][OW] outputs. */
+ * read it, in tap order (kh, then kw). dcol points at row (channel, tap 0) and column (sample,
+ * output 0); tap rows are ld apart and each holds the sample's [OH][OW] outputs. */
 static inline HD float op_col2im(const float *dcol, size_t ld, int k, int pad, int OH, int OW, int ih, int iw)
 {
     float s = 0.0f;
@@ -61,21 +81,24 @@ static inline HD float op_col2im(const float *dcol, size_t ld, int k, int pad, i
     return s;
 }
 
-/* Max-pool, window s x s, stride s: output (ph, pw) of plane [.][W]; stores the flat plane index of
- * the first maximum (a NaN wins, as in PyTorch) in *arg. */
-static inline HD float op_maxpool(const float *plane, int W, int s, int ph, int pw, int32_t *arg)
+/* One step of a max scan: v at index i replaces the running maximum if larger or NaN (as in
+ * PyTorch); selects rather than branches, since comparisons of activations are unpredictable. */
+static inline HD void op_max_step(float v, int i, float *m, int *arg)
 {
-    int best = ph * s * W + pw * s;
-    float m = plane[best];
-    for (int dy = 0; dy < s; dy++)
-        for (int dx = 0; dx < s; dx++) {
-            int i = (ph * s + dy) * W + pw * s + dx;
-            float v = plane[i];
-            if (v > m || v != v) {
-                m = v;
-                best = i;
-            }
-        }
+    int take = (v > *m) | (v != v);
+    *m = take ? v : *m;
+    *arg = take ? i : *arg;
+}
+
+/* 2x2 max-pool, stride 2: output (ph, pw) of a plane with row length W; *arg gets the plane index
+ * of the first maximum. */
+static inline HD float op_maxpool2(const float *plane, int W, int ph, int pw, int32_t *arg)
+{
+    int i = 2 * ph * W + 2 * pw, best = i;
+    float m = plane[i];
+    op_max_step(plane[i + 1], i + 1, &m, &best);
+    op_max_step(plane[i + W], i + W, &m, &best);
+    op_max_step(plane[i + W + 1], i + W + 1, &m, &best);
     *arg = best;
     return m;
 }
@@ -106,13 +129,18 @@ static inline HD float op_dropout(float x, int keep, float scale)
 }
 
 /* Sum of count values stride apart (bias gradients: a CNHW channel plane, or a column of [N][F]),
- * accumulated in double so long planes lose no precision. */
+ * in double so long planes lose no precision, over four independent partial sums so the additions
+ * do not wait on each other. */
 static inline HD float op_sum(const float *x, size_t count, size_t stride)
 {
-    double s = 0.0;
-    for (size_t i = 0; i < count; i++)
-        s += x[i * stride];
-    return (float)s;
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    size_t i = 0;
+    for (; i + 4 <= count; i += 4)
+        for (int j = 0; j < 4; j++)
+            s[j] += x[(i + j) * stride];
+    for (; i < count; i++)
+        s[0] += x[i * stride];
+    return (float)((s[0] + s[1]) + (s[2] + s[3]));
 }
 
 /* BatchNorm statistics of one channel's count contiguous values: mean and biased variance

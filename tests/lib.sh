@@ -24,10 +24,11 @@ run_np() {
 }
 
 # expect_fail CODE PATTERN CMD...: CMD exits with CODE and its stderr names PATTERN.
+# (CMD may be run_np, which bounds MPI runs in time; a single process has no peer to wait for.)
 expect_fail() {
   code=$1 pattern=$2; shift 2
   set +e
-  timeout -k 5 120 "$@" >"$TMP/out" 2>"$TMP/err"
+  "$@" >"$TMP/out" 2>"$TMP/err"
   rc=$?
   set -e
   if [ "$rc" -ne "$code" ]; then

@@ -1,10 +1,14 @@
 #!/bin/bash
 # select-port: distinct, in-range, deterministic ports, and busy ports skipped.
 # Run by `make check`, or by hand: abs_top_srcdir=$PWD tests/select-port.sh
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 
 srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 sp=$srcdir/slurm/select-port
+# Only what each check sets may reach select-port (not a surrounding job's IDs or MASTER_ADDR).
+unset MASTER_ADDR MNIST_DDP_PORT_MIN MNIST_DDP_PORT_MAX SLURM_JOB_ID SLURM_ARRAY_JOB_ID SLURM_ARRAY_TASK_ID \
+    SLURM_ARRAY_TASK_MIN SLURM_ARRAY_TASK_MAX
 work=$(mktemp -d) || exit 99
 listener=
 cleanup() {
@@ -12,6 +16,13 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+
+# A listener to occupy a port needs python3.
+if ! command -v python3 > /dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get install -y -q python3 || { apt-get update -q && apt-get install -y -q python3; }; } > /dev/null 2>&1 ||
+        { echo "SKIP: python3 (to hold a port busy) cannot be installed"; exit 77; }
+fi
 
 passes=0 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -54,7 +65,11 @@ check_set() {
 ports 20000 29999 "$work/array" 4711 0 999 || fail "select-port failed for the 1,000-task array"
 check_set "1,000-task array" "$work/array" 20000 29999 1000
 ports 20000 29999 "$work/again" 4711 0 999 10
-if awk 'NR % 10 == 1' "$work/array" | cmp -s - "$work/again"; then pass "deterministic (every 10th task asked again)"; else fail "second run gave other ports"; fi
+if awk 'NR % 10 == 1' "$work/array" | cmp -s - "$work/again"; then
+    pass "deterministic (every 10th task asked again)"
+else
+    fail "second run gave other ports"
+fi
 
 # 2. Adjacent job IDs: the naive 10000 + job%10000 + task gives 12345/5 and 12350/0 the same port.
 a=$(SLURM_ARRAY_JOB_ID=12345 SLURM_ARRAY_TASK_ID=5 "$sp")
@@ -81,8 +96,8 @@ else fail "unclear error for a range inside the ephemeral range: $(cat "$work/er
 if env -u SLURM_JOB_ID -u SLURM_ARRAY_JOB_ID "$sp" 2> "$work/err"; then fail "ran without a job ID"
 else pass "no job ID refused: $(cat "$work/err")"; fi
 
-# 4. Sourced, it exports MASTER_PORT (as the sbatch templates use it).
-got=$(SLURM_JOB_ID=777 bash -c '. "$1" && printenv MASTER_PORT' sh "$sp")
+# 4. Sourced, it exports MASTER_PORT (as the sbatch templates use it, under set -euo pipefail).
+got=$(SLURM_JOB_ID=777 bash -c 'set -euo pipefail; . "$1"; printenv MASTER_PORT' sh "$sp")
 want=$(SLURM_JOB_ID=777 "$sp")
 if [ -n "$got" ] && [ "$got" = "$want" ]; then pass "sourced: MASTER_PORT=$got exported"
 else fail "sourced gave '$got', command gave '$want'"; fi
@@ -90,39 +105,32 @@ else fail "sourced gave '$got', command gave '$want'"; fi
 # 5. A busy port on this host is skipped, deterministically, to the next slot; a busy port on
 # another MASTER_ADDR cannot be seen and is returned with a note.
 port=$(SLURM_JOB_ID=31337 "$sp")
-if ! command -v python3 > /dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 > /dev/null 2>&1
-fi
-if ! command -v python3 > /dev/null; then
-    echo "SKIP: busy-port check needs python3, which could not be installed"
-else
-    timeout 120 python3 -c '
+timeout 120 python3 -c '
 import socket, sys, time
 s = socket.socket()
 s.bind(("127.0.0.1", int(sys.argv[1])))
 s.listen()
 time.sleep(120)' "$port" &
-    listener=$!
-    hex=$(printf ':%04X' "$port")
-    for _ in $(seq 100); do
-        awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' /proc/net/tcp && break
-        sleep 0.1
-    done
-    busy=$(SLURM_JOB_ID=31337 "$sp" 2> "$work/err")
-    busy2=$(SLURM_JOB_ID=31337 "$sp" 2> /dev/null)
-    next=$((20000 + (port - 20000 + 1) % 10000))
-    if [ "$busy" = "$next" ] && [ "$busy2" = "$busy" ] && grep -q "port $port is busy" "$work/err"; then
-        pass "busy port $port skipped to $busy ($(cat "$work/err"))"
-    else
-        fail "with $port busy got '$busy' then '$busy2', expected $next; stderr: $(cat "$work/err")"
-    fi
-    remote=$(SLURM_JOB_ID=31337 MASTER_ADDR=some-other-node "$sp" 2> "$work/err")
-    if [ "$remote" = "$port" ] && grep -q 'not checked' "$work/err"; then pass "other MASTER_ADDR: unchecked $remote with a note"
-    else fail "other MASTER_ADDR gave '$remote': $(cat "$work/err")"; fi
-    kill "$listener"; wait "$listener" 2>/dev/null; listener=
-    free=$(SLURM_JOB_ID=31337 "$sp")
-    if [ "$free" = "$port" ]; then pass "port $port chosen again once free"; else fail "freed port gave '$free'"; fi
+listener=$!
+hex=$(printf ':%04X' "$port")
+for _ in $(seq 100); do
+    awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' /proc/net/tcp && break
+    sleep 0.1
+done
+busy=$(SLURM_JOB_ID=31337 "$sp" 2> "$work/err")
+busy2=$(SLURM_JOB_ID=31337 "$sp" 2> /dev/null)
+next=$((20000 + (port - 20000 + 1) % 10000))
+if [ "$busy" = "$next" ] && [ "$busy2" = "$busy" ] && grep -q "port $port is busy" "$work/err"; then
+    pass "busy port $port skipped to $busy ($(cat "$work/err"))"
+else
+    fail "with $port busy got '$busy' then '$busy2', expected $next; stderr: $(cat "$work/err")"
 fi
+remote=$(SLURM_JOB_ID=31337 MASTER_ADDR=some-other-node "$sp" 2> "$work/err")
+if [ "$remote" = "$port" ] && grep -q 'not checked' "$work/err"; then pass "other MASTER_ADDR: unchecked $remote with a note"
+else fail "other MASTER_ADDR gave '$remote': $(cat "$work/err")"; fi
+kill "$listener"; wait "$listener" 2>/dev/null; listener=
+free=$(SLURM_JOB_ID=31337 "$sp")
+if [ "$free" = "$port" ]; then pass "port $port chosen again once free"; else fail "freed port gave '$free'"; fi
 
 echo "select-port: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

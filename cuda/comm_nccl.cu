@@ -1,0 +1,394 @@
+// NCCL communicator and the bucketed gradient all-reduce for device buffers (mirrors src/comm_mpi.c).
+//
+// Streams: the trainer computes on the compute stream (device.cu); every collective here runs on a
+// dedicated communication stream (non-blocking, highest priority), ordered with events: the comm stream
+// waits on an event recorded on the compute stream when a bucket is enqueued, and the compute stream
+// waits on an event recorded after the last collective, so the optimizer waits on the last bucket only.
+//
+// Non-blocking communicator (config.blocking = 0): any NCCL call may return ncclInProgress; before the
+// next NCCL call on the communicator we poll ncclCommGetAsyncError until it leaves ncclInProgress. Every
+// wait (init, enqueue, completion) has the --comm-timeout deadline; on error or timeout we call
+// ncclCommAbort (GPU kernels of the communicator return) and die() (MPI_Abort: every rank stops).
+// No MPI here: cuda/gpu_host.c broadcasts the unique ID.
+#include "config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "cuda_check.h"
+#include "gpu.h"
+
+static_assert(GPU_NCCL_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "GPU_NCCL_ID_BYTES must equal NCCL_UNIQUE_ID_BYTES");
+static_assert(sizeof(ncclUniqueId) == GPU_NCCL_ID_BYTES, "ncclUniqueId size changed");
+
+struct gpu_comm {
+    ncclComm_t comm;
+    int rank, world, device;
+    double timeout_s;
+    long step;                 // the last armed step, for messages; -1 before the first
+    int initialised;           // ncclCommInitRankConfig completed (selects the hint of a timeout)
+    cudaStream_t compute;      // the trainer's (not owned)
+    cudaStream_t stream;       // communication stream (owned)
+    cudaEvent_t ready, done;   // ordering (timing disabled)
+    cudaEvent_t t0, t1;        // timing
+    float *dev_scalar, *host_scalar; // one float for max-over-ranks (host side pinned: no blocking copy)
+};
+
+struct gpu_grad_comm {
+    gpu_comm *c;
+    float *grads;
+    size_t n;
+    gpu_bucket_plan plan;
+    int armed, pass_buckets;
+    cudaEvent_t ready;          // end of the kernels of a bucket (timing disabled)
+    cudaEvent_t bwd_end, done;  // end of backward / of the last bucket (timed: exposed time)
+    gpu_grad_stats stats;
+};
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// Spin briefly (a bucket often completes within microseconds), then sleep with growing intervals.
+static void backoff(long spins)
+{
+    if (spins < 256)
+        return;
+    struct timespec ts = {0, spins < 4096 ? 20000L : 500000L};
+    nanosleep(&ts, nullptr);
+}
+
+static void when(const gpu_comm *c, char *buf, size_t len)
+{
+    if (c->step < 0)
+        snprintf(buf, len, "at start-up");
+    else
+        snprintf(buf, len, "at step %ld", c->step);
+}
+
+static void abort_comm(gpu_comm *c)
+{
+    if (c->comm)
+        (void)ncclCommAbort(c->comm); // we are about to die; its own result cannot change that
+    c->comm = nullptr;
+}
+
+[[noreturn]] static void nccl_fail(gpu_comm *c, ncclResult_t r, const char *op, const char *file, int line)
+{
+    char last[512], w[64];
+    snprintf(last, sizeof last, "%s", c->comm ? ncclGetLastError(c->comm) : ncclGetLastError(nullptr));
+    when(c, w, sizeof w);
+    abort_comm(c);
+    die_at(file, line, nccl_exit_code(r), "NCCL %s %s failed: %s%s%s; rerun with NCCL_DEBUG=INFO "
+           "(NCCL_DEBUG_SUBSYS=INIT,NET) to see why", op, w, ncclGetErrorString(r), *last ? ": " : "", last);
+}
+
+[[noreturn]] static void nccl_timeout(gpu_comm *c, const char *op, const char *file, int line)
+{
+    char w[64];
+    when(c, w, sizeof w);
+    abort_comm(c);
+    if (!c->initialised)
+        die_at(file, line, EX_UNAVAILABLE, "NCCL %s %s did not complete within --comm-timeout %g s: a rank did not "
+               "start, or this rank cannot reach rank 0's bootstrap address (firewall? NCCL_SOCKET_IFNAME? see "
+               "--bootstrap-addr); rerun with NCCL_DEBUG=INFO to see where it waits", op, w, c->timeout_s);
+    die_at(file, line, EX_UNAVAILABLE, "NCCL %s %s did not complete within --comm-timeout %g s: a peer rank died, "
+           "stalled or diverged in its step count; rerun with NCCL_DEBUG=INFO to see where it waits", op, w,
+           c->timeout_s);
+}
+
+// After an NCCL call on the communicator: its result, then the communicator's state until it leaves
+// ncclInProgress (a non-blocking communicator may still be initialising, connecting or enqueuing).
+static void nccl_settle(gpu_comm *c, ncclResult_t r, const char *op, const char *file, int line)
+{
+    if (r != ncclSuccess && r != ncclInProgress)
+        nccl_fail(c, r, op, file, line);
+    double deadline = now() + c->timeout_s;
+    for (long spins = 0;; spins++) {
+        ncclResult_t state = ncclInProgress;
+        ncclResult_t q = ncclCommGetAsyncError(c->comm, &state);
+        if (q != ncclSuccess)
+            nccl_fail(c, q, op, file, line);
+        if (state == ncclSuccess)
+            return;
+        if (state != ncclInProgress)
+            nccl_fail(c, state, op, file, line);
+        if (now() > deadline)
+            nccl_timeout(c, op, file, line);
+        backoff(spins);
+    }
+}
+#define NCCL_ENQUEUE(c, call, op) nccl_settle((c), (call), (op), __FILE__, __LINE__)
+
+// Host wait for an event with the deadline, watching the communicator for asynchronous errors.
+static void wait_event(gpu_comm *c, cudaEvent_t ev, const char *op, const char *file, int line)
+{
+    double deadline = now() + c->timeout_s;
+    for (long spins = 0;; spins++) {
+        cudaError_t q = cudaEventQuery(ev);
+        if (q == cudaSuccess)
+            return;
+        if (q != cudaErrorNotReady) {
+            char call[160];
+            snprintf(call, sizeof call, "waiting for the %s (cudaEventQuery)", op);
+            abort_comm(c);
+            cuda_check_fail(q, call, file, line);
+        }
+        ncclResult_t state = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError(c->comm, &state);
+        if (r != ncclSuccess)
+            nccl_fail(c, r, op, file, line);
+        if (state != ncclSuccess && state != ncclInProgress)
+            nccl_fail(c, state, op, file, line);
+        if (now() > deadline)
+            nccl_timeout(c, op, file, line);
+        backoff(spins);
+    }
+}
+#define WAIT_EVENT(c, ev, op) wait_event((c), (ev), (op), __FILE__, __LINE__)
+
+extern "C" void gpu_nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES])
+{
+    ncclUniqueId u;
+    NCCL_CHECK(ncclGetUniqueId(&u));
+    memcpy(id, &u, sizeof u);
+}
+
+extern "C" gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], int nranks, int rank, double timeout_s)
+{
+    int dev = gpu_bound_device();
+    if (dev < 0)
+        die(EX_SOFTWARE, "gpu_comm_init: no device bound (gpu_select() comes first)");
+    gpu_comm *c = (gpu_comm *)xcalloc(1, sizeof *c);
+    c->rank = rank;
+    c->world = nranks;
+    c->device = dev;
+    c->timeout_s = timeout_s;
+    c->step = -1;
+    c->compute = (cudaStream_t)gpu_compute_stream();
+    CUDA_CHECK(cudaSetDevice(dev)); // NCCL binds the communicator to the current device
+    int least = 0, greatest = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, greatest));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreate(&c->t0));
+    CUDA_CHECK(cudaEventCreate(&c->t1));
+    CUDA_CHECK(cudaMalloc((void **)&c->dev_scalar, sizeof(float)));
+    CUDA_CHECK(cudaMallocHost((void **)&c->host_scalar, sizeof(float)));
+
+    ncclUniqueId uid;
+    memcpy(&uid, id, sizeof uid);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0; // returns at once; we poll with a deadline instead of hanging in the bootstrap
+    ncclResult_t r = ncclCommInitRankConfig(&c->comm, nranks, uid, rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress)
+        nccl_fail(c, r, "communicator initialisation (ncclCommInitRankConfig)", __FILE__, __LINE__);
+    NCCL_ENQUEUE(c, r, "communicator initialisation (ncclCommInitRankConfig)");
+    c->initialised = 1;
+    return c;
+}
+
+extern "C" int gpu_comm_size(const gpu_comm *c) { return c->world; }
+
+// Orders the comm stream after everything queued on the compute stream so far.
+static void comm_after_compute(gpu_comm *c)
+{
+    CUDA_CHECK(cudaEventRecord(c->ready, c->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0));
+}
+
+// Orders the compute stream after everything queued on the comm stream, and waits on the host.
+static void compute_after_comm(gpu_comm *c, const char *op, const char *file, int line)
+{
+    CUDA_CHECK(cudaEventRecord(c->done, c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(c->compute, c->done, 0));
+    wait_event(c, c->done, op, file, line);
+}
+
+extern "C" void gpu_comm_broadcast(gpu_comm *c, float *dev, size_t n, int root, const char *what)
+{
+    if (c->world == 1 || n == 0)
+        return;
+    char op[192];
+    snprintf(op, sizeof op, "broadcast of %s", what ? what : "a device buffer");
+    comm_after_compute(c);
+    NCCL_ENQUEUE(c, ncclBroadcast(dev, dev, n, ncclFloat, root, c->comm, c->stream), op);
+    compute_after_comm(c, op, __FILE__, __LINE__);
+}
+
+extern "C" void gpu_comm_average(gpu_comm *c, float *dev, size_t n, const char *what)
+{
+    if (c->world == 1 || n == 0)
+        return;
+    char op[192];
+    snprintf(op, sizeof op, "average of %s", what ? what : "a device buffer");
+    comm_after_compute(c);
+    NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, ncclFloat, ncclAvg, c->comm, c->stream), op);
+    compute_after_comm(c, op, __FILE__, __LINE__);
+}
+
+// The maximum of x over ranks (through the device: NCCL only reduces device memory).
+static double max_over_ranks(gpu_comm *c, double x, const char *op)
+{
+    *c->host_scalar = (float)x;
+    CUDA_CHECK(cudaMemcpyAsync(c->dev_scalar, c->host_scalar, sizeof(float), cudaMemcpyHostToDevice, c->stream));
+    NCCL_ENQUEUE(c, ncclAllReduce(c->dev_scalar, c->dev_scalar, 1, ncclFloat, ncclMax, c->comm, c->stream), op);
+    CUDA_CHECK(cudaMemcpyAsync(c->host_scalar, c->dev_scalar, sizeof(float), cudaMemcpyDeviceToHost, c->stream));
+    CUDA_CHECK(cudaEventRecord(c->done, c->stream));
+    WAIT_EVENT(c, c->done, op);
+    return (double)*c->host_scalar;
+}
+
+extern "C" double gpu_comm_time_allreduce(gpu_comm *c, float *dev, size_t n, int iters)
+{
+    if (c->world == 1 || n == 0)
+        return 0;
+    if (iters < 1)
+        iters = 1;
+    const char *op = "timed all-reduce";
+    comm_after_compute(c);
+    NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, c->comm, c->stream), op); // warm-up
+    CUDA_CHECK(cudaEventRecord(c->t0, c->stream));
+    for (int i = 0; i < iters; i++)
+        NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, c->comm, c->stream), op);
+    CUDA_CHECK(cudaEventRecord(c->t1, c->stream));
+    compute_after_comm(c, op, __FILE__, __LINE__);
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, c->t0, c->t1));
+    return max_over_ranks(c, 1e-3 * (double)ms / iters, op);
+}
+
+extern "C" void gpu_comm_free(gpu_comm *c)
+{
+    if (!c)
+        return;
+    const char *op = "communicator shutdown (ncclCommFinalize)";
+    CUDA_CHECK(cudaEventRecord(c->done, c->stream));
+    WAIT_EVENT(c, c->done, op);
+    NCCL_ENQUEUE(c, ncclCommFinalize(c->comm), op); // flushes and waits for peers: deadline applies
+    // Local and quick after ncclCommFinalize; ncclInProgress would only mean "freed in the background".
+    ncclResult_t r = ncclCommDestroy(c->comm);
+    if (r != ncclSuccess && r != ncclInProgress)
+        nccl_check_fail(r, "ncclCommDestroy(c->comm)", __FILE__, __LINE__);
+    c->comm = nullptr;
+    CUDA_CHECK(cudaEventDestroy(c->ready));
+    CUDA_CHECK(cudaEventDestroy(c->done));
+    CUDA_CHECK(cudaEventDestroy(c->t0));
+    CUDA_CHECK(cudaEventDestroy(c->t1));
+    CUDA_CHECK(cudaFree(c->dev_scalar));
+    CUDA_CHECK(cudaFreeHost(c->host_scalar));
+    CUDA_CHECK(cudaStreamDestroy(c->stream));
+    free(c);
+}
+
+// ---- Gradient all-reduce --------------------------------------------------------------------------
+
+extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, size_t n, size_t bucket_bytes)
+{
+    gpu_grad_comm *g = (gpu_grad_comm *)xcalloc(1, sizeof *g);
+    g->c = c;
+    g->grads = dev_grads;
+    g->n = n;
+    gpu_bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
+    CUDA_CHECK(cudaEventCreateWithFlags(&g->ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreate(&g->bwd_end));
+    CUDA_CHECK(cudaEventCreate(&g->done));
+    if (c->world > 1 && n > 0) {
+        // Reference for the overlap figure: the best of three isolated all-reduces of the whole buffer
+        // (each the maximum over ranks). A scratch copy: the gradients may hold anything now.
+        float *scratch = nullptr;
+        CUDA_CHECK(cudaMalloc((void **)&scratch, n * sizeof(float)));
+        CUDA_CHECK(cudaMemsetAsync(scratch, 0, n * sizeof(float), c->compute));
+        g->stats.blocking_s = 1e30;
+        for (int i = 0; i < 3; i++) {
+            double t = gpu_comm_time_allreduce(c, scratch, n, 1);
+            if (t < g->stats.blocking_s)
+                g->stats.blocking_s = t;
+        }
+        CUDA_CHECK(cudaFree(scratch)); // the timed operations were waited for
+    }
+    return g;
+}
+
+extern "C" void gpu_grad_comm_arm(gpu_grad_comm *g, int armed, long step)
+{
+    int was = g->armed;
+    g->armed = armed && g->c->world > 1;
+    g->c->step = step;
+    if (g->armed && !was) {
+        gpu_bucket_reset(&g->plan);
+        g->pass_buckets = 0;
+    }
+}
+
+// Enqueues the all-reduce of [start, start + count) on the comm stream, after the kernels queued so far
+// on the compute stream (one event covers every ready range of the bucket: stream order).
+static void launch(gpu_grad_comm *g, size_t start, size_t count)
+{
+    gpu_comm *c = g->c;
+    CUDA_CHECK(cudaEventRecord(g->ready, c->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->ready, 0));
+    NCCL_ENQUEUE(c, ncclAllReduce(g->grads + start, g->grads + start, count, ncclFloat, ncclSum, c->comm, c->stream),
+                 "gradient all-reduce");
+    g->pass_buckets++;
+    g->stats.launched++;
+}
+
+extern "C" void gpu_grad_comm_ready(void *ctx, size_t offset, size_t count)
+{
+    gpu_grad_comm *g = (gpu_grad_comm *)ctx;
+    if (!g->armed)
+        return;
+    if (offset > g->n || count > g->n - offset)
+        die(EX_SOFTWARE, "gradient range [%zu, %zu) reported ready lies outside the %zu gradients", offset,
+            offset + count, g->n);
+    size_t start[2], counts[2];
+    int k = gpu_bucket_ready(&g->plan, offset, count, start, counts);
+    for (int i = 0; i < k; i++)
+        launch(g, start[i], counts[i]);
+}
+
+extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
+{
+    if (!g->armed)
+        return;
+    gpu_comm *c = g->c;
+    // End of backward on the device timeline; the comm stream waits on it, so 'done' below is never
+    // earlier than 'bwd_end' (exposed time >= 0) and the remainder is ordered after the last kernels.
+    CUDA_CHECK(cudaEventRecord(g->bwd_end, c->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->bwd_end, 0));
+    size_t start, count;
+    if (gpu_bucket_flush(&g->plan, &start, &count))
+        launch(g, start, count);
+    CUDA_CHECK(cudaEventRecord(g->done, c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(c->compute, g->done, 0)); // the optimizer waits on the last bucket only
+    WAIT_EVENT(c, g->done, "gradient all-reduce");
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, g->bwd_end, g->done));
+    g->stats.exposed_s += ms > 0 ? 1e-3 * (double)ms : 0;
+    g->stats.buckets = g->pass_buckets;
+    g->stats.reductions++;
+    g->pass_buckets = 0;
+    g->armed = 0;
+}
+
+extern "C" gpu_grad_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g) { return g->stats; }
+
+extern "C" void gpu_grad_comm_free(gpu_grad_comm *g)
+{
+    if (!g)
+        return;
+    // Nothing may still read the gradients or the events: wait for the comm stream (deadline).
+    CUDA_CHECK(cudaEventRecord(g->done, g->c->stream));
+    WAIT_EVENT(g->c, g->done, "gradient all-reduce");
+    CUDA_CHECK(cudaEventDestroy(g->ready));
+    CUDA_CHECK(cudaEventDestroy(g->bwd_end));
+    CUDA_CHECK(cudaEventDestroy(g->done));
+    free(g);
+}

@@ -1,0 +1,111 @@
+// Device choice and information (no MPI here: cuda/gpu_host.c gathers and checks across ranks).
+// One device per process: the bound device and its compute stream are process state.
+#include "config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda_check.h"
+#include "gpu.h"
+
+static int bound_device = -1;
+static cudaStream_t compute_stream = nullptr;
+
+static gpu_probe_status probe_status(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess:
+        return GPU_PROBE_OK;
+    case cudaErrorInsufficientDriver:
+        return GPU_PROBE_INSUFFICIENT_DRIVER;
+    case cudaErrorNoDevice:
+        return GPU_PROBE_NO_DEVICE;
+    default:
+        return GPU_PROBE_OTHER;
+    }
+}
+
+extern "C" int gpu_available(char *why, size_t len)
+{
+    char scratch[GPU_MSG_LEN], detail[256];
+    if (!why || !len) {
+        why = scratch;
+        len = sizeof scratch;
+    }
+    int count = 0, driver = 0, runtime = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); // clear it: the answer "no GPU" is not an error of a later call
+        count = 0;
+    }
+    // Both only report versions: 0 for the driver when there is none; a failure leaves 0, which reads "none".
+    if (cudaDriverGetVersion(&driver) != cudaSuccess)
+        driver = 0;
+    if (cudaRuntimeGetVersion(&runtime) != cudaSuccess)
+        runtime = 0;
+    (void)cudaGetLastError();
+    snprintf(detail, sizeof detail, "%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
+    return gpu_plan_usable(probe_status(e), count, driver, runtime, getenv("CUDA_VISIBLE_DEVICES"), detail, why, len);
+}
+
+extern "C" int gpu_probe(int local_rank, gpu_info *info, char *why, size_t len)
+{
+    memset(info, 0, sizeof *info);
+    if (!gpu_available(why, len))
+        return -1;
+    // Property queries only: no cudaSetDevice, so no context exists before the duplicate check (a second
+    // context on an exclusive-process GPU would fail with a less helpful message).
+    CUDA_CHECK(cudaGetDeviceCount(&info->visible));
+    info->device = gpu_plan_device_index(local_rank, info->visible);
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, info->device));
+    snprintf(info->name, sizeof info->name, "%s", prop.name);
+    info->cc_major = prop.major;
+    info->cc_minor = prop.minor;
+    info->total_mem = prop.totalGlobalMem;
+    CUDA_CHECK(cudaDeviceGetPCIBusId(info->pci_bus_id, (int)sizeof info->pci_bus_id, info->device));
+    gpu_plan_visible_devices_show(getenv("CUDA_VISIBLE_DEVICES"), info->visible_devices, sizeof info->visible_devices);
+    CUDA_CHECK(cudaDriverGetVersion(&info->driver_version));
+    CUDA_CHECK(cudaRuntimeGetVersion(&info->runtime_version));
+    NCCL_CHECK(ncclGetVersion(&info->nccl_version));
+    return 0;
+}
+
+extern "C" void gpu_bind(const gpu_info *info)
+{
+    if (bound_device >= 0)
+        die(EX_SOFTWARE, "gpu_bind: device %d is already bound (one device per process)", bound_device);
+    cudaError_t e = cudaSetDevice(info->device); // CUDA >= 12 creates the primary context here
+    if (e == cudaSuccess)
+        e = cudaFree(nullptr); // and older runtimes here
+    if (e == cudaErrorDevicesUnavailable)
+        die(EX_UNAVAILABLE, "GPU %d (%s, %s) is unavailable: it is in exclusive-process compute mode and another "
+            "process holds it (nvidia-smi shows which); run one rank per GPU and nothing else on it",
+            info->device, info->name, info->pci_bus_id);
+    if (e != cudaSuccess)
+        cuda_check_fail(e, "cudaSetDevice(info->device)", __FILE__, __LINE__);
+    int least = 0, greatest = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    // Blocking with respect to the legacy default stream: work someone queued on stream 0 by mistake is
+    // still ordered before the events the all-reduce waits on.
+    CUDA_CHECK(cudaStreamCreateWithPriority(&compute_stream, cudaStreamDefault, least));
+    bound_device = info->device;
+}
+
+extern "C" int gpu_bound_device(void) { return bound_device; }
+
+extern "C" void *gpu_compute_stream(void) { return (void *)compute_stream; }
+
+extern "C" void gpu_describe(const gpu_info *info, char *buf, size_t len)
+{
+    snprintf(buf, len, "cuda:%d (%s)", info->device, info->pci_bus_id);
+}
+
+extern "C" void gpu_release(void)
+{
+    if (compute_stream)
+        CUDA_CHECK(cudaStreamDestroy(compute_stream)); // returns at once; resources go when its work is done
+    compute_stream = nullptr;
+    bound_device = -1;
+}

@@ -1,0 +1,352 @@
+/* The real cuda/device.o and cuda/comm_nccl.o against a simulated CUDA runtime and NCCL (this file
+ * defines the cuda* and nccl* functions they call; the test is linked without libcudart and libnccl), so
+ * their control flow runs on a machine without a GPU:
+ * - streams are queues executed by a scheduler that is adversarial on purpose: either the communication
+ *   stream runs as early as its dependencies allow while the compute stream lags (a missing "comm waits
+ *   on compute" makes the all-reduce reduce stale data), or the other way round; events and
+ *   cudaStreamWaitEvent have CUDA's snapshot semantics; cudaEventElapsedTime fails on incomplete or
+ *   timing-disabled events;
+ * - the all-reduce of a simulated 2-rank job doubles the data (the peer holds the same values), so each
+ *   gradient must come out exactly 2x: stale, unreduced or twice-reduced values are caught;
+ * - NCCL communicators are non-blocking: init and collectives may stay ncclInProgress for a while, and
+ *   any NCCL call on a communicator in that state counts as a violation of the API contract;
+ * - hangs, asynchronous errors and init failures must end in ncclCommAbort and exit 69 within the
+ *   deadline (Check's fork mode runs each case in its own process).
+ * What it cannot show: real NCCL/CUDA behaviour, performance, or multi-process agreement. */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "gpu_mock.h"
+
+/* ---- Tests ------------------------------------------------------------------------------------ */
+
+static const size_t layers[] = {288, 32, 18432, 64, 4099, 128, 1280, 10};
+enum { NL = sizeof layers / sizeof *layers };
+
+static gpu_comm *start(double timeout_s)
+{
+    gpu_info info;
+    char why[GPU_MSG_LEN];
+    ck_assert_int_eq(gpu_probe(3, &info, why, sizeof why), 0);
+    gpu_bind(&info);
+    unsigned char id[GPU_NCCL_ID_BYTES];
+    gpu_nccl_unique_id(id);
+    return gpu_comm_init(id, 2, 0, timeout_s);
+}
+
+static void no_violations(void) { ck_assert_msg(mock.violations == 0, "API misuse: %s", mock.violation); }
+
+START_TEST(test_probe_and_init)
+{
+    mock_reset(_i);
+    char why[GPU_MSG_LEN];
+    ck_assert_int_eq(gpu_available(why, sizeof why), 1);
+    gpu_info info;
+    ck_assert_int_eq(gpu_probe(3, &info, why, sizeof why), 0);
+    ck_assert_int_eq(info.device, 1); /* local rank 3 of 2 visible */
+    ck_assert_str_eq(info.pci_bus_id, "0000:11:00.0");
+    ck_assert_str_eq(info.name, "Mock GPU 1");
+    ck_assert_int_eq(info.nccl_version, 22809);
+    ck_assert_int_eq(gpu_bound_device(), -1); /* probing binds nothing */
+    gpu_bind(&info);
+    ck_assert_int_eq(gpu_bound_device(), 1);
+    ck_assert_ptr_nonnull(gpu_compute_stream());
+    mock.current_device = -1;
+    unsigned char id[GPU_NCCL_ID_BYTES];
+    gpu_nccl_unique_id(id);
+    mock.init_polls = 5;
+    gpu_comm *c = gpu_comm_init(id, 2, 0, 5.0);
+    ck_assert_int_eq(mock.init_blocking_seen, 0);   /* non-blocking init */
+    ck_assert_int_eq(mock.init_device_seen, 1);     /* cudaSetDevice before init */
+    ck_assert_int_eq(mock.comm_flags_ok, 1);        /* comm stream non-blocking ... */
+    ck_assert_int_eq(mock.comm_priority_seen, -5);  /* ... with the highest priority */
+    ck_assert_int_eq(gpu_comm_size(c), 2);
+    gpu_comm_free(c);
+    gpu_release();
+    no_violations();
+}
+END_TEST
+
+START_TEST(test_no_gpu)
+{
+    mock_reset(EAGER_COMM);
+    char why[GPU_MSG_LEN];
+    mock.count_err = cudaErrorInsufficientDriver;
+    mock.driver = 0;
+    ck_assert_int_eq(gpu_available(why, sizeof why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "no NVIDIA driver"));
+    mock.count_err = cudaSuccess;
+    mock.driver = 13000;
+    mock.count = 0;
+    gpu_info info;
+    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "no CUDA device"));
+}
+END_TEST
+
+/* Bucketed all-reduce: every gradient exactly doubled, under both adversarial schedules, with the
+ * collectives sometimes staying ncclInProgress (_i bit 1) and several bucket sizes. */
+START_TEST(test_grad_allreduce)
+{
+    mock_reset(_i & 1);
+    mock.coll_polls = _i & 2 ? 3 : 0;
+    gpu_comm *c = start(5.0);
+    cudaStream_t s = (cudaStream_t)gpu_compute_stream();
+    size_t n = 0, off[NL];
+    for (int l = 0; l < NL; l++) {
+        off[l] = n;
+        n += layers[l];
+    }
+    float *d, *h = malloc(n * sizeof *h), *out = malloc(n * sizeof *out);
+    ck_assert_int_eq(cudaMalloc((void **)&d, n * sizeof *d), cudaSuccess);
+    const size_t buckets[] = {0, 1024 * sizeof(float), 20000 * sizeof(float), (size_t)1 << 30};
+    for (size_t b = 0; b < sizeof buckets / sizeof *buckets; b++) {
+        gpu_grad_comm *g = gpu_grad_comm_create(c, d, n, buckets[b]);
+        gpu_grad_stats st = gpu_grad_comm_get_stats(g);
+        ck_assert_msg(st.blocking_s > 0, "no blocking reference measured");
+        enum { STEPS = 4 };
+        for (int step = 0; step < STEPS; step++) {
+            int accum = step == 1 ? 2 : 1;
+            for (int micro = 0; micro < accum; micro++) {
+                int armed = micro == accum - 1;
+                gpu_grad_comm_arm(g, armed, step);
+                long launched = gpu_grad_comm_get_stats(g).launched;
+                ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+                for (size_t i = 0; i < n; i++)
+                    h[i] = (float)((i + (size_t)step + b) % 11 + 1);
+                cudaMemsetAsync(d, 0xff, n * sizeof *d, s); /* NaN poison */
+                for (int k = 0; k < NL; k++) {
+                    int l = NL - 1 - k;
+                    if (step == 2 && (k == 2 || k == 3)) /* a layer reported late */
+                        l = NL - 1 - (k ^ 1);
+                    cudaMemcpyAsync(d + off[l], h + off[l], layers[l] * sizeof *d, cudaMemcpyHostToDevice, s);
+                    gpu_grad_comm_ready(g, off[l], layers[l]);
+                }
+                if (!armed)
+                    ck_assert_int_eq(gpu_grad_comm_get_stats(g).launched, launched);
+            }
+            gpu_grad_comm_finish(g);
+            cudaMemcpyAsync(out, d, n * sizeof *d, cudaMemcpyDeviceToHost, s);
+            ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+            for (size_t i = 0; i < n; i++)
+                if (out[i] != 2 * h[i])
+                    ck_abort_msg("bucket %zu B, step %d: gradient %zu is %g, expected %g", buckets[b], step, i,
+                                 (double)out[i], 2.0 * h[i]);
+        }
+        st = gpu_grad_comm_get_stats(g);
+        ck_assert_int_eq(st.reductions, STEPS);
+        ck_assert_msg(st.exposed_s >= 0, "negative exposed time");
+        if (buckets[b] == 0) /* the last step reports in order */
+            ck_assert_int_eq(st.buckets, NL);
+        if (buckets[b] >= n * sizeof(float))
+            ck_assert_int_eq(st.buckets, 1);
+        ck_assert_int_ge(st.launched, STEPS * st.buckets / 2);
+        gpu_grad_comm_free(g);
+    }
+    /* Broadcast from the other rank and average: the compute stream sees the results. */
+    for (size_t i = 0; i < 100; i++)
+        h[i] = -1;
+    cudaMemcpyAsync(d, h, 100 * sizeof *d, cudaMemcpyHostToDevice, s);
+    gpu_comm_broadcast(c, d, 100, 1, "test");
+    gpu_comm_average(c, d, 100, "test");
+    cudaMemcpyAsync(out, d, 100 * sizeof *d, cudaMemcpyDeviceToHost, s);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    for (size_t i = 0; i < 100; i++)
+        ck_assert_float_eq(out[i], 1000.0f + (float)i);
+    ck_assert_msg(gpu_comm_time_allreduce(c, d, 100, 4) > 0, "no time measured");
+    gpu_comm_free(c);
+    gpu_release();
+    free(h);
+    free(out);
+    no_violations();
+}
+END_TEST
+
+/* With one rank nothing communicates. */
+START_TEST(test_single_rank)
+{
+    mock_reset(EAGER_COMM);
+    gpu_info info;
+    char why[GPU_MSG_LEN];
+    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
+    gpu_bind(&info);
+    unsigned char id[GPU_NCCL_ID_BYTES] = {0};
+    gpu_comm *c = gpu_comm_init(id, 1, 0, 5.0);
+    float *d;
+    cudaMalloc((void **)&d, 64 * sizeof *d);
+    gpu_grad_comm *g = gpu_grad_comm_create(c, d, 64, 1024);
+    gpu_grad_comm_arm(g, 1, 0);
+    gpu_grad_comm_ready(g, 0, 64);
+    gpu_grad_comm_finish(g);
+    gpu_comm_broadcast(c, d, 64, 0, "x");
+    gpu_comm_average(c, d, 64, "x");
+    ck_assert_int_eq(mock.collectives, 0);
+    ck_assert_int_eq(gpu_grad_comm_get_stats(g).reductions, 0);
+    gpu_grad_comm_free(g);
+    gpu_comm_free(c);
+    no_violations();
+}
+END_TEST
+
+/* The failure cases end in exit 69; this atexit hook turns a missing ncclCommAbort into exit 98. */
+static void require_abort(void)
+{
+    if (!mock.abort_called)
+        _exit(98);
+}
+
+START_TEST(test_init_timeout)
+{
+    mock_reset(EAGER_COMM);
+    mock.init_polls = -1; /* a peer never shows up */
+    atexit(require_abort);
+    start(0.2);
+}
+END_TEST
+
+START_TEST(test_init_error)
+{
+    mock_reset(EAGER_COMM);
+    mock.init_polls = 4;
+    mock.init_result = ncclSystemError; /* e.g. the bootstrap root cannot be reached */
+    atexit(require_abort);
+    start(5.0);
+}
+END_TEST
+
+/* One step of a 2-layer model; the failure is injected after the reference all-reduce of create. */
+enum { HANG, ASYNC_ERROR, STUCK_IN_PROGRESS };
+
+static void failing_step(gpu_comm *c, int failure)
+{
+    float *d;
+    cudaMalloc((void **)&d, 1000 * sizeof *d);
+    gpu_grad_comm *g = gpu_grad_comm_create(c, d, 1000, 400 * sizeof(float));
+    if (failure == HANG) {
+        mock.hang_collectives = 1; /* a peer died: the collective never completes */
+    } else if (failure == ASYNC_ERROR) {
+        mock.hang_collectives = 1;
+        mock.async_error_after = 50; /* ... and NCCL's proxy notices it */
+    } else {
+        mock.coll_polls = -1; /* the collective never leaves ncclInProgress (connection setup hangs) */
+    }
+    atexit(require_abort);
+    gpu_grad_comm_arm(g, 1, 7);
+    gpu_grad_comm_ready(g, 500, 500);
+    gpu_grad_comm_ready(g, 0, 500);
+    gpu_grad_comm_finish(g);
+}
+
+START_TEST(test_step_hang)
+{
+    mock_reset(EAGER_COMPUTE);
+    failing_step(start(0.3), HANG);
+}
+END_TEST
+
+START_TEST(test_step_async_error)
+{
+    mock_reset(EAGER_COMM);
+    failing_step(start(30.0), ASYNC_ERROR);
+}
+END_TEST
+
+START_TEST(test_enqueue_stuck)
+{
+    mock_reset(EAGER_COMM);
+    failing_step(start(0.3), STUCK_IN_PROGRESS);
+}
+END_TEST
+
+/* gpu_gemm: row-major semantics for all transpose pairs, odd shapes and padded leading dimensions, in each
+ * precision mode (the simulated cuBLAS computes what cuBLAS would, and rejects impossible lds). */
+static float rm_at(const float *x, int ld, int trans, int i, int j)
+{
+    return trans ? x[(size_t)j * ld + i] : x[(size_t)i * ld + j];
+}
+
+START_TEST(test_gemm)
+{
+    static const char *const precisions[] = {"fp32", "tf32", "bf16"};
+    static const struct {
+        int m, n, k, pad;
+    } shapes[] = {{7, 5, 3, 2}, {1, 9, 4, 1}, {13, 1, 11, 3}, {17, 19, 1, 0}};
+    mock_reset(EAGER_COMM);
+    gpu_info info;
+    char why[GPU_MSG_LEN];
+    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
+    gpu_bind(&info);
+    gpu_blas_init(precisions[_i]);
+    ck_assert_int_eq(mock.blas_on_compute_stream, 1);
+    ck_assert_int_eq(mock.blas_math, _i == 1 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    cudaStream_t s = (cudaStream_t)gpu_compute_stream();
+    for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++)
+        for (int t = 0; t < 4; t++) {
+            int ta = t & 1, tb = t >> 1, m = shapes[sh].m, n = shapes[sh].n, k = shapes[sh].k, p = shapes[sh].pad;
+            int lda = (ta ? m : k) + p, ldb = (tb ? k : n) + p, ldc = n + p;
+            size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb, nc = (size_t)m * ldc;
+            float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c = malloc(nc * sizeof *c),
+                  *want = malloc(nc * sizeof *want);
+            for (size_t i = 0; i < na; i++)
+                a[i] = (float)((i * 7) % 13) - 6;
+            for (size_t i = 0; i < nb; i++)
+                b[i] = (float)((i * 5) % 11) - 5;
+            for (size_t i = 0; i < nc; i++)
+                c[i] = want[i] = (float)(i % 3);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                    double acc = 0;
+                    for (int q = 0; q < k; q++)
+                        acc += (double)rm_at(a, lda, ta, i, q) * rm_at(b, ldb, tb, q, j);
+                    want[(size_t)i * ldc + j] = (float)(0.5 * acc + 2.0 * want[(size_t)i * ldc + j]);
+                }
+            gpu_gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 2.0f, c, ldc);
+            ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) /* padding untouched, products exact in these small integers */
+                    ck_assert_msg(c[(size_t)i * ldc + j] == want[(size_t)i * ldc + j],
+                                  "%s shape %zu trans %d,%d: C[%d][%d] = %g, expected %g", precisions[_i], sh, ta, tb,
+                                  i, j, (double)c[(size_t)i * ldc + j], (double)want[(size_t)i * ldc + j]);
+            for (size_t i = 0; i < nc; i++)
+                if ((int)(i % (size_t)ldc) >= n)
+                    ck_assert_float_eq(c[i], (float)(i % 3));
+            free(a), free(b), free(c), free(want);
+        }
+    ck_assert_int_eq(mock.gemm_ex_calls, _i == 2 ? 16 : 0);
+    if (_i == 2)
+        ck_assert_int_eq(mock.gemm_ex_compute, CUBLAS_COMPUTE_32F_FAST_16BF);
+    gpu_blas_free();
+    ck_assert_int_eq(mock.blas_handles, 0);
+    no_violations();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("gpu_mock");
+    TCase *tc = tcase_create("gpu_mock");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_probe_and_init, 0, 2);
+    tcase_add_test(tc, test_no_gpu);
+    tcase_add_loop_test(tc, test_grad_allreduce, 0, 4);
+    tcase_add_test(tc, test_single_rank);
+    tcase_add_loop_test(tc, test_gemm, 0, 3);
+    tcase_add_exit_test(tc, test_init_timeout, EX_UNAVAILABLE);
+    tcase_add_exit_test(tc, test_init_error, EX_UNAVAILABLE);
+    tcase_add_exit_test(tc, test_step_hang, EX_UNAVAILABLE);
+    tcase_add_exit_test(tc, test_step_async_error, EX_UNAVAILABLE);
+    tcase_add_exit_test(tc, test_enqueue_stuck, EX_UNAVAILABLE);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

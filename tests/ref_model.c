@@ -1,0 +1,146 @@
+/* Driver for the PyTorch cross-check (tests/reference/compare_model.py):
+ *   ref_model MODEL SEED BATCH OUT.h5
+ * builds MODEL, initialises it from SEED, makes a deterministic batch (random uint8 images and
+ * labels from rng.h, scattered sample ids), runs one training forward/backward (grad_scale 1/n,
+ * i.e. the mean loss), an eval pass, and two steps each of Adadelta and SGD from the initial
+ * parameters (the second step on gradients recomputed at the new parameters), and writes all
+ * inputs and results to OUT.h5. */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "model.h"
+#include "optim.h"
+#include "rng.h"
+
+static void write_data(hid_t loc, const char *name, hid_t type, int ndim, const hsize_t *dims, const void *data)
+{
+    hid_t space = ndim ? H5Screate_simple(ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t set = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (space < 0 || set < 0 || H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        die(EX_IOERR, "cannot write dataset %s", name);
+    H5Dclose(set);
+    H5Sclose(space);
+}
+
+static void write_scalar(hid_t loc, const char *name, hid_t type, const void *value)
+{
+    write_data(loc, name, type, 0, NULL, value);
+}
+
+/* One dataset per tensor, named as in the state_dict, under group `group`. */
+static void write_tensors(hid_t file, const char *group, const tensor_desc *(*desc)(const model *, int), int n,
+                          const model *m, const float *base)
+{
+    hid_t g = H5Gcreate2(file, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0)
+        die(EX_IOERR, "cannot create group %s", group);
+    for (int i = 0; i < n; i++) {
+        const tensor_desc *d = desc(m, i);
+        hsize_t dims[4];
+        for (int k = 0; k < d->ndim; k++)
+            dims[k] = (hsize_t)d->shape[k];
+        write_data(g, d->name, H5T_NATIVE_FLOAT, d->ndim, dims, base + d->offset);
+        /* The flat-buffer offset, so the reference checks the layout too. */
+        hid_t space = H5Screate(H5S_SCALAR);
+        unsigned long long off = d->offset;
+        hid_t attr = H5Acreate_by_name(g, d->name, "offset", H5T_NATIVE_ULLONG, space, H5P_DEFAULT, H5P_DEFAULT,
+                                       H5P_DEFAULT);
+        if (attr < 0 || H5Awrite(attr, H5T_NATIVE_ULLONG, &off) < 0)
+            die(EX_IOERR, "cannot write the offset of %s", d->name);
+        H5Aclose(attr);
+        H5Sclose(space);
+    }
+    H5Gclose(g);
+}
+
+int main(int argc, char **argv)
+{
+    error_set_program("ref_model");
+    if (argc != 5)
+        die(EX_USAGE, "usage: ref_model MODEL SEED BATCH OUT.h5");
+    uint64_t seed = strtoull(argv[2], NULL, 10);
+    int n = atoi(argv[3]);
+    model *m = model_create(argv[1], n > 0 ? n : 1);
+    if (!m || n < 1)
+        die(EX_USAGE, "unknown model '%s' or bad batch size '%s'", argv[1], argv[3]);
+    model_init_params(m, seed);
+    size_t np = model_num_params(m), npix = (size_t)n * 784;
+    int nt = model_num_tensors(m), nbt = model_num_buffers(m);
+    float *params = model_params(m), *grads = model_grads(m), *bufs = model_buffers(m);
+
+    uint8_t *images = malloc(npix), *labels = malloc((size_t)n);
+    uint64_t *ids = malloc((size_t)n * sizeof *ids);
+    float *x = malloc(npix * sizeof *x), *p0 = malloc(np * sizeof *p0);
+    for (size_t i = 0; i < npix; i++)
+        images[i] = (uint8_t)rng_below(rng_key(seed, 1001), i, 256);
+    for (int i = 0; i < n; i++) {
+        labels[i] = (uint8_t)rng_below(rng_key(seed, 1002), (uint64_t)i, 10);
+        ids[i] = 59999 - 7 * (uint64_t)i;
+    }
+    uint64_t dropout_key = rng_key(seed, 1003);
+    model_normalize(images, npix, x);
+    memcpy(p0, params, np * sizeof *p0);
+
+    hid_t f = H5Fcreate(argv[4], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0)
+        die(EX_CANTCREAT, "cannot create %s", argv[4]);
+    hsize_t img_dims[4] = {(hsize_t)n, 1, 28, 28}, nd = (hsize_t)n;
+    write_data(f, "images", H5T_NATIVE_UINT8, 4, img_dims, images);
+    write_data(f, "x", H5T_NATIVE_FLOAT, 4, img_dims, x);
+    write_data(f, "labels", H5T_NATIVE_UINT8, 1, &nd, labels);
+    write_data(f, "ids", H5T_NATIVE_UINT64, 1, &nd, ids);
+    write_scalar(f, "dropout_key", H5T_NATIVE_UINT64, &dropout_key);
+    write_tensors(f, "init", model_tensor, nt, m, params);
+    write_tensors(f, "init_buffers", model_buffer, nbt, m, bufs);
+
+    memset(grads, 0, np * sizeof *grads);
+    double loss = model_forward_backward(m, x, labels, ids, n, dropout_key, 1.0f / (float)n);
+    write_scalar(f, "loss_sum", H5T_NATIVE_DOUBLE, &loss);
+    write_tensors(f, "grad", model_tensor, nt, m, grads);
+    write_tensors(f, "buffers", model_buffer, nbt, m, bufs);
+
+    long correct = 0;
+    double eval_loss = model_evaluate(m, x, labels, n, &correct);
+    write_scalar(f, "eval_loss_sum", H5T_NATIVE_DOUBLE, &eval_loss);
+    write_scalar(f, "eval_correct", H5T_NATIVE_LONG, &correct);
+
+    /* Adadelta as in the PyTorch example (lr 1.0); SGD with momentum and weight decay. */
+    const struct {
+        const char *group;
+        optim_cfg cfg;
+        float lr;
+    } runs[2] = {{"adadelta", {OPTIM_ADADELTA, 0.9f, 1e-6f, 0.0f, 0.0f}, 1.0f},
+                 {"sgd", {OPTIM_SGD, 0.0f, 0.0f, 0.9f, 1e-3f}, 0.05f}};
+    float *g0 = malloc(np * sizeof *g0);
+    memcpy(g0, grads, np * sizeof *g0);
+    for (int r = 0; r < 2; r++) {
+        char name[64];
+        hid_t g = H5Gcreate2(f, runs[r].group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        write_scalar(g, "lr", H5T_NATIVE_FLOAT, &runs[r].lr);
+        write_scalar(g, "rho", H5T_NATIVE_FLOAT, &runs[r].cfg.rho);
+        write_scalar(g, "eps", H5T_NATIVE_FLOAT, &runs[r].cfg.eps);
+        write_scalar(g, "momentum", H5T_NATIVE_FLOAT, &runs[r].cfg.momentum);
+        write_scalar(g, "weight_decay", H5T_NATIVE_FLOAT, &runs[r].cfg.weight_decay);
+        optim *o = optim_create(&runs[r].cfg, np);
+        memcpy(params, p0, np * sizeof *params);
+        optim_step(o, params, g0, runs[r].lr);
+        snprintf(name, sizeof name, "%s/step1", runs[r].group);
+        write_tensors(f, name, model_tensor, nt, m, params);
+        memset(grads, 0, np * sizeof *grads);
+        double loss1 = model_forward_backward(m, x, labels, ids, n, dropout_key, 1.0f / (float)n);
+        write_scalar(g, "loss1_sum", H5T_NATIVE_DOUBLE, &loss1);
+        optim_step(o, params, grads, runs[r].lr);
+        snprintf(name, sizeof name, "%s/step2", runs[r].group);
+        write_tensors(f, name, model_tensor, nt, m, params);
+        optim_free(o);
+        H5Gclose(g);
+    }
+    if (H5Fclose(f) < 0)
+        die(EX_IOERR, "cannot close %s", argv[4]);
+    free(images), free(labels), free(ids), free(x), free(p0), free(g0);
+    model_free(m);
+    return 0;
+}

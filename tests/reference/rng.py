@@ -1,0 +1,45 @@
+"""NumPy port of src/rng.h (counter-based SplitMix64 draws), written independently from the C so
+the PyTorch reference can regenerate the trainer's dropout masks. All arithmetic is uint64 with
+wrap-around, on arrays."""
+import numpy as np
+
+def _u64(v):
+    return np.asarray(v, dtype=np.uint64)
+
+
+def mix(z):
+    """SplitMix64 finaliser."""
+    with np.errstate(over="ignore"):
+        z = _u64(z) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def key(k, i):
+    """rng_key(k, i) = mix(k ^ mix(i + 0x632be59bd9b4e019))."""
+    with np.errstate(over="ignore"):
+        return mix(_u64(k) ^ mix(_u64(i) + np.uint64(0x632BE59BD9B4E019)))
+
+
+def u64(k, counter):
+    return mix(mix(k) ^ _u64(counter))
+
+
+def uniform(k, counter):
+    """float32 in [0, 1) from the top 24 bits (exact in float32)."""
+    return (u64(k, counter) >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+
+
+def below(k, counter, n):
+    """Integer in [0, n) by multiply-shift of the top 32 bits."""
+    with np.errstate(over="ignore"):
+        return ((u64(k, counter) >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32)
+
+
+def dropout_keep(dropout_key, ids, layer, count, p):
+    """Boolean mask [len(ids)][count]: element e of sample id kept iff
+    uniform(key(key(dropout_key, id), layer), e) >= p."""
+    e = np.arange(count, dtype=np.uint64)
+    rows = [uniform(key(key(dropout_key, int(i)), layer), e) >= np.float32(p) for i in ids]
+    return np.stack(rows)

@@ -1,0 +1,275 @@
+#!/bin/bash
+# mnist_ddp on a real Slurm: a private one-node cluster on 127.0.0.1 (its own munged, slurmctld and
+# slurmd, config, ports, state and spool in a temp dir, a fake 2-GPU gres) runs
+#   srun --mpi=pmix, slurm/run-ddp.sbatch (CPU and "GPU"), slurm/run-array.sbatch, slurm/scaling,
+#   and srun --mpi=none, which must fail fast with the PMI message.
+# Run by make check, or by hand from a built tree:
+#   abs_top_builddir=$PWD abs_top_srcdir=$PWD tests/slurm-ddp.sh
+# Needs root (slurmd); installs munge, Slurm and PMIx with apt-get when missing.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -u
+
+srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+builddir=${abs_top_builddir:-$srcdir}
+bin=${MNIST_DDP:-$builddir/src/mnist_ddp}
+data=${MNIST_DATA:-$builddir/data/mnist}
+
+skip() { echo "SKIP: $*"; exit 77; }
+hard() { echo "ERROR: $*"; exit 99; }
+
+[ -x "$bin" ] || hard "no mnist_ddp at $bin: build first (make)"
+[ -n "$(find "$data" -maxdepth 1 -name 'train-*.h5' -print -quit 2>/dev/null)" ] ||
+    hard "no MNIST shards in $data: run 'make data'"
+[ "$(id -u)" = 0 ] || skip "slurmd must run as root"
+
+pkgs=(munge slurmctld slurmd slurm-client libpmix-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    command -v apt-get > /dev/null || skip "needs ${missing[*]} and there is no apt-get"
+    echo "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt_log=$(mktemp) || hard "mktemp failed"
+    timeout 900 apt-get install -y -q "${missing[@]}" > "$apt_log" 2>&1 ||
+        { timeout 300 apt-get update -q && timeout 900 apt-get install -y -q "${missing[@]}"; } >> "$apt_log" 2>&1 ||
+        { tail -n 5 "$apt_log"; rm -f "$apt_log"; skip "cannot install ${missing[*]} with apt-get"; }
+    rm -f "$apt_log"
+fi
+
+# Nothing from a surrounding Slurm job or the user's defaults may leak into this cluster's jobs.
+while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(SLURM|SBATCH|SRUN|SALLOC)_|^MASTER_(ADDR|PORT)$|^MNIST_DDP_')
+# One node: ranks talk through shared memory only, never a network interface.
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+tmp=$(mktemp -d /tmp/slurm-ddp.XXXXXX) || hard "mktemp failed"
+# munged insists that every directory above its socket is searchable by all.
+chmod 755 "$tmp"
+mkdir -p "$tmp"/{munge,state,spool,log,dev,jobs}
+munged_pid='' ctld_pid='' slurmd_pid=''
+
+# stop PID: SIGTERM, then SIGKILL after 15 s.
+stop() {
+    [ -n "$1" ] && kill -0 "$1" 2> /dev/null || return 0
+    kill "$1"
+    for _ in $(seq 150); do kill -0 "$1" 2> /dev/null || break; sleep 0.1; done
+    kill -9 "$1" 2> /dev/null
+    wait "$1" 2> /dev/null
+}
+cleanup() {
+    if [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2> /dev/null; then
+        # Jobs first, so that no slurmstepd or rank outlives the daemons.
+        squeue -h -o %A 2> /dev/null | xargs -r scancel 2> /dev/null
+        for _ in $(seq 60); do [ -z "$(squeue -h 2> /dev/null)" ] && break; sleep 0.5; done
+    fi
+    stop "$slurmd_pid"
+    stop "$ctld_pid"
+    stop "$munged_pid"
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 99' INT TERM HUP
+
+daemon_logs() {
+    for f in "$tmp"/log/*; do echo "---- $f (last 15 lines)"; tail -n 15 "$f"; done
+}
+
+# --- The cluster ----------------------------------------------------------------------------
+node=$(hostname -s)
+# Two distinct free ports outside the ephemeral range: select-port with this shell's PID as "job".
+if ! ctld_port=$(SLURM_JOB_ID=$$ MNIST_DDP_PORT_MIN=16000 MNIST_DDP_PORT_MAX=16999 "$srcdir/slurm/select-port") ||
+    ! slurmd_port=$(SLURM_JOB_ID=$(($$ + 1)) MNIST_DDP_PORT_MIN=16000 MNIST_DDP_PORT_MAX=16999 "$srcdir/slurm/select-port"); then
+    hard "no free ports for slurmctld and slurmd"
+fi
+
+# Fake GPUs: character devices with /dev/null's numbers (Slurm only needs the files to exist).
+read -r major minor < <(stat -c '%t %T' /dev/null)
+for i in 0 1; do
+    mknod "$tmp/dev/nvidia$i" c $((16#$major)) $((16#$minor)) || hard "mknod failed"
+done
+
+cat > "$tmp/slurm.conf" << EOF
+ClusterName=mnistddptest
+SlurmctldHost=$node(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$tmp/munge/munge.socket
+StateSaveLocation=$tmp/state
+SlurmdSpoolDir=$tmp/spool
+SlurmctldPidFile=$tmp/slurmctld.pid
+SlurmdPidFile=$tmp/slurmd.pid
+SlurmctldLogFile=$tmp/log/slurmctld.log
+SlurmdLogFile=$tmp/log/slurmd.log
+TmpFS=$tmp
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+GresTypes=gpu
+ReturnToService=2
+KillWait=5
+# sbatch --wait polls every 2 s only while that is under MinJobAge/2 (else up to every 32 s).
+MinJobAge=4
+MailProg=/bin/true
+NodeName=$node NodeAddr=127.0.0.1 CPUs=8 RealMemory=8000 Gres=gpu:2 State=UNKNOWN
+PartitionName=test Nodes=$node Default=YES MaxTime=60 State=UP
+EOF
+cat > "$tmp/gres.conf" << EOF
+AutoDetect=off
+Name=gpu File=$tmp/dev/nvidia0
+Name=gpu File=$tmp/dev/nvidia1
+EOF
+export SLURM_CONF=$tmp/slurm.conf
+
+dd if=/dev/urandom of="$tmp/munge/munge.key" bs=1024 count=1 status=none
+chmod 400 "$tmp/munge/munge.key"
+munged -F --socket="$tmp/munge/munge.socket" --key-file="$tmp/munge/munge.key" \
+    --pid-file="$tmp/munge/munged.pid" --seed-file="$tmp/munge/seed" --log-file="$tmp/log/munged.log" \
+    > "$tmp/log/munged.out" 2>&1 &
+munged_pid=$!
+for _ in $(seq 100); do [ -S "$tmp/munge/munge.socket" ] && break; sleep 0.1; done
+[ -S "$tmp/munge/munge.socket" ] || { daemon_logs; hard "munged did not start"; }
+
+slurmctld -D -i -f "$SLURM_CONF" > "$tmp/log/slurmctld.out" 2>&1 &
+ctld_pid=$!
+slurmd -D -f "$SLURM_CONF" -N "$node" > "$tmp/log/slurmd.out" 2>&1 &
+slurmd_pid=$!
+state=
+for _ in $(seq 120); do
+    state=$(sinfo -h -n "$node" -o %t 2> /dev/null)
+    [ "$state" = idle ] && break
+    sleep 0.5
+done
+[ "$state" = idle ] || { daemon_logs; hard "node $node not idle after 60 s (state '$state')"; }
+echo "cluster up: node $node, slurmctld on 127.0.0.1:$ctld_port, slurmd on 127.0.0.1:$slurmd_port"
+srun --mpi=list 2>&1 | grep -q pmix || hard "Slurm has no mpi/pmix plugin (srun --mpi=list)"
+
+# --- Checks ---------------------------------------------------------------------------------
+passes=0 failures=0
+pass() { echo "ok (${SECONDS}s): $*"; passes=$((passes + 1)); }
+# fail WHAT FILE...: the failure and the end of each file that tells why.
+fail() {
+    echo "FAIL (${SECONDS}s): $1"
+    shift
+    for f in "$@"; do echo "---- $f (last 25 lines)"; tail -n 25 "$f" 2> /dev/null; done
+    failures=$((failures + 1))
+}
+# The job ID that sbatch printed into FILE.
+job_id() { sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$1" 2> /dev/null; }
+
+cd "$tmp/jobs" || hard "cd $tmp/jobs"
+# The templates find the checkout, binary and data through these (jobs inherit sbatch's environment).
+export MNIST_DDP_ROOT=$srcdir MNIST_DDP=$bin MNIST_DATA=$data
+# The templates' resource numbers, scaled down to this node and without GPUs.
+cpu=(--nodes=1 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --mem=1G --time=15)
+train=(--device cpu --max-steps 20)
+
+# 1. srun --mpi=pmix wires two ranks into one world.
+timeout -k 10 600 srun --mpi=pmix -n 2 -c 1 "$bin" --data "$data" "${train[@]}" --metrics srun.jsonl > srun.out 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && grep -Eq '^summary: test accuracy .*, 2 ranks' srun.out && grep -q '"type":"summary".*"images_per_s"' srun.jsonl; then
+    pass "srun --mpi=pmix -n 2: $(grep '^summary:' srun.out)"
+else
+    fail "srun --mpi=pmix -n 2 exited $rc without a 2-rank summary" srun.out
+fi
+
+# 2. run-ddp.sbatch, unchanged but for the resource numbers.
+timeout -k 10 600 sbatch --wait "${cpu[@]}" "$srcdir/slurm/run-ddp.sbatch" "${train[@]}" > ddp.submit 2>&1
+rc=$? job=$(job_id ddp.submit) log=mnist-ddp-$job.out
+if [ "$rc" -eq 0 ] && grep -q 'test accuracy' "$log" && grep -q "MASTER_ADDR=$node MASTER_PORT=[0-9]" "$log"; then
+    pass "sbatch run-ddp.sbatch: $(grep -m1 'MASTER_ADDR' "$log"); $(grep '^summary:' "$log")"
+else
+    fail "sbatch run-ddp.sbatch exited $rc" ddp.submit "$log"
+fi
+
+# 3. run-array.sbatch: three 2-rank tasks at once, each on its own port (pinned: --bootstrap-addr).
+MNIST_DDP_PIN_PORT=1 timeout -k 10 900 sbatch --wait --array=0-2 "${cpu[@]}" "$srcdir/slurm/run-array.sbatch" \
+    "${train[@]}" > array.submit 2>&1 &
+sbatch_pid=$!
+job='' most=0
+while kill -0 "$sbatch_pid" 2> /dev/null; do
+    [ -n "$job" ] || job=$(job_id array.submit)
+    running=0
+    [ -n "$job" ] && running=$(squeue -h -r -t R -j "$job" 2> /dev/null | wc -l)
+    [ "$running" -gt "$most" ] && most=$running
+    sleep 0.2
+done
+wait "$sbatch_pid"
+rc=$? job=$(job_id array.submit)
+logs=("mnist-sweep-${job}_0.out" "mnist-sweep-${job}_1.out" "mnist-sweep-${job}_2.out")
+ports=$(grep -ho 'MASTER_PORT=[0-9]*' "${logs[@]}" 2> /dev/null | sort -u | wc -l)
+done_tasks=0
+for i in 0 1 2; do
+    dir=runs/mnist-sweep-$job/task-$i
+    grep -q 'test accuracy' "${logs[i]}" && grep -q -- "--bootstrap-addr $node:" "${logs[i]}" &&
+        grep -q '"type":"summary"' "$dir/metrics.jsonl" && [ -s "$dir/model.h5" ] && [ -s "$dir/row.tsv" ] &&
+        done_tasks=$((done_tasks + 1))
+done
+if [ "$rc" -eq 0 ] && [ "$done_tasks" -eq 3 ] && [ "$ports" -eq 3 ] && [ "$most" -eq 3 ] &&
+    grep -q -- '--seed 2 --lr 1.0' "${logs[1]}"; then
+    pass "sbatch --array=0-2 run-array.sbatch: 3 tasks at once, ports $(grep -ho 'MASTER_PORT=[0-9]*' "${logs[@]}" | cut -d= -f2 | tr '\n' ' ')"
+else
+    fail "array: sbatch exit $rc, $done_tasks/3 tasks complete, $ports distinct ports, at most $most running at once" \
+        array.submit "${logs[@]}"
+fi
+
+# 4. Without PMI every rank would be a world of 1: a one-line message and exit 78, not a hang.
+timeout -k 5 120 srun --mpi=none -n 2 "$bin" --data "$data" "${train[@]}" > nopmi.out 2>&1
+rc=$?
+if [ "$rc" -eq 78 ] && grep -q 'srun --mpi=pmix' nopmi.out && grep -q 'mpirun' nopmi.out; then
+    pass "srun --mpi=none: exit 78, $(grep -m1 'srun --mpi=pmix' nopmi.out)"
+else
+    fail "srun --mpi=none -n 2 exited $rc (want 78 and a message naming srun --mpi=pmix and mpirun)" nopmi.out
+fi
+
+# 5. With the gres: two "GPUs" are visible to the job, and --device auto falls back to the CPU.
+timeout -k 10 600 sbatch --wait --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 --cpus-per-task=1 --mem=1G \
+    --time=15 "$srcdir/slurm/run-ddp.sbatch" --device auto --max-steps 5 > gpu.submit 2>&1
+rc=$? job=$(job_id gpu.submit) log=mnist-ddp-$job.out
+if [ "$rc" -eq 0 ] && grep -q 'SLURM_GPUS_ON_NODE=2 CUDA_VISIBLE_DEVICES=0,1' "$log" &&
+    grep -Eq '^ +0 +[^ ]+ +0 +cpu' "$log" && grep -q '^summary: test accuracy' "$log"; then
+    pass "--gpus-per-node=2: $(grep -m1 'CUDA_VISIBLE_DEVICES' "$log"), rank 0 on the CPU"
+else
+    fail "--gpus-per-node=2 job exited $rc (want the GPUs in its log and a CPU run)" gpu.submit "$log"
+fi
+
+# 6. The template refuses a task count that does not match the GPUs, and a missing binary.
+timeout -k 10 120 sbatch --wait --nodes=1 --ntasks-per-node=1 --gpus-per-node=2 --cpus-per-task=1 --mem=1G \
+    --time=5 "$srcdir/slurm/run-ddp.sbatch" > mismatch.submit 2>&1
+rc=$? job=$(job_id mismatch.submit) log=mnist-ddp-$job.out
+if [ "$rc" -ne 0 ] && grep -q 'set --ntasks-per-node=2 (one rank per GPU)' "$log"; then
+    pass "1 task for 2 GPUs refused: $(cat "$log")"
+else
+    fail "1 task for 2 GPUs: exit $rc" mismatch.submit "$log"
+fi
+MNIST_DDP=$tmp/no-such-binary timeout -k 10 120 sbatch --wait "${cpu[@]}" --time=5 \
+    "$srcdir/slurm/run-ddp.sbatch" > nobin.submit 2>&1
+rc=$? job=$(job_id nobin.submit) log=mnist-ddp-$job.out
+if [ "$rc" -ne 0 ] && grep -q "no executable mnist_ddp at $tmp/no-such-binary" "$log"; then
+    pass "missing binary refused: $(cat "$log")"
+else
+    fail "missing binary: exit $rc" nobin.submit "$log"
+fi
+
+# 7. slurm/scaling inside one allocation: 1 and 2 ranks, a table with speed-up and efficiency.
+timeout -k 10 900 sbatch --wait --nodes=1 --ntasks=2 --cpus-per-task=1 --mem=1G --time=15 -o scaling-%j.out \
+    --wrap "'$srcdir/slurm/scaling' --ranks 1,2 --max-steps 10 --out scaling -- --device cpu --data '$data'" \
+    > scaling.submit 2>&1
+rc=$? job=$(job_id scaling.submit)
+if [ "$rc" -eq 0 ] && [ "$(awk 'NR > 1 && $2 > 0' scaling/scaling.tsv 2> /dev/null | cut -f1 | tr '\n' ' ')" = "1 2 " ] &&
+    awk 'NR == 2 { exit !($3 == "1.000" && $4 == "1.000") }' scaling/scaling.tsv; then
+    pass "slurm/scaling: $(tr '\t\n' ' ;' < scaling/scaling.tsv)"
+else
+    fail "slurm/scaling exited $rc" scaling.submit "scaling-$job.out" scaling/scaling.tsv
+fi
+
+[ "$failures" -eq 0 ] || daemon_logs
+echo "slurm-ddp: $passes passed, $failures failed"
+[ "$failures" -eq 0 ]
