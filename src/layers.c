@@ -7,13 +7,6 @@
 #include "gemm.h"
 #include "ops.h"
 
-/* Vectorise the plain loops where OpenMP is enabled; without it they stay correct, just scalar. */
-#ifdef _OPENMP
-#define SIMD _Pragma("omp simd")
-#else
-#define SIMD
-#endif
-
 void *nn_alloc(size_t bytes)
 {
     return xmalloc_aligned(bytes);
@@ -36,9 +29,9 @@ void init_uniform(float *p, size_t count, uint64_t key, float bound)
         p[i] = op_init_uniform(key, i, bound);
 }
 
-size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk)
+size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide)
 {
-    return (size_t)C * k * k * chunk * conv_out(H, k, pad) * conv_out(W, k, pad);
+    return (size_t)C * k * k * chunk * conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
 }
 
 /* col [C*k*k][ns*OH*OW] for samples n0 .. n0+ns-1 of x [C][N][H][W]: per output row, zeros for
@@ -107,14 +100,58 @@ static void col2im(const float *dcol, float *dx, int N, int C, int H, int W, int
         }
 }
 
-void conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F, int k,
-                  int pad, float *col, int chunk)
+/* Wide layout (pad 0, see op_wide_offset): per tap and plane one contiguous copy; the junk
+ * offsets past op_wide_span would read beyond the plane and get zeros. */
+static void im2col_wide(const float *x, float *col, int N, int C, int H, int W, int k, int n0, int ns)
 {
-    size_t P = (size_t)conv_out(H, k, pad) * conv_out(W, k, pad);
+    int OH = conv_out(H, k, 0);
+    size_t P = (size_t)OH * W, span = (size_t)op_wide_span(OH, W, k), ld = ns * P;
+    for (int c = 0; c < C; c++)
+        for (int kh = 0; kh < k; kh++)
+            for (int kw = 0; kw < k; kw++) {
+                float *row = col + ((size_t)(c * k + kh) * k + kw) * ld;
+                for (int n = 0; n < ns; n++) {
+                    const float *src = x + ((size_t)c * N + n0 + n) * H * W + op_wide_offset(kh, kw, W);
+                    memcpy(row + n * P, src, span * sizeof *src);
+                    for (size_t j = span; j < P; j++)
+                        row[n * P + j] = 0.0f;
+                }
+            }
+}
+
+/* The input gradient from a wide dcol: per plane, the taps in op_col2im's order, each one span.
+ * Junk columns of dcol are exact zeros (w^T times zero dy columns) and land on real pixels of the
+ * next row, where adding 0 changes nothing. */
+static void col2im_wide(const float *dcol, float *dx, int N, int C, int H, int W, int k, int n0, int ns)
+{
+    int OH = conv_out(H, k, 0);
+    size_t P = (size_t)OH * W, span = (size_t)op_wide_span(OH, W, k), ld = ns * P;
+    for (int c = 0; c < C; c++)
+        for (int n = 0; n < ns; n++) {
+            float *plane = dx + ((size_t)c * N + n0 + n) * H * W;
+            memset(plane, 0, (size_t)H * W * sizeof *plane);
+            for (int kh = 0; kh < k; kh++)
+                for (int kw = 0; kw < k; kw++) {
+                    const float *tap = dcol + ((size_t)(c * k + kh) * k + kw) * ld + n * P;
+                    float *out = plane + op_wide_offset(kh, kw, W);
+                    SIMD
+                    for (size_t j = 0; j < span; j++)
+                        out[j] += tap[j];
+                }
+        }
+}
+
+void conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F, int k,
+                  int pad, float *col, int chunk, int wide)
+{
+    size_t P = (size_t)conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
     int K = C * k * k;
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int ns = N - n0 < chunk ? N - n0 : chunk;
-        im2col(x, col, N, C, H, W, k, pad, n0, ns);
+        if (wide)
+            im2col_wide(x, col, N, C, H, W, k, n0, ns);
+        else
+            im2col(x, col, N, C, H, W, k, pad, n0, ns);
         /* Bias first, then the GEMM accumulates onto it (beta 1): no extra pass over y. */
         for (int f = 0; b && f < F; f++) {
             float *yf = y + ((size_t)f * N + n0) * P;
@@ -126,21 +163,27 @@ void conv_forward(const float *x, const float *w, const float *b, float *y, int 
 }
 
 void conv_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N, int C,
-                   int H, int W, int F, int k, int pad, float *col, int chunk)
+                   int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
 {
-    size_t P = (size_t)conv_out(H, k, pad) * conv_out(W, k, pad);
+    size_t P = (size_t)conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
     int K = C * k * k;
     for (int f = 0; f < F; f++)
         db[f] += op_sum(dy + (size_t)f * N * P, N * P, 1);
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int ns = N - n0 < chunk ? N - n0 : chunk;
         const float *dyc = dy + n0 * P;
-        im2col(x, col, N, C, H, W, k, pad, n0, ns);
+        if (wide)
+            im2col_wide(x, col, N, C, H, W, k, n0, ns);
+        else
+            im2col(x, col, N, C, H, W, k, pad, n0, ns);
         gemm(0, 1, F, K, ns * (int)P, 1.0f, dyc, N * (int)P, col, ns * (int)P, 1.0f, dw, K);
-        if (dx) {
-            gemm(1, 0, K, ns * (int)P, F, 1.0f, w, K, dyc, N * (int)P, 0.0f, col, ns * (int)P);
+        if (!dx)
+            continue;
+        gemm(1, 0, K, ns * (int)P, F, 1.0f, w, K, dyc, N * (int)P, 0.0f, col, ns * (int)P);
+        if (wide)
+            col2im_wide(col, dx, N, C, H, W, k, n0, ns);
+        else
             col2im(col, dx, N, C, H, W, k, pad, n0, ns);
-        }
     }
 }
 
@@ -185,49 +228,57 @@ void relu_backward(float *dy, const float *y, size_t count)
         dy[i] = op_relu_grad(dy[i], y[i]);
 }
 
-void maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W)
+void maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld)
 {
     int OH = H / 2, OW = W / 2;
     for (int p = 0; p < planes; p++) {
-        const float *xp = x + (size_t)p * H * W;
+        const float *xp = x + (size_t)p * H * ld;
         size_t o = (size_t)p * OH * OW;
         for (int ph = 0; ph < OH; ph++, o += OW) {
             SIMD /* branch-free selects */
             for (int pw = 0; pw < OW; pw++)
-                y[o + pw] = op_maxpool2(xp, W, ph, pw, arg + o + pw);
+                y[o + pw] = op_maxpool2(xp, ld, ph, pw, arg + o + pw);
         }
     }
 }
 
-void maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W)
+void maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld)
 {
-    size_t OP = (size_t)(H / 2) * (W / 2);
-    memset(dx, 0, (size_t)planes * H * W * sizeof *dx);
-    for (int p = 0; p < planes; p++)
-        for (size_t o = 0; o < OP; o++)
-            op_maxpool_grad(dx + (size_t)p * H * W, dy + p * OP, arg + p * OP, o);
+    int OH = H / 2, OW = W / 2;
+    for (int p = 0; p < planes; p++) {
+        const float *dyp = dy + (size_t)p * OH * OW;
+        const int32_t *ap = arg + (size_t)p * OH * OW;
+        float *dxp = dx + (size_t)p * H * ld;
+        for (int ph = 0; ph < OH; ph++) {
+            SIMD
+            for (int pw = 0; pw < OW; pw++)
+                op_maxpool2_grad(dxp, dyp, ap, ld, OW, ph, pw);
+        }
+        /* Columns and an odd last row in no window. */
+        for (int ih = 0; ih < H; ih++)
+            for (int iw = ih < 2 * OH ? 2 * OW : 0; iw < ld; iw++)
+                dxp[ih * ld + iw] = 0.0f;
+    }
 }
 
-void dropout_forward(float *x, uint8_t *keep, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p)
+void dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p)
 {
     float scale = 1.0f / (1.0f - p);
     for (int n = 0; n < N; n++) {
         uint64_t skey = op_dropout_key(key, ids[n], layer);
-        float *xn = x + (size_t)n * D;
-        uint8_t *kn = keep + (size_t)n * D;
+        float *xn = x + (size_t)n * D, *mn = mask + (size_t)n * D;
         for (int e = 0; e < D; e++) {
-            kn[e] = (uint8_t)op_dropout_keep(skey, (uint64_t)e, p);
-            xn[e] = op_dropout(xn[e], kn[e], scale);
+            mn[e] = op_dropout_mask(skey, (uint64_t)e, p, scale);
+            xn[e] *= mn[e];
         }
     }
 }
 
-void dropout_backward(float *dy, const uint8_t *keep, size_t count, float p)
+void dropout_backward(float *dy, const float *mask, size_t count)
 {
-    float scale = 1.0f / (1.0f - p);
     SIMD
     for (size_t i = 0; i < count; i++)
-        dy[i] = op_dropout(dy[i], keep[i], scale);
+        dy[i] *= mask[i];
 }
 
 void flatten_cnhw(const float *x, float *y, int C, int N, int HW)

@@ -1,12 +1,20 @@
 /* Layer kernels: thin loops over the ops.h element functions, on raw pointers and sizes.
  * Layouts: convolution activations are channel-major [C][N][H][W] ("CNHW"), so per-channel work
- * (bias, BatchNorm, pooling, ReLU) runs on contiguous planes and a convolution over the whole batch
- * is one GEMM; fully connected activations are [N][F]. Backward functions ADD parameter gradients
+ * (bias, BatchNorm, pooling, ReLU) runs on contiguous planes and a convolution over any run of
+ * samples is one GEMM; fully connected activations are [N][F]. Backward functions ADD parameter gradients
  * (dw, db, dgamma, dbeta) and SET input gradients. */
 #ifndef MNIST_LAYERS_H
 #define MNIST_LAYERS_H
 #include <stddef.h>
 #include <stdint.h>
+
+/* Marks a CPU loop whose iterations are independent, to be vectorised where OpenMP is enabled
+ * (without it the loop stays correct, just scalar). */
+#ifdef _OPENMP
+#define SIMD _Pragma("omp simd")
+#else
+#define SIMD
+#endif
 
 /* All model and optimizer memory comes from here, so a device backend can swap it. */
 void *nn_alloc(size_t bytes);
@@ -22,18 +30,19 @@ static inline int conv_out(int size, int k, int pad)
 }
 
 /* Floats of im2col scratch conv_forward/conv_backward need for chunks of `chunk` samples. */
-size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk);
+size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide);
 
 /* Stride-1 convolution with zero padding: x [C][N][H][W], w [F][C][k][k], b [F] -> y [F][N][OH][OW].
- * Samples are processed `chunk` at a time: im2col into col, then one GEMM per chunk (chunk >= N
- * gives a single GEMM for the batch). b may be NULL: the caller adds the bias in a later pass
- * (bias_relu_forward, or after pooling, where max(x) + b = max(x + b) touches a quarter of the values). */
+ * `chunk` samples per im2col + GEMM (chunk >= N: one GEMM for the batch). b may be NULL: the caller
+ * adds the bias later (bias_relu_forward, or after a pool, as max(x) + b = max(x + b)). wide (pad 0
+ * only): y rows are W long with k-1 junk columns (op_wide_offset), so im2col and col2im move one span
+ * per tap and plane instead of OH short rows, for W/OW - 1 more GEMM columns. */
 void conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F, int k,
-                  int pad, float *col, int chunk);
-/* dy [F][N][OH][OW]: dw += dy * col^T, db += plane sums; dx = col2im(w^T dy) unless dx is NULL
- * (the first layer needs no input gradient). */
+                  int pad, float *col, int chunk, int wide);
+/* dy [F][N][OH][OW] (wide: [OH][W] with zero junk columns): dw += dy * col^T, db += plane sums,
+ * dx = col2im(w^T dy) unless dx is NULL (the first layer needs no input gradient). */
 void conv_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N, int C,
-                   int H, int W, int F, int k, int pad, float *col, int chunk);
+                   int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
 
 /* x [N][in], w [out][in] (PyTorch layout), b [out] -> y [N][out]. */
 void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int in, int out);
@@ -46,14 +55,15 @@ void relu_forward(float *x, size_t count);                      /* in place */
 void bias_relu_forward(float *x, const float *b, int C, size_t count);
 void relu_backward(float *dy, const float *y, size_t count);    /* in place, y = the ReLU's output */
 
-/* 2x2 max-pool, stride 2, over `planes` planes [H][W] -> [H/2][W/2]; arg: argmax plane index. */
-void maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W);
-void maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W);
+/* 2x2 max-pool, stride 2, over `planes` planes [H][ld] (W <= ld used columns) -> [H/2][W/2];
+ * arg: argmax plane index. Backward writes every element of dx, 0 outside the argmaxes. */
+void maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld);
+void maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld);
 
-/* Dropout in place on x [N][D]; element e of sample i keeps iff the counter-based draw for
- * (key, ids[i], layer, e) is >= p; keep records the mask for the backward pass. */
-void dropout_forward(float *x, uint8_t *keep, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p);
-void dropout_backward(float *dy, const uint8_t *keep, size_t count, float p);
+/* Dropout in place on x [N][D]; element e of sample i is kept iff the counter-based draw for
+ * (key, ids[i], layer, e) is >= p; mask records the multipliers (0 or 1/(1-p)) for backward. */
+void dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p);
+void dropout_backward(float *dy, const float *mask, size_t count);
 
 /* CNHW [C][N][HW] <-> per-sample [N][C*HW] (PyTorch's flatten order c, h, w). */
 void flatten_cnhw(const float *x, float *y, int C, int N, int HW);

@@ -54,6 +54,20 @@ static inline HD int op_span_hi(int d, int size)
     return size - d;
 }
 
+/* The wide layout (pad 0, output rows as long as input rows W, the last k-1 columns junk): output
+ * offset j = oh W + ow of a plane reads input offset j + op_wide_offset(kh, kw, W) through tap
+ * (kh, kw), so a tap is one contiguous span per plane; offsets j < op_wide_span(OH, W, k) stay
+ * inside the input plane. */
+static inline HD int op_wide_offset(int kh, int kw, int W)
+{
+    return kh * W + kw;
+}
+
+static inline HD int op_wide_span(int OH, int W, int k)
+{
+    return OH * W - (k - 1);
+}
+
 /* im2col entry for tap (kh, kw) at output (oh, ow): the pixel of input plane [H][W] (one channel
  * of one sample), or 0 in the padding. */
 static inline HD float op_im2col(const float *plane, int H, int W, int pad, int kh, int kw, int oh, int ow)
@@ -103,29 +117,31 @@ static inline HD float op_maxpool2(const float *plane, int W, int ph, int pw, in
     return m;
 }
 
-/* Max-pool backward for output o of a plane: windows do not overlap, so each input gets at most one
- * gradient and the scatter needs no atomics (the caller zeroes dx_plane first). */
-static inline HD void op_maxpool_grad(float *dx_plane, const float *dy_plane, const int32_t *arg_plane, size_t o)
+/* 2x2 max-pool backward for output (ph, pw) of a plane: writes the whole window of dx_plane, the
+ * gradient at the argmax and 0 elsewhere (windows do not overlap: no atomics, no prior zeroing). */
+static inline HD void op_maxpool2_grad(float *dx_plane, const float *dy_plane, const int32_t *arg_plane, int W, int OW,
+                                       int ph, int pw)
 {
-    dx_plane[arg_plane[o]] = dy_plane[o];
+    int o = ph * OW + pw, i = 2 * ph * W + 2 * pw, a = arg_plane[o];
+    float g = dy_plane[o];
+    dx_plane[i] = a == i ? g : 0.0f;
+    dx_plane[i + 1] = a == i + 1 ? g : 0.0f;
+    dx_plane[i + W] = a == i + W ? g : 0.0f;
+    dx_plane[i + W + 1] = a == i + W + 1 ? g : 0.0f;
 }
 
-/* Dropout: the key of one sample in one dropout layer; element e of that sample is kept iff
- * op_dropout_keep, so masks depend on (key, global sample index, layer, element) only. */
+/* Dropout: the key of one sample in one dropout layer; element e of that sample is kept iff its
+ * draw is >= p, so masks depend on (key, global sample index, layer, element) only. */
 static inline HD uint64_t op_dropout_key(uint64_t dropout_key, uint64_t id, int layer)
 {
     return rng_key(rng_key(dropout_key, id), (uint64_t)layer);
 }
 
-static inline HD int op_dropout_keep(uint64_t sample_key, uint64_t e, float p)
+/* The dropout multiplier of element e: 1/(1-p) (scale) if kept, else 0; forward and backward
+ * multiply by it, as torch's input * (bernoulli(1-p) / (1-p)). */
+static inline HD float op_dropout_mask(uint64_t sample_key, uint64_t e, float p, float scale)
 {
-    return rng_uniform(sample_key, e) >= p;
-}
-
-/* Forward and backward alike: kept values scaled by scale = 1/(1-p), as torch does. */
-static inline HD float op_dropout(float x, int keep, float scale)
-{
-    return keep ? x * scale : 0.0f;
+    return rng_uniform(sample_key, e) >= p ? scale : 0.0f;
 }
 
 /* Sum of count values stride apart (bias gradients: a CNHW channel plane, or a column of [N][F]),
@@ -144,7 +160,7 @@ static inline HD float op_sum(const float *x, size_t count, size_t stride)
 }
 
 /* BatchNorm statistics of one channel's count contiguous values: mean and biased variance
- * (two passes in double, like PyTorch's CPU kernel). */
+ * (two passes, in double). */
 static inline HD void op_bn_stats(const float *x, size_t count, double *mean, double *var)
 {
     double s = 0.0, q = 0.0;

@@ -31,9 +31,11 @@ void optim_step(optim *o, float *params, const float *grads, float lr)
     const optim_cfg *c = &o->cfg;
     if (c->kind == OPTIM_ADADELTA) {
         float *square_avg = o->state, *acc_delta = o->state + o->n;
+        SIMD /* vector square roots need -fno-math-errno too */
         for (size_t i = 0; i < o->n; i++)
             op_adadelta(params, grads, square_avg, acc_delta, i, lr, c->rho, c->eps, c->weight_decay);
     } else {
+        SIMD
         for (size_t i = 0; i < o->n; i++)
             op_sgd(params, grads, o->state, i, lr, c->momentum, c->weight_decay);
     }

@@ -144,18 +144,19 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             total += g;
         }
         memset(model_grads(r->m), 0, model_num_params(r->m) * sizeof(float));
-        double loss = 0;
+        double loss = 0, images = 0;
         for (uint64_t j = 0; j < k; j++) {
             uint64_t g;
             int n = gather_batch(r, micro0 + j, &g);
             grad_comm_arm(r->gc, j + 1 == k, r->step);
             loss += model_forward_backward(r->m, r->x, r->y, r->ids, n, dropout_key, 1.0f / (float)total);
+            images += n;
         }
         grad_comm_finish(r->gc);
         optim_step(r->opt, model_params(r->m), model_grads(r->m), (float)lr);
         r->step++;
         loss_log += loss;
-        images_log += (double)total;
+        images_log += images; /* this rank's samples: summed over ranks below */
         stop = (o->max_steps && r->step >= o->max_steps) || o->dry_run;
         if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop) {
             double sums[2] = {loss_log, images_log};

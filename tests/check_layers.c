@@ -59,19 +59,25 @@ static void fd_check(const char *what, loss_fn f, void *ctx, float *x, const flo
 /* ---------------------------------------------------------------- convolution */
 
 typedef struct {
-    int N, C, H, W, F, k, pad, chunk;
+    int N, C, H, W, F, k, pad, chunk, wide;
     float *x, *w, *b, *y, *r, *col;
 } conv_ctx;
 
+/* Output row length: OW, or W in the wide layout. */
+static int conv_row(const conv_ctx *c)
+{
+    return c->wide ? c->W : conv_out(c->W, c->k, c->pad);
+}
+
 static size_t conv_out_count(const conv_ctx *c)
 {
-    return (size_t)c->F * c->N * conv_out(c->H, c->k, c->pad) * conv_out(c->W, c->k, c->pad);
+    return (size_t)c->F * c->N * conv_out(c->H, c->k, c->pad) * conv_row(c);
 }
 
 static double conv_loss(void *p)
 {
     conv_ctx *c = p;
-    conv_forward(c->x, c->w, c->b, c->y, c->N, c->C, c->H, c->W, c->F, c->k, c->pad, c->col, c->chunk);
+    conv_forward(c->x, c->w, c->b, c->y, c->N, c->C, c->H, c->W, c->F, c->k, c->pad, c->col, c->chunk, c->wide);
     return dot(c->r, c->y, conv_out_count(c));
 }
 
@@ -79,17 +85,20 @@ static double conv_loss(void *p)
  * weights in [-1, 1]: L is linear in each of them, so central differences are exact up to
  * rounding: changing one value changes at most F k k outputs of size <= C k k, whose float
  * rounding (~1e-6 each) over the 2h = 0.1 step gives numeric errors ~1e-4 on gradients ~1-10. */
-static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chunk, uint64_t seed)
+static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide, uint64_t seed)
 {
-    conv_ctx c = {N, C, H, W, F, k, pad, chunk, NULL, NULL, NULL, NULL, NULL, NULL};
-    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad);
+    conv_ctx c = {N, C, H, W, F, k, pad, chunk, wide, NULL, NULL, NULL, NULL, NULL, NULL};
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), RW = conv_row(&c);
     size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * k * k, ny = conv_out_count(&c);
     c.x = rnd(nx, rng_key(seed, 1), -1, 1);
     c.w = rnd(nw, rng_key(seed, 2), -1, 1);
     c.b = rnd(F, rng_key(seed, 3), -1, 1);
     c.r = rnd(ny, rng_key(seed, 4), -1, 1);
+    for (size_t i = 0; i < ny; i++) /* the output gradient is zero in junk columns */
+        if ((int)(i % (size_t)RW) >= OW)
+            c.r[i] = 0.0f;
     c.y = zeros(ny);
-    c.col = zeros(conv_scratch(C, H, W, k, pad, chunk));
+    c.col = zeros(conv_scratch(C, H, W, k, pad, chunk, wide));
     conv_loss(&c);
     for (int f = 0; f < F; f++)
         for (int n = 0; n < N; n++)
@@ -104,15 +113,15 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
                                     s += (double)c.w[((f * C + ch) * k + kh) * k + kw] *
                                          c.x[(((size_t)ch * N + n) * H + ih) * W + iw];
                             }
-                    float y = c.y[(((size_t)f * N + n) * OH + oh) * OW + ow];
+                    float y = c.y[(((size_t)f * N + n) * OH + oh) * RW + ow];
                     ck_assert_msg(fabs(y - s) <= 1e-5 * (1 + fabs(s)), "conv y[%d][%d][%d][%d] = %g, expected %g",
                                   f, n, oh, ow, (double)y, s);
                 }
     float *dw = zeros(nw), *db = zeros(F), *dx = zeros(nx);
-    conv_backward(c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk);
+    conv_backward(c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk, wide);
     /* The element functions a GPU thread calls give the same col and input gradient as the CPU
-     * row loops: forward through op_im2col and a double-precision product, backward through
-     * w^T r (double) and op_col2im. */
+     * loops: forward through op_im2col and a double-precision product, backward through w^T r
+     * (double) and op_col2im. */
     size_t K = (size_t)C * k * k, P = (size_t)OH * OW, ld = (size_t)N * P;
     float *col = zeros(K * ld), *dcol = zeros(K * ld);
     for (int ch = 0; ch < C; ch++)
@@ -128,13 +137,14 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
             double s = c.b[f];
             for (size_t r = 0; r < K; r++)
                 s += (double)c.w[f * K + r] * col[r * ld + j];
-            ck_assert_msg(fabs(c.y[f * ld + j] - s) <= 1e-5 * (1 + fabs(s)), "op_im2col: y[%d][%zu]", f, j);
+            float y = c.y[f * N * (size_t)OH * RW + j / OW * RW + j % OW]; /* j = (n * OH + oh) * OW + ow */
+            ck_assert_msg(fabs(y - s) <= 1e-5 * (1 + fabs(s)), "op_im2col: y[%d][%zu]", f, j);
         }
     for (size_t r = 0; r < K; r++)
         for (size_t j = 0; j < ld; j++) {
             double s = 0;
             for (int f = 0; f < F; f++)
-                s += (double)c.w[f * K + r] * c.r[f * ld + j];
+                s += (double)c.w[f * K + r] * c.r[f * N * (size_t)OH * RW + j / OW * RW + j % OW];
             dcol[r * ld + j] = (float)s;
         }
     for (int ch = 0; ch < C; ch++)
@@ -154,7 +164,7 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
     float *dw2 = zeros(nw), *db2 = zeros(F);
     for (size_t i = 0; i < nw; i++)
         dw2[i] = 1.0f;
-    conv_backward(c.x, c.w, c.r, dw2, db2, NULL, N, C, H, W, F, k, pad, c.col, chunk);
+    conv_backward(c.x, c.w, c.r, dw2, db2, NULL, N, C, H, W, F, k, pad, c.col, chunk, wide);
     for (size_t i = 0; i < nw; i++)
         ck_assert_float_eq_tol(dw2[i] - 1.0f, dw[i], 1e-5f * (1.0f + fabsf(dw[i])));
     ck_assert_mem_eq(db, db2, (size_t)F * sizeof *db);
@@ -164,14 +174,16 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
 
 START_TEST(test_conv_nopad)
 {
-    conv_case(3, 2, 7, 6, 4, 3, 0, 2, 11); /* chunks of 2 then 1; non-square planes */
+    conv_case(3, 2, 7, 6, 4, 3, 0, 2, 0, 11); /* chunks of 2 then 1; non-square planes */
+    conv_case(3, 2, 7, 6, 4, 3, 0, 2, 1, 14); /* the same in the wide layout */
+    conv_case(2, 3, 6, 8, 5, 5, 0, 1, 1, 15);
 }
 END_TEST
 
 START_TEST(test_conv_pad)
 {
-    conv_case(2, 3, 6, 6, 2, 5, 2, 1, 12);
-    conv_case(3, 1, 5, 5, 3, 3, 1, 8, 13); /* one chunk holds the whole batch */
+    conv_case(2, 3, 6, 6, 2, 5, 2, 1, 0, 12);
+    conv_case(3, 1, 5, 5, 3, 3, 1, 8, 0, 13); /* one chunk holds the whole batch */
 }
 END_TEST
 
@@ -253,13 +265,13 @@ typedef struct {
 static double pool_loss(void *p)
 {
     pool_ctx *c = p;
-    maxpool2_forward(c->x, c->y, c->arg, c->planes, c->H, c->W);
+    maxpool2_forward(c->x, c->y, c->arg, c->planes, c->H, c->W, c->W);
     return dot(c->r, c->y, (size_t)c->planes * (c->H / 2) * (c->W / 2));
 }
 
 /* Values are a random permutation of 0.1 * i: gaps of 0.1 > 2h, so no perturbation changes an
  * argmax and the map is piecewise linear: exact up to rounding. Odd sizes leave the last row and
- * column out of every window (gradient 0, checked by the differences too). */
+ * column out of every window (gradient 0, checked by the differences too). Ties separately. */
 START_TEST(test_maxpool)
 {
     pool_ctx c = {3, 7, 6, NULL, NULL, NULL, NULL};
@@ -281,9 +293,30 @@ START_TEST(test_maxpool)
                                 fmaxf(xp[(2 * ph + 1) * 6 + 2 * pw], xp[(2 * ph + 1) * 6 + 2 * pw + 1]));
                 ck_assert_float_eq(c.y[(p * 3 + ph) * 3 + pw], m);
             }
+    /* Ties go to the first maximum in row-major order, as in PyTorch. */
+    const float tie[16] = {1, 1, 0, 3, 1, 1, 3, 3, 2, 5, 4, 4, 5, 0, 4, 4};
+    float ty[4];
+    int32_t targ[4];
+    maxpool2_forward(tie, ty, targ, 1, 4, 4, 4);
+    ck_assert_int_eq(targ[0], 0);
+    ck_assert_int_eq(targ[1], 3);
+    ck_assert_int_eq(targ[2], 9);
+    ck_assert_int_eq(targ[3], 10);
     float *dx = zeros(nx);
-    maxpool2_backward(c.r, c.arg, dx, 3, 7, 6);
+    maxpool2_backward(c.r, c.arg, dx, 3, 7, 6, 6);
     fd_check("maxpool dx", pool_loss, &c, c.x, dx, nx, 0, 0.02f, 1e-5, 1e-5, 0);
+    /* Planes with rows of ld = 9 > W (the wide convolution layout): same results, junk columns of
+     * dx zeroed. */
+    float *xw = rnd(3 * 7 * 9, 43, -1, 1), *dxw = rnd(3 * 7 * 9, 44, -1, 1), yw[27];
+    int32_t argw[27];
+    for (int i = 0; i < 3 * 7; i++)
+        memcpy(xw + i * 9, c.x + i * 6, 6 * sizeof(float));
+    maxpool2_forward(xw, yw, argw, 3, 7, 6, 9);
+    ck_assert_mem_eq(yw, c.y, sizeof yw);
+    maxpool2_backward(c.r, argw, dxw, 3, 7, 6, 9);
+    for (int i = 0; i < 3 * 7 * 9; i++)
+        ck_assert_float_eq(dxw[i], i % 9 < 6 ? dx[i / 9 * 6 + i % 9] : 0.0f);
+    free(xw), free(dxw);
     free(c.x), free(c.y), free(c.r), free(c.arg), free(dx);
 }
 END_TEST
@@ -292,7 +325,7 @@ END_TEST
 
 /* The mask is the documented function of (key, sample id, layer, element), so it does not depend on
  * the sample's position in the batch; the kept fraction is 1 - p; kept values scale by 1/(1-p).
- * Dropout is linear for a fixed mask, so its backward is checked exactly (same op on dy). */
+ * Dropout is linear for a fixed mask, so its backward is checked exactly (the same multipliers). */
 START_TEST(test_dropout)
 {
     enum { N = 4, D = 5000 };
@@ -302,16 +335,16 @@ START_TEST(test_dropout)
     for (int layer = 0; layer < 2; layer++) {
         float p = ps[layer], scale = 1.0f / (1.0f - p);
         float *x = rnd(N * D, 51, 0.5f, 1.0f), *y = malloc(N * D * sizeof *y), *z = malloc(N * D * sizeof *z);
-        uint8_t *keep = malloc(N * D), *keep_rev = malloc(N * D);
+        float *mask = malloc(N * D * sizeof *mask), *mask_rev = malloc(N * D * sizeof *mask);
         memcpy(y, x, N * D * sizeof *x);
-        dropout_forward(y, keep, N, D, ids, key, layer, p);
+        dropout_forward(y, mask, N, D, ids, key, layer, p);
         long kept = 0;
         for (int n = 0; n < N; n++) {
             uint64_t sk = rng_key(rng_key(key, ids[n]), (uint64_t)layer);
             for (int e = 0; e < D; e++) {
                 size_t i = (size_t)n * D + e;
                 int want = rng_uniform(sk, (uint64_t)e) >= p;
-                ck_assert_int_eq(keep[i], want);
+                ck_assert_float_eq(mask[i], want ? scale : 0.0f);
                 ck_assert_float_eq(y[i], want ? x[i] * scale : 0.0f);
                 kept += want;
             }
@@ -322,23 +355,22 @@ START_TEST(test_dropout)
         /* Same samples in reverse order: the same masks, reversed. */
         for (int n = 0; n < N; n++)
             memcpy(z + (size_t)n * D, x + (size_t)(N - 1 - n) * D, D * sizeof *x);
-        dropout_forward(z, keep_rev, N, D, rev, key, layer, p);
+        dropout_forward(z, mask_rev, N, D, rev, key, layer, p);
         for (int n = 0; n < N; n++)
-            ck_assert_mem_eq(keep_rev + (size_t)n * D, keep + (size_t)(N - 1 - n) * D, D);
-        /* Backward: dy * mask * scale. */
+            ck_assert_mem_eq(mask_rev + (size_t)n * D, mask + (size_t)(N - 1 - n) * D, D * sizeof *mask);
+        /* Backward: dy times the same multipliers. */
         memcpy(z, x, N * D * sizeof *x);
-        dropout_backward(z, keep, N * D, p);
+        dropout_backward(z, mask, N * D);
         ck_assert_mem_eq(z, y, N * D * sizeof *y);
-        free(x), free(y), free(z), free(keep), free(keep_rev);
+        free(x), free(y), free(z), free(mask), free(mask_rev);
     }
     /* Another layer index gives another mask. */
-    float a[64], b[64];
-    uint8_t ka[64], kb[64];
+    float a[64], b[64], ma[64], mb[64];
     for (int i = 0; i < 64; i++)
         a[i] = b[i] = 1.0f;
-    dropout_forward(a, ka, 1, 64, (const uint64_t[]){5}, key, 0, 0.5f);
-    dropout_forward(b, kb, 1, 64, (const uint64_t[]){5}, key, 1, 0.5f);
-    ck_assert(memcmp(ka, kb, 64) != 0);
+    dropout_forward(a, ma, 1, 64, (const uint64_t[]){5}, key, 0, 0.5f);
+    dropout_forward(b, mb, 1, 64, (const uint64_t[]){5}, key, 1, 0.5f);
+    ck_assert(memcmp(ma, mb, sizeof ma) != 0);
 }
 END_TEST
 
@@ -490,7 +522,8 @@ static void model_setup(model_ctx *c, const char *name, uint64_t seed)
  *     scale, sign, permutation, missing contribution) shows. Over 12 seeds the worst relative
  *     error seen is 1.8%; tolerance 5% + 2e-3 h (the last for convnet's conv biases, whose true
  *     gradient is ~0 because BatchNorm removes them);
- * (b) the coordinate of its largest gradient, h = 1e-3: worst seen 3%; tolerance 5% + 1e-3. */
+ * (b) the coordinate of its largest gradient, h = 1e-3: tolerance 5% + 1e-3, of which 8 seeds of
+ *     each model used at most 60%. */
 static void model_fd(const char *name, uint64_t seed)
 {
     model_ctx c;

@@ -2,9 +2,8 @@
  *   ref_model MODEL SEED BATCH OUT.h5
  * builds MODEL, initialises it from SEED, makes a deterministic batch (random uint8 images and
  * labels from rng.h, scattered sample ids), runs one training forward/backward (grad_scale 1/n,
- * i.e. the mean loss), an eval pass, and two steps each of Adadelta and SGD from the initial
- * parameters (the second step on gradients recomputed at the new parameters), and writes all
- * inputs and results to OUT.h5. */
+ * i.e. the mean loss), an eval pass, two steps each of Adadelta and SGD from the initial
+ * parameters, and a final eval pass, and writes all inputs and results to OUT.h5. */
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,17 +106,16 @@ int main(int argc, char **argv)
     write_scalar(f, "eval_loss_sum", H5T_NATIVE_DOUBLE, &eval_loss);
     write_scalar(f, "eval_correct", H5T_NATIVE_LONG, &correct);
 
-    /* Adadelta as in the PyTorch example (lr 1.0); SGD with momentum and weight decay. */
+    /* Adadelta as in the PyTorch example (lr 1.0); SGD with momentum and weight decay. Each step
+     * recomputes the gradients (the first step's equal the ones above), so both sides run the same
+     * sequence of training passes and BatchNorm running-stat updates. */
     const struct {
         const char *group;
         optim_cfg cfg;
         float lr;
     } runs[2] = {{"adadelta", {OPTIM_ADADELTA, 0.9f, 1e-6f, 0.0f, 0.0f}, 1.0f},
                  {"sgd", {OPTIM_SGD, 0.0f, 0.0f, 0.9f, 1e-3f}, 0.05f}};
-    float *g0 = malloc(np * sizeof *g0);
-    memcpy(g0, grads, np * sizeof *g0);
     for (int r = 0; r < 2; r++) {
-        char name[64];
         hid_t g = H5Gcreate2(f, runs[r].group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         write_scalar(g, "lr", H5T_NATIVE_FLOAT, &runs[r].lr);
         write_scalar(g, "rho", H5T_NATIVE_FLOAT, &runs[r].cfg.rho);
@@ -126,21 +124,28 @@ int main(int argc, char **argv)
         write_scalar(g, "weight_decay", H5T_NATIVE_FLOAT, &runs[r].cfg.weight_decay);
         optim *o = optim_create(&runs[r].cfg, np);
         memcpy(params, p0, np * sizeof *params);
-        optim_step(o, params, g0, runs[r].lr);
-        snprintf(name, sizeof name, "%s/step1", runs[r].group);
-        write_tensors(f, name, model_tensor, nt, m, params);
-        memset(grads, 0, np * sizeof *grads);
-        double loss1 = model_forward_backward(m, x, labels, ids, n, dropout_key, 1.0f / (float)n);
-        write_scalar(g, "loss1_sum", H5T_NATIVE_DOUBLE, &loss1);
-        optim_step(o, params, grads, runs[r].lr);
-        snprintf(name, sizeof name, "%s/step2", runs[r].group);
-        write_tensors(f, name, model_tensor, nt, m, params);
+        for (int step = 1; step <= 2; step++) {
+            char name[64];
+            memset(grads, 0, np * sizeof *grads);
+            double l = model_forward_backward(m, x, labels, ids, n, dropout_key, 1.0f / (float)n);
+            snprintf(name, sizeof name, "loss%d_sum", step);
+            write_scalar(g, name, H5T_NATIVE_DOUBLE, &l);
+            optim_step(o, params, grads, runs[r].lr);
+            snprintf(name, sizeof name, "%s/step%d", runs[r].group, step);
+            write_tensors(f, name, model_tensor, nt, m, params);
+        }
         optim_free(o);
         H5Gclose(g);
     }
+    /* Eval again with the last parameters and running stats moved by five training passes. */
+    correct = 0;
+    eval_loss = model_evaluate(m, x, labels, n, &correct);
+    write_scalar(f, "final_eval_loss_sum", H5T_NATIVE_DOUBLE, &eval_loss);
+    write_scalar(f, "final_eval_correct", H5T_NATIVE_LONG, &correct);
+    write_tensors(f, "final_buffers", model_buffer, nbt, m, bufs);
     if (H5Fclose(f) < 0)
         die(EX_IOERR, "cannot close %s", argv[4]);
-    free(images), free(labels), free(ids), free(x), free(p0), free(g0);
+    free(images), free(labels), free(ids), free(x), free(p0);
     model_free(m);
     return 0;
 }

@@ -5,8 +5,8 @@
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
-steps=25
-common="--data $MNIST_DATA --max-steps $steps --log-interval 5 --seed 7 --epochs 1"
+steps=5
+common="--data $MNIST_DATA --max-steps $steps --log-interval 1 --seed 7 --epochs 1"
 train() { # train NAME NP ARGS...
   name=$1 np=$2; shift 2
   # shellcheck disable=SC2086
@@ -27,9 +27,10 @@ def load(n):
 def losses(n):
     return [r["loss"] for r in map(json.loads, open(f"{d}/{n}.json")) if r["type"] == "step"]
 ref, ref_loss = load("w1"), losses("w1")
-# float32 sums in another order differ by ~1e-7 relative per step; Adadelta's normalised steps carry
-# such differences forward without growing them much over 25 steps, so 1e-4 of the weight scale bounds
-# an honest match while a wrong split (other samples or masks) moves weights by ~1e-2.
+# float32 sums in another order differ by ~1e-7 relative (2e-7 measured through step 8); a wrong
+# split (other samples or masks) moves weights by ~1e-2. Over longer runs a near-tie in a max-pool or
+# ReLU can resolve differently under another GEMM blocking and shift a few weights by ~1e-4 at once
+# (seen at step 9 with seed 7), so the comparison stops at 5 steps with a tolerance of 1e-5.
 worst = 0.0
 for n in ("w2", "w4", "acc"):
     p = load(n)
@@ -38,10 +39,10 @@ for n in ("w2", "w4", "acc"):
             continue
         err = float(np.max(np.abs(p[k] - v)) / (np.max(np.abs(v)) + 1e-12))
         worst = max(worst, err)
-        if err > 1e-4:
+        if err > 1e-5:
             sys.exit(f"{n}: {k} differs from 1 rank x 64 by {err:.3g} (relative to its scale)")
     l = losses(n)
-    if len(l) != len(ref_loss) or max(abs(a - b) for a, b in zip(l, ref_loss)) > 1e-4:
+    if len(l) != len(ref_loss) or max(abs(a - b) for a, b in zip(l, ref_loss)) > 1e-5:
         sys.exit(f"{n}: loss trajectory {l} differs from {ref_loss}")
 print(f"world-size invariance holds: worst relative parameter difference {worst:.2e}")
 PY

@@ -1,0 +1,78 @@
+"""The peer: PyTorch's DDP MNIST example (gloo, CPU) on the same HDF5 shards, for benchmarks.
+Usage: pytorch_ddp_mnist.py DATA_DIR RANKS EPOCHS [MAX_STEPS]. Prints one JSON line (rank 0)."""
+import glob
+import json
+import os
+import sys
+import time
+
+import h5py
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+sys.path.insert(0, os.path.dirname(__file__))
+from eval_saved_model import Net  # noqa: E402
+
+
+def load(data, prefix):
+    images, labels = [], []
+    for shard in sorted(glob.glob(os.path.join(data, prefix + "-*.h5"))):
+        with h5py.File(shard, "r") as f:
+            images.append(f["images"][()])
+            labels.append(f["labels"][()])
+    x = torch.from_numpy(np.concatenate(images)).float().div(255).sub(0.1307).div(0.3081).unsqueeze(1)
+    return TensorDataset(x, torch.from_numpy(np.concatenate(labels)).long())
+
+
+def worker(rank, world, data, epochs, max_steps, port):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    torch.manual_seed(1)
+    t_start = time.time()
+    train, test = load(data, "train"), load(data, "test")
+    sampler = DistributedSampler(train, world, rank, shuffle=True, seed=1)
+    loader = DataLoader(train, batch_size=64, sampler=sampler)
+    model = DDP(Net())
+    opt = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)
+    train_s, images, steps = 0.0, 0, 0
+    for epoch in range(1, epochs + 1):
+        sampler.set_epoch(epoch)
+        model.train()
+        t0 = time.time()
+        for x, y in loader:
+            opt.zero_grad()
+            F.nll_loss(model(x), y).backward()
+            opt.step()
+            images += len(y) * world
+            steps += 1
+            if max_steps and steps >= max_steps:
+                break
+        train_s += time.time() - t0
+        sched.step()
+    model.eval()
+    with torch.no_grad():
+        correct = int((model(test.tensors[0]).argmax(1) == test.tensors[1]).sum())
+    if rank == 0:
+        print(json.dumps({"peer": "pytorch-ddp-gloo", "torch": torch.__version__, "world": world,
+                          "epochs": epochs, "steps": steps, "train_s": round(train_s, 3),
+                          "total_s": round(time.time() - t_start, 3),
+                          "images_per_s": round(images / train_s, 1),
+                          "test_accuracy": correct / len(test)}), flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    data, world, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    max_steps = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    port = 29400 + os.getpid() % 1000
+    mp.spawn(worker, args=(world, data, epochs, max_steps, port), nprocs=world)
+
+
+if __name__ == "__main__":
+    main()
