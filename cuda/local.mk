@@ -10,7 +10,7 @@ src_libmnistddp_a_SOURCES += src/gpu_none.c
 endif
 # make dist ships every GPU file whatever this tree was configured with.
 EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/cuda_check.h cuda/gpu_host.c src/gpu_none.c \
-	cuda/README-section.md tests/check_gpu_plan.c tests/check_gpu_mock.c tests/gpu_mock.c tests/gpu_mock.h \
+	tests/check_gpu_plan.c tests/check_gpu_mock.c tests/gpu_mock.c tests/gpu_mock.h \
 	tests/gpu_mock_host.c tests/gpu-mock-host.sh tests/mpi_gpu_device.c tests/mpi_gpu_allreduce.c
 
 # The .cu.o suffix rule has no dependency tracking: name the headers the CUDA objects include.
