@@ -43,19 +43,14 @@ except ImportError as exc:  # the reference is optional where torch is not insta
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rng  # noqa: E402
+from eval_saved_model import Net as ExampleNet  # noqa: E402
 
 
-class Net(nn.Module):
+class Net(ExampleNet):
     """pytorch/examples mnist/main.py, dropout replaced by the trainer's masks."""
 
     def __init__(self):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = nn.Dropout(0.25)
-        self.dropout2 = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(9216, 128)
-        self.fc2 = nn.Linear(128, 10)
         self.masks = None  # (mask1 [n,64,12,12], mask2 [n,128]) in training mode
 
     def forward(self, x):
