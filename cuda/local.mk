@@ -54,3 +54,15 @@ TESTS += tests/mpi_gpu_device tests/mpi_gpu_allreduce
 tests_mpi_gpu_device_SOURCES = tests/mpi_gpu_device.c
 tests_mpi_gpu_allreduce_SOURCES = tests/mpi_gpu_allreduce.c
 endif
+
+# The GPU path's tests alone (CI's --with-cuda build; a GPU node's first check). Without CUDA: none.
+if HAVE_CUDA
+gpu_tests = tests/gpu-mock-host.sh tests/mpi_gpu_device tests/mpi_gpu_allreduce
+if HAVE_CHECK
+gpu_tests += tests/check_gpu_mock
+endif
+endif
+.PHONY: check-gpu
+check-gpu:
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS='tests/check_gpu_plan $(gpu_tests)' check_DATA=
+
