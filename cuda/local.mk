@@ -4,12 +4,13 @@
 # CPU-only build gets src/gpu_none.c (gpu_available/gpu_decide: no GPU).
 src_libmnistddp_a_SOURCES += src/gpu.h src/gpu_plan.c src/gpu_plan.h
 if HAVE_CUDA
-src_libmnistddp_a_SOURCES += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/cuda_check.h cuda/gpu_host.c
+src_libmnistddp_a_SOURCES += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/cuda_check.h \
+	cuda/gpu_host.c
 else
 src_libmnistddp_a_SOURCES += src/gpu_none.c
 endif
 # make dist ships every GPU file whatever this tree was configured with.
-EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/cuda_check.h cuda/gpu_host.c src/gpu_none.c \
+EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/cuda_check.h cuda/gpu_host.c src/gpu_none.c \
 	tests/check_gpu_plan.c tests/check_gpu_mock.c tests/gpu_mock.c tests/gpu_mock.h \
 	tests/gpu_mock_host.c tests/gpu-mock-host.sh tests/mpi_gpu_device.c tests/mpi_gpu_allreduce.c
 
@@ -19,6 +20,7 @@ cuda_deps = $(srcdir)/cuda/cuda_check.h $(srcdir)/src/gpu.h $(srcdir)/src/gpu_pl
 cuda/device.$(OBJEXT): $(cuda_deps)
 cuda/comm_nccl.$(OBJEXT): $(cuda_deps)
 cuda/gemm_cublas.$(OBJEXT): $(cuda_deps) $(srcdir)/src/gemm.h
+cuda/layers.$(OBJEXT): $(cuda_deps) $(srcdir)/src/backend.h $(srcdir)/src/kernels.h $(srcdir)/src/ops.h $(srcdir)/src/rng.h
 
 # Unit tests of the pure decisions (no GPU, no MPI), in every configuration.
 if HAVE_CHECK

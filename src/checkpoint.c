@@ -83,10 +83,15 @@ void checkpoint_save_model(const char *path, model *m, int epoch, double test_ac
     if (f < 0)
         die(EX_CANTCREAT, "--save-model %s: cannot create '%s'", path, tmp);
     int bad = 0;
+    float *params = xmalloc(model_num_params(m) * sizeof *params);
+    float *bufs = xmalloc((model_buffer_size(m) + 1) * sizeof *bufs);
+    model_download(m, params, bufs);
     for (int i = 0; i < model_num_tensors(m) && !bad; i++)
-        bad = write_tensor(f, model_tensor(m, i), model_params(m));
+        bad = write_tensor(f, model_tensor(m, i), params);
     for (int i = 0; i < model_num_buffers(m) && !bad; i++)
-        bad = write_tensor(f, model_buffer(m, i), model_buffers(m));
+        bad = write_tensor(f, model_buffer(m, i), bufs);
+    free(params);
+    free(bufs);
     if (!bad) {
         write_string_attr(f, "format", format_name);
         write_string_attr(f, "model", model_name(m));
@@ -171,10 +176,15 @@ void checkpoint_load_model(const char *path, model *m)
     if (strcmp(name, model_name(m)) != 0)
         die(EX_DATAERR, "--load-model %s: holds model '%s', but this run trains '%s' (use --model %s)", path, name,
             model_name(m), name);
+    float *params = xmalloc(model_num_params(m) * sizeof *params);
+    float *bufs = xmalloc((model_buffer_size(m) + 1) * sizeof *bufs);
     for (int i = 0; i < model_num_tensors(m); i++)
-        read_tensor(f, path, model_tensor(m, i), model_params(m));
+        read_tensor(f, path, model_tensor(m, i), params);
     for (int i = 0; i < model_num_buffers(m); i++)
-        read_tensor(f, path, model_buffer(m, i), model_buffers(m));
+        read_tensor(f, path, model_buffer(m, i), bufs);
+    model_upload(m, params, bufs);
+    free(params);
+    free(bufs);
     free(fmt);
     free(name);
     H5Fclose(f);

@@ -1,4 +1,4 @@
-/* mnist_ddp: data-parallel MNIST training. Bootstrap ranks, choose the device, train, report. */
+/* mnist_ddp: data-parallel MNIST training. Bootstrap ranks, choose and set up the device, train, report. */
 #include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,21 +11,14 @@
 #include "options.h"
 #include "train.h"
 
-/* The device this rank computes on. Device selection and NCCL exist (src/gpu.h); the device-resident
- * model does not yet, so a usable GPU is reported and the CPU trains. */
-static const char *choose_device(const options *o, const ddp_env *env)
+/* 1: every rank trains on its GPU; 0: on the CPU (gpu_decide says why when a GPU was wanted). */
+static int choose_device(const options *o, const ddp_env *env)
 {
-    if (strcmp(o->precision, "fp32") != 0)
+    int gpu = o->device != DEVICE_CPU && gpu_decide(env, o->device == DEVICE_CUDA);
+    if (!gpu && strcmp(o->precision, "fp32") != 0)
         die_all(EX_USAGE, "--precision %s: only the GPU path computes in reduced precision; the CPU uses fp32",
                 o->precision);
-    if (o->device != DEVICE_CPU && gpu_decide(env, o->device == DEVICE_CUDA)) {
-        if (o->device == DEVICE_CUDA)
-            die_all(EX_UNAVAILABLE, "--device cuda: training on GPUs is not implemented in this version (device "
-                    "selection and NCCL are, the CUDA model is not); use --device cpu");
-        say("device auto: GPUs are present, but training on GPUs is not implemented in this version; "
-            "training on the CPU");
-    }
-    return "cpu";
+    return gpu;
 }
 
 int main(int argc, char **argv)
@@ -37,10 +30,30 @@ int main(int argc, char **argv)
     options_parse(argc, argv, &o);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our own one-line messages instead of HDF5's stack dumps */
     log_init(env.rank, o.verbose, o.metrics);
-    const char *device = choose_device(&o, &env);
+    int gpu = choose_device(&o, &env);
+    char device[GPU_MSG_LEN] = "cpu";
+#ifdef HAVE_CUDA
+    gpu_info info;
+    if (gpu) {
+        gpu_select(&env, &info); /* stops the job when ranks of a node would share a GPU */
+        gpu_describe(&info, device, sizeof device);
+    }
+#endif
     int threads = bootstrap_threads(&env, o.threads);
     bootstrap_report(&env, device, threads);
-    int rc = train_run(&o, &env);
+#ifdef HAVE_CUDA
+    if (gpu) {
+        gpu_report(&env, &info);
+        gpu_blas_init(o.precision);
+    }
+#endif
+    int rc = train_run(&o, &env, gpu);
+#ifdef HAVE_CUDA
+    if (gpu) {
+        gpu_blas_free();
+        gpu_release();
+    }
+#endif
     log_close();
     bootstrap_finalize(&env);
     return rc;

@@ -8,10 +8,6 @@
 #include "layers.h"
 #include "rng.h"
 
-/* Samples per im2col + GEMM. One sample keeps conv2's im2col block (~0.7 MB) in L2 while its GEMM
- * (64 x 624 x 288) is still efficient; measured on a 1 MB-L2 Skylake-X core, chunks of 1 or 2 are
- * fastest and one batch-wide GEMM (a 46 MB block) is ~35% slower. */
-#define CONV_CHUNK 1
 #define BN_MOMENTUM 0.1f
 #define BN_EPS 1e-5f
 #define CLASSES 10
@@ -62,11 +58,12 @@ typedef struct {
 
 typedef struct {
     float *a1, *b1, *p1, *a2, *b2, *p2, *f, *df, *dp1, *dp2;
-    float mean1[16], invstd1[16], mean2[32], invstd2[32];
+    float *mean1, *invstd1, *mean2, *invstd2;
     int32_t *arg1, *arg2;
 } convnet_acts;
 
 struct model {
+    const nn_backend *be;
     int kind, capacity, chunk;
     const char *name;
     const tensor_spec *pspec, *bspec;
@@ -75,6 +72,7 @@ struct model {
     size_t nparams, nbufs;
     float *params, *grads, *bufs, *col;
     float *logits, *logp, *dlogits; /* [capacity][10] */
+    float *loss;                    /* [capacity] */
     grad_ready_fn hook;
     void *hook_ctx;
     union {
@@ -89,7 +87,7 @@ static void *model_mem(model *m, size_t bytes)
 {
     if (m->nmem == MAX_ALLOCS)
         die(EX_SOFTWARE, "model allocation table full");
-    return m->mem[m->nmem++] = nn_alloc(bytes);
+    return m->mem[m->nmem++] = m->be->alloc(bytes);
 }
 
 static float *floats(model *m, size_t count)
@@ -147,11 +145,20 @@ static void convnet_alloc(model *m)
     a->df = floats(m, N * 1568);
     a->dp2 = floats(m, 32 * N * 49);
     a->dp1 = floats(m, 16 * N * 196);
+    a->mean1 = floats(m, 16);
+    a->invstd1 = floats(m, 16);
+    a->mean2 = floats(m, 32);
+    a->invstd2 = floats(m, 32);
     size_t s1 = conv_scratch(1, 28, 28, 5, 2, m->chunk, 0), s2 = conv_scratch(16, 14, 14, 5, 2, m->chunk, 0);
     m->col = floats(m, s1 > s2 ? s1 : s2);
 }
 
 model *model_create(const char *name, int capacity)
+{
+    return model_create_on(&nn_cpu, name, capacity);
+}
+
+model *model_create_on(const nn_backend *be, const char *name, int capacity)
 {
     int kind;
     if (strcmp(name, "net") == 0)
@@ -163,10 +170,11 @@ model *model_create(const char *name, int capacity)
     if (capacity < 1)
         die(EX_SOFTWARE, "model capacity must be positive, not %d", capacity);
     model *m = xcalloc(1, sizeof *m);
+    m->be = be;
     m->kind = kind;
     m->name = kind == NET ? "net" : "convnet";
     m->capacity = capacity;
-    m->chunk = capacity < CONV_CHUNK ? capacity : CONV_CHUNK;
+    m->chunk = capacity < be->chunk ? capacity : be->chunk;
     m->pspec = kind == NET ? net_params : convnet_params;
     m->ntensors = kind == NET ? (int)(sizeof net_params / sizeof *net_params)
                               : (int)(sizeof convnet_params / sizeof *convnet_params);
@@ -177,10 +185,11 @@ model *model_create(const char *name, int capacity)
     m->params = floats(m, m->nparams);
     m->grads = floats(m, m->nparams);
     m->bufs = floats(m, m->nbufs);
-    memset(m->grads, 0, m->nparams * sizeof(float));
+    be->zero(m->grads, m->nparams * sizeof(float));
     m->logits = floats(m, (size_t)capacity * CLASSES);
     m->logp = floats(m, (size_t)capacity * CLASSES);
     m->dlogits = floats(m, (size_t)capacity * CLASSES);
+    m->loss = floats(m, (size_t)capacity);
     if (kind == NET)
         net_alloc(m);
     else
@@ -194,11 +203,12 @@ void model_free(model *m)
     if (!m)
         return;
     for (int i = 0; i < m->nmem; i++)
-        nn_free(m->mem[i]);
+        m->be->free(m->mem[i]);
     free(m);
 }
 
 const char *model_name(const model *m) { return m->name; }
+const nn_backend *model_backend(const model *m) { return m->be; }
 int model_capacity(const model *m) { return m->capacity; }
 int model_num_tensors(const model *m) { return m->ntensors; }
 size_t model_num_params(const model *m) { return m->nparams; }
@@ -232,8 +242,28 @@ static void init_tensors(const tensor_spec *spec, const tensor_desc *desc, int n
 
 void model_init_params(model *m, uint64_t seed)
 {
-    init_tensors(m->pspec, m->tensors, m->ntensors, m->params, seed);
-    init_tensors(m->bspec, m->buffers, m->nbuffers, m->bufs, seed);
+    float *p = xmalloc(m->nparams * sizeof *p), *b = xmalloc((m->nbufs + 1) * sizeof *b);
+    init_tensors(m->pspec, m->tensors, m->ntensors, p, seed);
+    init_tensors(m->bspec, m->buffers, m->nbuffers, b, seed);
+    model_upload(m, p, b);
+    free(p);
+    free(b);
+}
+
+void model_upload(model *m, const float *params, const float *buffers)
+{
+    if (params)
+        m->be->upload(m->params, params, m->nparams * sizeof *params);
+    if (buffers && m->nbufs)
+        m->be->upload(m->bufs, buffers, m->nbufs * sizeof *buffers);
+}
+
+void model_download(const model *m, float *params, float *buffers)
+{
+    if (params)
+        m->be->download(params, m->params, m->nparams * sizeof *params);
+    if (buffers && m->nbufs)
+        m->be->download(buffers, m->bufs, m->nbufs * sizeof *buffers);
 }
 
 void model_set_grad_hook(model *m, grad_ready_fn fn, void *ctx)
@@ -267,108 +297,109 @@ static void grads_ready(model *m, int first, int last)
  * rest, as conv_backward requires. */
 static void net_forward(model *m, const float *x, int n, const uint64_t *ids, uint64_t key, int train)
 {
+    const nn_backend *be = m->be;
     net_acts *a = &m->a.net;
     size_t N = (size_t)n;
-    conv_forward(x, W(0), NULL, a->h1, n, 1, 28, 28, 32, 3, 0, m->col, m->chunk, 0);
-    bias_relu_forward(a->h1, W(1), 32, N * 676);
-    conv_forward(a->h1, W(2), NULL, a->a2, n, 32, 26, 26, 64, 3, 0, m->col, m->chunk, 1);
-    maxpool2_forward(a->a2, a->p2, a->arg2, 64 * n, 24, 24, 26);
-    bias_relu_forward(a->p2, W(3), 64, N * 144);
-    flatten_cnhw(a->p2, a->f, 64, n, 144);
+    conv_forward(be, x, W(0), NULL, a->h1, n, 1, 28, 28, 32, 3, 0, m->col, m->chunk, 0);
+    be->bias_relu_forward(a->h1, W(1), 32, N * 676);
+    conv_forward(be, a->h1, W(2), NULL, a->a2, n, 32, 26, 26, 64, 3, 0, m->col, m->chunk, 1);
+    be->maxpool2_forward(a->a2, a->p2, a->arg2, 64 * n, 24, 24, 26);
+    be->bias_relu_forward(a->p2, W(3), 64, N * 144);
+    be->flatten_cnhw(a->p2, a->f, 64, n, 144);
     if (train)
-        dropout_forward(a->f, a->mask1, n, 9216, ids, key, 0, 0.25f);
-    linear_forward(a->f, W(4), W(5), a->h3, n, 9216, 128);
-    relu_forward(a->h3, N * 128);
+        be->dropout_forward(a->f, a->mask1, n, 9216, ids, key, 0, 0.25f);
+    linear_forward(be, a->f, W(4), W(5), a->h3, n, 9216, 128);
+    be->relu_forward(a->h3, N * 128);
     if (train)
-        dropout_forward(a->h3, a->mask2, n, 128, ids, key, 1, 0.5f);
-    linear_forward(a->h3, W(6), W(7), m->logits, n, 128, CLASSES);
+        be->dropout_forward(a->h3, a->mask2, n, 128, ids, key, 1, 0.5f);
+    linear_forward(be, a->h3, W(6), W(7), m->logits, n, 128, CLASSES);
 }
 
 static void net_backward(model *m, const float *x, int n)
 {
+    const nn_backend *be = m->be;
     net_acts *a = &m->a.net;
     size_t N = (size_t)n;
-    linear_backward(a->h3, W(6), m->dlogits, G(6), G(7), a->dh3, n, 128, CLASSES);
+    linear_backward(be, a->h3, W(6), m->dlogits, G(6), G(7), a->dh3, n, 128, CLASSES);
     grads_ready(m, 6, 7);
-    dropout_backward(a->dh3, a->mask2, N * 128);
-    relu_backward(a->dh3, a->h3, N * 128); /* h3 after dropout: positive exactly where kept and active */
-    linear_backward(a->f, W(4), a->dh3, G(4), G(5), a->df, n, 9216, 128);
+    be->dropout_backward(a->dh3, a->mask2, N * 128);
+    be->relu_backward(a->dh3, a->h3, N * 128); /* h3 after dropout: positive exactly where kept and active */
+    linear_backward(be, a->f, W(4), a->dh3, G(4), G(5), a->df, n, 9216, 128);
     grads_ready(m, 4, 5);
-    dropout_backward(a->df, a->mask1, N * 9216);
-    unflatten_cnhw(a->df, a->dp, 64, n, 144);
-    relu_backward(a->dp, a->p2, 64 * N * 144);
-    maxpool2_backward(a->dp, a->arg2, a->a2, 64 * n, 24, 24, 26); /* conv2's output gradient replaces a2 */
-    conv_backward(a->h1, W(2), a->a2, G(2), G(3), a->dh1, n, 32, 26, 26, 64, 3, 0, m->col, m->chunk, 1);
+    be->dropout_backward(a->df, a->mask1, N * 9216);
+    be->unflatten_cnhw(a->df, a->dp, 64, n, 144);
+    be->relu_backward(a->dp, a->p2, 64 * N * 144);
+    be->maxpool2_backward(a->dp, a->arg2, a->a2, 64 * n, 24, 24, 26); /* conv2's output gradient replaces a2 */
+    conv_backward(be, a->h1, W(2), a->a2, G(2), G(3), a->dh1, n, 32, 26, 26, 64, 3, 0, m->col, m->chunk, 1);
     grads_ready(m, 2, 3);
-    relu_backward(a->dh1, a->h1, 32 * N * 676);
-    conv_backward(x, W(0), a->dh1, G(0), G(1), NULL, n, 1, 28, 28, 32, 3, 0, m->col, m->chunk, 0);
+    be->relu_backward(a->dh1, a->h1, 32 * N * 676);
+    conv_backward(be, x, W(0), a->dh1, G(0), G(1), NULL, n, 1, 28, 28, 32, 3, 0, m->col, m->chunk, 0);
     grads_ready(m, 0, 1);
 }
 
 /* convnet: [conv 5x5 pad 2 -> BatchNorm -> ReLU -> max-pool] x 2 -> fc. ReLU after the pool as in net. */
 static void convnet_forward(model *m, const float *x, int n, int train)
 {
+    const nn_backend *be = m->be;
     convnet_acts *a = &m->a.cnn;
     size_t N = (size_t)n;
-    conv_forward(x, W(0), W(1), a->a1, n, 1, 28, 28, 16, 5, 2, m->col, m->chunk, 0);
+    conv_forward(be, x, W(0), W(1), a->a1, n, 1, 28, 28, 16, 5, 2, m->col, m->chunk, 0);
     if (train) {
-        batchnorm_forward_train(a->a1, W(2), W(3), a->b1, a->mean1, a->invstd1, B(0), B(1), 16, N * 784,
-                                BN_MOMENTUM, BN_EPS);
-        *B(2) += 1.0f;
+        be->batchnorm_forward_train(a->a1, W(2), W(3), a->b1, a->mean1, a->invstd1, B(0), B(1), B(2), 16,
+                                       N * 784, BN_MOMENTUM, BN_EPS);
     } else {
-        batchnorm_forward_eval(a->a1, W(2), W(3), B(0), B(1), a->b1, 16, N * 784, BN_EPS);
+        be->batchnorm_forward_eval(a->a1, W(2), W(3), B(0), B(1), a->b1, 16, N * 784, BN_EPS);
     }
-    maxpool2_forward(a->b1, a->p1, a->arg1, 16 * n, 28, 28, 28);
-    relu_forward(a->p1, 16 * N * 196);
-    conv_forward(a->p1, W(4), W(5), a->a2, n, 16, 14, 14, 32, 5, 2, m->col, m->chunk, 0);
+    be->maxpool2_forward(a->b1, a->p1, a->arg1, 16 * n, 28, 28, 28);
+    be->relu_forward(a->p1, 16 * N * 196);
+    conv_forward(be, a->p1, W(4), W(5), a->a2, n, 16, 14, 14, 32, 5, 2, m->col, m->chunk, 0);
     if (train) {
-        batchnorm_forward_train(a->a2, W(6), W(7), a->b2, a->mean2, a->invstd2, B(3), B(4), 32, N * 196,
-                                BN_MOMENTUM, BN_EPS);
-        *B(5) += 1.0f;
+        be->batchnorm_forward_train(a->a2, W(6), W(7), a->b2, a->mean2, a->invstd2, B(3), B(4), B(5), 32,
+                                       N * 196, BN_MOMENTUM, BN_EPS);
     } else {
-        batchnorm_forward_eval(a->a2, W(6), W(7), B(3), B(4), a->b2, 32, N * 196, BN_EPS);
+        be->batchnorm_forward_eval(a->a2, W(6), W(7), B(3), B(4), a->b2, 32, N * 196, BN_EPS);
     }
-    maxpool2_forward(a->b2, a->p2, a->arg2, 32 * n, 14, 14, 14);
-    relu_forward(a->p2, 32 * N * 49);
-    flatten_cnhw(a->p2, a->f, 32, n, 49);
-    linear_forward(a->f, W(8), W(9), m->logits, n, 1568, CLASSES);
+    be->maxpool2_forward(a->b2, a->p2, a->arg2, 32 * n, 14, 14, 14);
+    be->relu_forward(a->p2, 32 * N * 49);
+    be->flatten_cnhw(a->p2, a->f, 32, n, 49);
+    linear_forward(be, a->f, W(8), W(9), m->logits, n, 1568, CLASSES);
 }
 
 static void convnet_backward(model *m, const float *x, int n)
 {
+    const nn_backend *be = m->be;
     convnet_acts *a = &m->a.cnn;
     size_t N = (size_t)n;
-    linear_backward(a->f, W(8), m->dlogits, G(8), G(9), a->df, n, 1568, CLASSES);
+    linear_backward(be, a->f, W(8), m->dlogits, G(8), G(9), a->df, n, 1568, CLASSES);
     grads_ready(m, 8, 9);
-    unflatten_cnhw(a->df, a->dp2, 32, n, 49);
-    relu_backward(a->dp2, a->p2, 32 * N * 49);
+    be->unflatten_cnhw(a->df, a->dp2, 32, n, 49);
+    be->relu_backward(a->dp2, a->p2, 32 * N * 49);
     /* Gradients w.r.t. the BatchNorm outputs, then (in place) inputs, replace b2 and b1. */
-    maxpool2_backward(a->dp2, a->arg2, a->b2, 32 * n, 14, 14, 14);
-    batchnorm_backward(a->a2, a->b2, W(6), a->mean2, a->invstd2, a->b2, G(6), G(7), 32, N * 196);
+    be->maxpool2_backward(a->dp2, a->arg2, a->b2, 32 * n, 14, 14, 14);
+    be->batchnorm_backward(a->a2, a->b2, W(6), a->mean2, a->invstd2, a->b2, G(6), G(7), 32, N * 196);
     grads_ready(m, 6, 7);
-    conv_backward(a->p1, W(4), a->b2, G(4), G(5), a->dp1, n, 16, 14, 14, 32, 5, 2, m->col, m->chunk, 0);
+    conv_backward(be, a->p1, W(4), a->b2, G(4), G(5), a->dp1, n, 16, 14, 14, 32, 5, 2, m->col, m->chunk, 0);
     grads_ready(m, 4, 5);
-    relu_backward(a->dp1, a->p1, 16 * N * 196);
-    maxpool2_backward(a->dp1, a->arg1, a->b1, 16 * n, 28, 28, 28);
-    batchnorm_backward(a->a1, a->b1, W(2), a->mean1, a->invstd1, a->b1, G(2), G(3), 16, N * 784);
+    be->relu_backward(a->dp1, a->p1, 16 * N * 196);
+    be->maxpool2_backward(a->dp1, a->arg1, a->b1, 16 * n, 28, 28, 28);
+    be->batchnorm_backward(a->a1, a->b1, W(2), a->mean1, a->invstd1, a->b1, G(2), G(3), 16, N * 784);
     grads_ready(m, 2, 3);
-    conv_backward(x, W(0), a->b1, G(0), G(1), NULL, n, 1, 28, 28, 16, 5, 2, m->col, m->chunk, 0);
+    conv_backward(be, x, W(0), a->b1, G(0), G(1), NULL, n, 1, 28, 28, 16, 5, 2, m->col, m->chunk, 0);
     grads_ready(m, 0, 1);
 }
 
-static void check_batch(const model *m, const uint8_t *labels, int n)
+/* Labels are not checked here (they may live on the GPU): the shard reader rejects any above 9. */
+static void check_batch(const model *m, int n)
 {
     if (n < 0 || n > m->capacity)
         die(EX_SOFTWARE, "batch of %d samples for a model of capacity %d", n, m->capacity);
-    for (int i = 0; i < n; i++)
-        if (labels[i] >= CLASSES)
-            die(EX_DATAERR, "label %u of sample %d is not a digit", labels[i], i);
 }
 
 double model_forward_backward(model *m, const float *x, const uint8_t *labels, const uint64_t *ids, int n,
                               uint64_t dropout_key, float grad_scale)
 {
-    check_batch(m, labels, n);
+    const nn_backend *be = m->be;
+    check_batch(m, n);
     if (n == 0) {
         /* Every layer's parameters are a (weight, bias) pair, released back to front as in backward. */
         for (int i = m->ntensors - 2; i >= 0; i -= 2)
@@ -379,25 +410,26 @@ double model_forward_backward(model *m, const float *x, const uint8_t *labels, c
         net_forward(m, x, n, ids, dropout_key, 1);
     else
         convnet_forward(m, x, n, 1);
-    double loss = log_softmax_nll_forward(m->logits, labels, m->logp, n, CLASSES);
-    log_softmax_nll_backward(m->logp, labels, m->dlogits, n, CLASSES, grad_scale);
+    be->log_softmax_nll_forward(m->logits, labels, m->logp, m->loss, n, CLASSES);
+    be->log_softmax_nll_backward(m->logp, labels, m->dlogits, n, CLASSES, grad_scale);
     if (m->kind == NET)
         net_backward(m, x, n);
     else
         convnet_backward(m, x, n);
-    return loss;
+    return be->sum_losses(m->loss, n); /* after backward is queued: a GPU waits here, not mid-pass */
 }
 
 double model_evaluate(model *m, const float *x, const uint8_t *labels, int n, long *correct)
 {
-    check_batch(m, labels, n);
+    const nn_backend *be = m->be;
+    check_batch(m, n);
     if (n == 0)
         return 0.0;
     if (m->kind == NET)
         net_forward(m, x, n, NULL, 0, 0);
     else
         convnet_forward(m, x, n, 0);
-    double loss = log_softmax_nll_forward(m->logits, labels, m->logp, n, CLASSES);
-    *correct += count_correct(m->logp, labels, n, CLASSES);
-    return loss;
+    be->log_softmax_nll_forward(m->logits, labels, m->logp, m->loss, n, CLASSES);
+    *correct += be->count_correct(m->logp, labels, n, CLASSES);
+    return be->sum_losses(m->loss, n);
 }

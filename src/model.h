@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
+
 typedef struct {
     const char *name; /* PyTorch state_dict name, e.g. "conv1.weight" */
     int ndim;
@@ -24,6 +26,11 @@ typedef void (*grad_ready_fn)(void *ctx, size_t offset, size_t count);
 /* "net" (the PyTorch MNIST example) or "convnet"; NULL for an unknown name. capacity = the most
  * samples one forward call takes; activation memory grows with it (about 0.6 MB per sample for net). */
 model *model_create(const char *name, int capacity);
+/* The same on a backend (model_create: nn_cpu). Parameters, gradients, buffers and activations are then
+ * the backend's memory: model_params() and friends return its pointers, and the host reaches them
+ * through model_upload/model_download. */
+model *model_create_on(const nn_backend *be, const char *name, int capacity);
+const nn_backend *model_backend(const model *m);
 void model_free(model *m);
 const char *model_name(const model *m);
 int model_capacity(const model *m);
@@ -44,9 +51,13 @@ float *model_buffers(model *m);
 /* PyTorch's default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for conv/linear weights and biases,
  * BatchNorm weight 1, bias 0, running mean 0, var 1; tensor i draws from rng_key(seed, i). */
 void model_init_params(model *m, uint64_t seed);
+/* Host arrays (model_num_params / model_buffer_size floats; either may be NULL) to the model and back. */
+void model_upload(model *m, const float *params, const float *buffers);
+void model_download(const model *m, float *params, float *buffers);
 void model_set_grad_hook(model *m, grad_ready_fn fn, void *ctx);
 
-/* Training-mode forward + backward on n <= capacity normalised images x [n][1][28][28]. Dropout
+/* Training-mode forward + backward on n <= capacity normalised images x [n][1][28][28] (backend memory,
+ * as are labels and ids). Dropout
  * element e of sample ids[i] in dropout layer L is kept iff
  * rng_uniform(rng_key(rng_key(dropout_key, ids[i]), L), e) >= p, so masks do not depend on the
  * batch split. ADDS the gradient of grad_scale * (sum of per-sample losses) to model_grads and

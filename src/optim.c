@@ -4,41 +4,40 @@
 #include <string.h>
 
 #include "errors.h"
-#include "layers.h"
-#include "ops.h"
 
 struct optim {
     optim_cfg cfg;
+    const nn_backend *be;
     size_t n, nstate;
     float *state;
 };
 
 optim *optim_create(const optim_cfg *cfg, size_t n)
 {
+    return optim_create_on(&nn_cpu, cfg, n);
+}
+
+optim *optim_create_on(const nn_backend *be, const optim_cfg *cfg, size_t n)
+{
     if (cfg->kind != OPTIM_ADADELTA && cfg->kind != OPTIM_SGD)
         die(EX_SOFTWARE, "unknown optimizer kind %d", (int)cfg->kind);
     optim *o = xcalloc(1, sizeof *o);
     o->cfg = *cfg;
+    o->be = be;
     o->n = n;
     o->nstate = cfg->kind == OPTIM_ADADELTA ? 2 * n : cfg->momentum != 0.0f ? n : 0;
-    o->state = nn_alloc(o->nstate * sizeof(float));
-    memset(o->state, 0, o->nstate * sizeof(float));
+    o->state = be->alloc(o->nstate * sizeof(float));
+    be->zero(o->state, o->nstate * sizeof(float));
     return o;
 }
 
 void optim_step(optim *o, float *params, const float *grads, float lr)
 {
     const optim_cfg *c = &o->cfg;
-    if (c->kind == OPTIM_ADADELTA) {
-        float *square_avg = o->state, *acc_delta = o->state + o->n;
-        SIMD /* vector square roots need -fno-math-errno too */
-        for (size_t i = 0; i < o->n; i++)
-            op_adadelta(params, grads, square_avg, acc_delta, i, lr, c->rho, c->eps, c->weight_decay);
-    } else {
-        SIMD
-        for (size_t i = 0; i < o->n; i++)
-            op_sgd(params, grads, o->state, i, lr, c->momentum, c->weight_decay);
-    }
+    if (c->kind == OPTIM_ADADELTA)
+        o->be->adadelta_step(params, grads, o->state, o->state + o->n, o->n, lr, c->rho, c->eps, c->weight_decay);
+    else
+        o->be->sgd_step(params, grads, o->state, o->n, lr, c->momentum, c->weight_decay);
 }
 
 float *optim_state(optim *o, size_t *count)
@@ -51,6 +50,6 @@ void optim_free(optim *o)
 {
     if (!o)
         return;
-    nn_free(o->state);
+    o->be->free(o->state);
     free(o);
 }

@@ -4,6 +4,8 @@
 #define MNIST_OPTIM_H
 #include <stddef.h>
 
+#include "backend.h"
+
 typedef enum { OPTIM_ADADELTA, OPTIM_SGD } optim_kind;
 /* PyTorch defaults: rho 0.9, eps 1e-6 (Adadelta); momentum and weight_decay 0. */
 typedef struct {
@@ -14,8 +16,10 @@ typedef struct optim optim;
 
 /* n = number of parameters; the state starts at zero, as in PyTorch. */
 optim *optim_create(const optim_cfg *cfg, size_t n);
+/* The same with state, params and grads in a backend's memory (optim_create: nn_cpu). */
+optim *optim_create_on(const nn_backend *be, const optim_cfg *cfg, size_t n);
 void optim_step(optim *o, float *params, const float *grads, float lr);
-/* Flat state for checkpoints: Adadelta square_avg then acc_delta (2n floats); SGD the momentum
+/* Flat state (backend memory) for checkpoints: Adadelta square_avg then acc_delta (2n floats); SGD the momentum
  * buffer (n floats, 0 without momentum). */
 float *optim_state(optim *o, size_t *count);
 void optim_free(optim *o);

@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "config.h"
 #include "checkpoint.h"
 #include "comm.h"
 #include "errors.h"
 #include "evaluate.h"
+#include "gpu.h"
 #include "log.h"
 #include "model.h"
 #include "optim.h"
@@ -51,18 +53,38 @@ static recipe resolve_recipe(const options *o, int world)
 typedef struct {
     const options *o;
     const ddp_env *env;
+    const nn_backend *be;  /* the device: every array below but the host_* ones is its memory */
     recipe rc;
     model *m;
     optim *opt;
-    grad_comm *gc;
+    grad_comm *gc;         /* CPU: MPI all-reduce of host gradients */
+#ifdef HAVE_CUDA
+    gpu_comm *nc;          /* GPU: NCCL on device buffers */
+    gpu_grad_comm *ngc;
+#endif
     uint8_t *train_images, *train_labels, *test_images, *test_labels;
     uint64_t n_train, n_test, test_count;
     float *x;
     uint8_t *y;
-    uint64_t *perm, *ids;
+    uint64_t *perm, *host_perm;
+    float *host_params, *host_bufs; /* staging for replica checks and the fingerprint */
     long step;             /* optimizer steps so far */
     double train_s, images;
 } run;
+
+static int on_gpu(const run *r)
+{
+    return r->be != &nn_cpu;
+}
+
+/* A copy of host data in the backend's memory (all of MNIST is 55 MB: uploaded once, so no step copies
+ * images from the host). */
+static void *to_backend(const nn_backend *be, const void *host, size_t bytes)
+{
+    void *p = be->alloc(bytes ? bytes : 1);
+    be->upload(p, host, bytes);
+    return p;
+}
 
 static void load_data(run *r)
 {
@@ -80,18 +102,96 @@ static void load_data(run *r)
                 "training samples", r->rc.batch, r->env->world, r->rc.batch, (unsigned long long)need, dir,
                 (unsigned long long)r->n_train);
     /* Every rank may need any training sample during an epoch: read the set once (47 MB for MNIST). */
-    r->train_images = xmalloc_aligned(r->n_train * PIXELS);
-    r->train_labels = xmalloc(r->n_train);
-    shards_read_range(train, 0, r->n_train, r->train_images, r->train_labels);
     uint64_t first;
     evaluate_share(r->n_test, r->env->world, r->env->rank, &first, &r->test_count);
-    r->test_images = xmalloc_aligned(r->test_count * PIXELS);
-    r->test_labels = xmalloc(r->test_count);
-    shards_read_range(test, first, r->test_count, r->test_images, r->test_labels);
+    uint8_t *images = xmalloc_aligned(r->n_train * PIXELS), *labels = xmalloc(r->n_train);
+    shards_read_range(train, 0, r->n_train, images, labels);
+    r->train_images = to_backend(r->be, images, r->n_train * PIXELS);
+    r->train_labels = to_backend(r->be, labels, r->n_train);
+    shards_read_range(test, first, r->test_count, images, labels); /* the test share fits where train was */
+    r->test_images = to_backend(r->be, images, r->test_count * PIXELS);
+    r->test_labels = to_backend(r->be, labels, r->test_count);
+    free(images);
+    free(labels);
     say("data: %s: %llu training samples in %d shard%s, %llu test samples", dir, (unsigned long long)r->n_train,
         shards_files(train), shards_files(train) == 1 ? "" : "s", (unsigned long long)r->n_test);
     shards_close(train);
     shards_close(test);
+}
+
+/* The collectives of the run's device: MPI on host buffers, or NCCL on GPU buffers (src/gpu.h). */
+static void comm_start(run *r)
+{
+    size_t bucket = (size_t)(r->o->bucket_mb * 1048576.0), n = model_num_params(r->m);
+#ifdef HAVE_CUDA
+    if (on_gpu(r)) {
+        r->nc = gpu_comm_create(r->env, r->o->bootstrap_addr, r->o->comm_timeout);
+        r->ngc = gpu_grad_comm_create(r->nc, model_grads(r->m), n, bucket);
+        model_set_grad_hook(r->m, gpu_grad_comm_ready, r->ngc);
+        return;
+    }
+#endif
+    r->gc = grad_comm_create(MPI_COMM_WORLD, model_grads(r->m), n, bucket, r->o->comm_timeout);
+    model_set_grad_hook(r->m, grad_comm_ready, r->gc);
+}
+
+static void comm_arm(run *r, int armed)
+{
+#ifdef HAVE_CUDA
+    if (on_gpu(r)) {
+        gpu_grad_comm_arm(r->ngc, armed, r->step);
+        return;
+    }
+#endif
+    grad_comm_arm(r->gc, armed, r->step);
+}
+
+static void comm_finish(run *r)
+{
+#ifdef HAVE_CUDA
+    if (on_gpu(r)) {
+        gpu_grad_comm_finish(r->ngc);
+        return;
+    }
+#endif
+    grad_comm_finish(r->gc);
+}
+
+static grad_comm_stats comm_stats(const run *r)
+{
+#ifdef HAVE_CUDA
+    if (on_gpu(r)) {
+        gpu_grad_stats g = gpu_grad_comm_get_stats(r->ngc);
+        return (grad_comm_stats){.reductions = g.reductions, .exposed_s = g.exposed_s, .blocking_s = g.blocking_s,
+                                 .buckets = g.buckets};
+    }
+#endif
+    return grad_comm_get_stats(r->gc);
+}
+
+/* Rank 0's state to every rank (p: model parameters or buffers, n floats). */
+static void comm_broadcast(run *r, float *p, size_t n, const char *what)
+{
+#ifdef HAVE_CUDA
+    if (on_gpu(r)) {
+        gpu_comm_broadcast(r->nc, p, n, 0, what);
+        return;
+    }
+#endif
+    (void)what;
+    MPI_CHECK(MPI_Bcast(p, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+}
+
+static void comm_stop(run *r)
+{
+#ifdef HAVE_CUDA
+    if (on_gpu(r)) {
+        gpu_grad_comm_free(r->ngc);
+        gpu_comm_free(r->nc);
+        return;
+    }
+#endif
+    grad_comm_free(r->gc);
 }
 
 /* Rank 0's parameters (initialised or loaded) become everyone's. */
@@ -103,22 +203,19 @@ static void init_model(run *r)
         else
             model_init_params(r->m, r->o->seed);
     }
-    MPI_CHECK(MPI_Bcast(model_params(r->m), (int)model_num_params(r->m), MPI_FLOAT, 0, MPI_COMM_WORLD));
+    comm_broadcast(r, model_params(r->m), model_num_params(r->m), "initial parameters");
     if (model_buffer_size(r->m))
-        MPI_CHECK(MPI_Bcast(model_buffers(r->m), (int)model_buffer_size(r->m), MPI_FLOAT, 0, MPI_COMM_WORLD));
+        comm_broadcast(r, model_buffers(r->m), model_buffer_size(r->m), "initial BatchNorm statistics");
 }
 
-/* Gathers this rank's slice of global batch `micro` into x/y/ids; returns its size. */
-static int gather_batch(run *r, uint64_t micro, uint64_t *global_count)
+/* Gathers this rank's slice of global batch `micro` into x/y; *ids gets its sample indices. Returns
+ * its size. */
+static int gather_batch(run *r, uint64_t micro, uint64_t *global_count, const uint64_t **ids)
 {
     uint64_t first, count;
     sampler_slice(r->n_train, r->env->world, r->rc.batch, r->env->rank, micro, &first, &count, global_count);
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t s = r->perm[first + i];
-        r->ids[i] = s;
-        r->y[i] = r->train_labels[s];
-        model_normalize(r->train_images + s * PIXELS, PIXELS, r->x + i * PIXELS);
-    }
+    *ids = r->perm + first;
+    r->be->gather(r->train_images, r->train_labels, *ids, (int)count, r->x, r->y);
     return (int)count;
 }
 
@@ -129,7 +226,8 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     uint64_t micro_steps = sampler_steps(r->n_train, r->env->world, r->rc.batch);
     uint64_t opt_steps = (micro_steps + (uint64_t)o->accum_steps - 1) / (uint64_t)o->accum_steps;
     uint64_t dropout_key = rng_key(rng_key(o->seed ^ DROPOUT_SALT, 0), (uint64_t)epoch);
-    sampler_permutation(o->seed, (uint64_t)epoch, r->n_train, r->perm);
+    sampler_permutation(o->seed, (uint64_t)epoch, r->n_train, r->host_perm);
+    r->be->upload(r->perm, r->host_perm, r->n_train * sizeof *r->perm);
 
     double t0 = now(), t_log = t0, loss_epoch = 0, loss_log = 0, images_log = 0, images_epoch = 0;
     int stop = 0;
@@ -143,16 +241,17 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             sampler_slice(r->n_train, r->env->world, r->rc.batch, 0, micro0 + j, &f, &c, &g);
             total += g;
         }
-        memset(model_grads(r->m), 0, model_num_params(r->m) * sizeof(float));
+        r->be->zero(model_grads(r->m), model_num_params(r->m) * sizeof(float));
         double loss = 0, images = 0;
         for (uint64_t j = 0; j < k; j++) {
             uint64_t g;
-            int n = gather_batch(r, micro0 + j, &g);
-            grad_comm_arm(r->gc, j + 1 == k, r->step);
-            loss += model_forward_backward(r->m, r->x, r->y, r->ids, n, dropout_key, 1.0f / (float)total);
+            const uint64_t *ids;
+            int n = gather_batch(r, micro0 + j, &g, &ids);
+            comm_arm(r, j + 1 == k);
+            loss += model_forward_backward(r->m, r->x, r->y, ids, n, dropout_key, 1.0f / (float)total);
             images += n;
         }
-        grad_comm_finish(r->gc);
+        comm_finish(r);
         optim_step(r->opt, model_params(r->m), model_grads(r->m), (float)lr);
         r->step++;
         loss_log += loss;
@@ -180,16 +279,29 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     return stop;
 }
 
-/* BatchNorm statistics are per rank (local batches); averaging them makes replicas identical again. */
+/* BatchNorm statistics are per rank (local batches); averaging them makes replicas identical again.
+ * Leaves the parameters in host_params. */
 static void sync_and_check(run *r, const char *when)
 {
-    comm_average(MPI_COMM_WORLD, model_buffers(r->m), model_buffer_size(r->m));
-    comm_check_replicas(MPI_COMM_WORLD, model_params(r->m), model_num_params(r->m), when);
+    if (model_buffer_size(r->m)) {
+        model_download(r->m, NULL, r->host_bufs);
+        comm_average(MPI_COMM_WORLD, r->host_bufs, model_buffer_size(r->m));
+        model_upload(r->m, NULL, r->host_bufs);
+    }
+    model_download(r->m, r->host_params, NULL);
+    comm_check_replicas(MPI_COMM_WORLD, r->host_params, model_num_params(r->m), when);
 }
 
-int train_run(const options *o, const ddp_env *env)
+int train_run(const options *o, const ddp_env *env, int gpu)
 {
-    run r = {.o = o, .env = env, .rc = resolve_recipe(o, env->world)};
+    run r = {.o = o, .env = env, .be = &nn_cpu, .rc = resolve_recipe(o, env->world)};
+#ifdef HAVE_CUDA
+    if (gpu)
+        r.be = nn_cuda();
+#else
+    if (gpu)
+        die(EX_SOFTWARE, "train_run: a GPU run in a build without the GPU path");
+#endif
     if (o->save_model)
         checkpoint_check_writable("--save-model", o->save_model);
     load_data(&r);
@@ -197,16 +309,16 @@ int train_run(const options *o, const ddp_env *env)
     int capacity = r.rc.batch > o->test_batch_size ? r.rc.batch : o->test_batch_size;
     if (capacity > 256 && capacity > r.rc.batch)
         capacity = 256; /* bounds evaluation memory: activations of 256 images are ~240 MB */
-    r.m = model_create(o->model, capacity);
+    r.m = model_create_on(r.be, o->model, capacity);
+    comm_start(&r);
     init_model(&r);
-    r.opt = optim_create(&r.rc.opt, model_num_params(r.m));
-    size_t bucket = (size_t)(o->bucket_mb * 1048576.0);
-    r.gc = grad_comm_create(MPI_COMM_WORLD, model_grads(r.m), model_num_params(r.m), bucket, o->comm_timeout);
-    model_set_grad_hook(r.m, grad_comm_ready, r.gc);
-    r.x = xmalloc_aligned((size_t)capacity * PIXELS * sizeof(float));
-    r.y = xmalloc((size_t)capacity);
-    r.ids = xmalloc((size_t)capacity * sizeof *r.ids);
-    r.perm = xmalloc(r.n_train * sizeof *r.perm);
+    r.opt = optim_create_on(r.be, &r.rc.opt, model_num_params(r.m));
+    r.x = r.be->alloc((size_t)capacity * PIXELS * sizeof(float));
+    r.y = r.be->alloc((size_t)capacity);
+    r.perm = r.be->alloc(r.n_train * sizeof *r.perm);
+    r.host_perm = xmalloc(r.n_train * sizeof *r.host_perm);
+    r.host_params = xmalloc(model_num_params(r.m) * sizeof *r.host_params);
+    r.host_bufs = xmalloc((model_buffer_size(r.m) + 1) * sizeof *r.host_bufs);
 
     say("model %s: %zu parameters; optimizer %s lr %g gamma %g; batch %d per rank x %d rank%s x %d accum = %llu "
         "per step; %llu steps per epoch", o->model, model_num_params(r.m),
@@ -245,7 +357,9 @@ int train_run(const options *o, const ddp_env *env)
     if (epoch > o->epochs)
         epoch = o->epochs;
     double total_s = now() - t_start;
-    grad_comm_stats cs = grad_comm_get_stats(r.gc);
+    sync_and_check(&r, "at the end");
+    uint64_t fingerprint = buffer_fingerprint(r.host_params, model_num_params(r.m));
+    grad_comm_stats cs = comm_stats(&r);
     double exposed = cs.reductions ? cs.exposed_s / (double)cs.reductions : 0;
     double hidden = cs.blocking_s > 0 ? 1 - exposed / cs.blocking_s : 0;
     hidden = hidden < 0 ? 0 : hidden;
@@ -257,24 +371,23 @@ int train_run(const options *o, const ddp_env *env)
     say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s",
         100 * ev.accuracy, epoch, epoch == 1 ? "" : "s", r.step, r.train_s, total_s, ips, env->world,
         env->world == 1 ? "" : "s");
-    metrics("{\"type\":\"summary\",\"model\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,\"test_accuracy\":%.6f,"
-            "\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,\"allreduce_blocking_ms\":%.3f,"
-            "\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,\"fingerprint\":\"%016llx\"}",
-            o->model, env->world, epoch, r.step, ev.accuracy, ev.loss, r.train_s, total_s, ips, 1e3 * cs.blocking_s,
-            1e3 * exposed, hidden,
-            (unsigned long long)buffer_fingerprint(model_params(r.m), model_num_params(r.m)));
-    sync_and_check(&r, "at the end");
+    metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
+            "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
+            "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
+            "\"fingerprint\":\"%016llx\"}",
+            o->model, r.be->name, env->world, epoch, r.step, ev.accuracy, ev.loss, r.train_s, total_s, ips,
+            1e3 * cs.blocking_s, 1e3 * exposed, hidden, (unsigned long long)fingerprint);
     if (o->verbose)
-        say("replica fingerprint %016llx",
-            (unsigned long long)buffer_fingerprint(model_params(r.m), model_num_params(r.m)));
+        say("replica fingerprint %016llx", (unsigned long long)fingerprint);
     if (o->save_model && env->rank == 0) {
         checkpoint_save_model(o->save_model, r.m, epoch, ev.accuracy);
         say("model saved to %s", o->save_model);
     }
-    grad_comm_free(r.gc);
+    comm_stop(&r);
     optim_free(r.opt);
     model_free(r.m);
-    free(r.x), free(r.y), free(r.ids), free(r.perm);
-    free(r.train_images), free(r.train_labels), free(r.test_images), free(r.test_labels);
+    r.be->free(r.x), r.be->free(r.y), r.be->free(r.perm);
+    r.be->free(r.train_images), r.be->free(r.train_labels), r.be->free(r.test_images), r.be->free(r.test_labels);
+    free(r.host_perm), free(r.host_params), free(r.host_bufs);
     return 0;
 }

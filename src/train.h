@@ -4,6 +4,7 @@
 #include "bootstrap.h"
 #include "options.h"
 
-/* Returns the exit status (0). Fatal problems stop the job from inside with a clear line. */
-int train_run(const options *o, const ddp_env *env);
+/* gpu: train on this rank's GPU (bound by gpu_select(), cuBLAS initialised), else on the CPU. Returns
+ * the exit status (0). Fatal problems stop the job from inside with a clear line. */
+int train_run(const options *o, const ddp_env *env, int gpu);
 #endif

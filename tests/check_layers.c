@@ -77,7 +77,7 @@ static size_t conv_out_count(const conv_ctx *c)
 static double conv_loss(void *p)
 {
     conv_ctx *c = p;
-    conv_forward(c->x, c->w, c->b, c->y, c->N, c->C, c->H, c->W, c->F, c->k, c->pad, c->col, c->chunk, c->wide);
+    conv_forward(&nn_cpu, c->x, c->w, c->b, c->y, c->N, c->C, c->H, c->W, c->F, c->k, c->pad, c->col, c->chunk, c->wide);
     return dot(c->r, c->y, conv_out_count(c));
 }
 
@@ -118,7 +118,7 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
                                   f, n, oh, ow, (double)y, s);
                 }
     float *dw = zeros(nw), *db = zeros(F), *dx = zeros(nx);
-    conv_backward(c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk, wide);
+    conv_backward(&nn_cpu, c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk, wide);
     /* The element functions a GPU thread calls give the same col and input gradient as the CPU
      * loops: forward through op_im2col and a double-precision product, backward through w^T r
      * (double) and op_col2im. */
@@ -164,7 +164,7 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
     float *dw2 = zeros(nw), *db2 = zeros(F);
     for (size_t i = 0; i < nw; i++)
         dw2[i] = 1.0f;
-    conv_backward(c.x, c.w, c.r, dw2, db2, NULL, N, C, H, W, F, k, pad, c.col, chunk, wide);
+    conv_backward(&nn_cpu, c.x, c.w, c.r, dw2, db2, NULL, N, C, H, W, F, k, pad, c.col, chunk, wide);
     for (size_t i = 0; i < nw; i++)
         ck_assert_float_eq_tol(dw2[i] - 1.0f, dw[i], 1e-5f * (1.0f + fabsf(dw[i])));
     ck_assert_mem_eq(db, db2, (size_t)F * sizeof *db);
@@ -197,7 +197,7 @@ typedef struct {
 static double linear_loss(void *p)
 {
     lin_ctx *c = p;
-    linear_forward(c->x, c->w, c->b, c->y, c->N, c->in, c->out);
+    linear_forward(&nn_cpu, c->x, c->w, c->b, c->y, c->N, c->in, c->out);
     return dot(c->r, c->y, (size_t)c->N * c->out);
 }
 
@@ -216,7 +216,7 @@ START_TEST(test_linear)
             ck_assert_msg(fabs(c.y[n * 5 + o] - s) < 1e-5, "linear y[%d][%d]", n, o);
         }
     float *dx = zeros(21), *dw = zeros(35), *db = zeros(5);
-    linear_backward(c.x, c.w, c.r, dw, db, dx, 3, 7, 5);
+    linear_backward(&nn_cpu, c.x, c.w, c.r, dw, db, dx, 3, 7, 5);
     fd_check("linear dx", linear_loss, &c, c.x, dx, 21, 0, 0.05f, 1e-4, 1e-4, 0);
     fd_check("linear dw", linear_loss, &c, c.w, dw, 35, 0, 0.05f, 1e-4, 1e-4, 0);
     fd_check("linear db", linear_loss, &c, c.b, db, 5, 0, 0.05f, 1e-4, 1e-4, 0);
@@ -379,14 +379,14 @@ END_TEST
 typedef struct {
     int C;
     size_t count;
-    float *x, *gamma, *beta, *y, *r, *mean, *invstd, *rm, *rv;
+    float *x, *gamma, *beta, *y, *r, *mean, *invstd, *rm, *rv, tracked;
 } bn_ctx;
 
 static double bn_loss(void *p)
 {
     bn_ctx *c = p;
-    batchnorm_forward_train(c->x, c->gamma, c->beta, c->y, c->mean, c->invstd, c->rm, c->rv, c->C, c->count, 0.1f,
-                            1e-5f);
+    batchnorm_forward_train(c->x, c->gamma, c->beta, c->y, c->mean, c->invstd, c->rm, c->rv, &c->tracked, c->C,
+                            c->count, 0.1f, 1e-5f);
     return dot(c->r, c->y, (size_t)c->C * c->count);
 }
 
@@ -395,7 +395,7 @@ static double bn_loss(void *p)
  * are ~0.1-3). Beta's gradient is exactly linear. Running stats and eval mode against formulas. */
 START_TEST(test_batchnorm)
 {
-    bn_ctx c = {3, 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    bn_ctx c = {3, 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
     size_t n = 60;
     c.x = rnd(n, 61, -1, 2), c.gamma = rnd(3, 62, 0.5f, 1.5f), c.beta = rnd(3, 63, -1, 1), c.r = rnd(n, 64, -1, 1);
     c.y = zeros(n), c.mean = zeros(3), c.invstd = zeros(3), c.rm = zeros(3), c.rv = zeros(3);
@@ -442,22 +442,23 @@ END_TEST
 /* ---------------------------------------------------------------- log-softmax + NLL */
 
 typedef struct {
-    float *z, *logp;
+    float *z, *logp, loss[4];
     uint8_t labels[4];
 } nll_ctx;
 
 static double nll_loss(void *p)
 {
     nll_ctx *c = p;
-    return 0.7 * log_softmax_nll_forward(c->z, c->labels, c->logp, 4, 10);
+    log_softmax_nll_forward(c->z, c->labels, c->logp, c->loss, 4, 10);
+    return 0.7 * sum_losses(c->loss, 4);
 }
 
 /* Loss against the direct formula in double; gradient of 0.7 * sum of losses by differences with
  * h = 1e-2: truncation ~h^2/6 * |third derivative| < 2e-5, rounding of the float loss ~1e-6 / 2h. */
 START_TEST(test_log_softmax_nll)
 {
-    nll_ctx c = {rnd(40, 71, -3, 3), zeros(40), {3, 0, 9, 3}};
-    double loss = log_softmax_nll_forward(c.z, c.labels, c.logp, 4, 10), want = 0;
+    nll_ctx c = {rnd(40, 71, -3, 3), zeros(40), {0}, {3, 0, 9, 3}};
+    double loss = nll_loss(&c) / 0.7, want = 0;
     for (int n = 0; n < 4; n++) {
         double s = 0;
         for (int j = 0; j < 10; j++)

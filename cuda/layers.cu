@@ -1,0 +1,454 @@
+// The CUDA backend (src/backend.h). Elementwise kernels are grid-stride loops over the per-thread
+// functions of src/kernels.h and the math of src/ops.h (tested on the CPU by tests/check_kernels.c); the
+// GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block
+// reductions (per-channel sums, BatchNorm statistics, the loss), whose summation order differs from the
+// CPU's: results agree with the CPU path to rounding, not bit for bit. Everything runs on the compute
+// stream; only download and the host-valued reductions (sum_losses, count_correct) wait for it.
+#include "config.h"
+
+#include <cstdint>
+
+#include "cuda_check.h"
+#include "gpu.h"
+extern "C" {
+#include "backend.h"
+#include "kernels.h"
+}
+
+enum { THREADS = 256 }; // a power of two: block_sum halves it
+
+#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+                               i += (size_t)gridDim.x * blockDim.x)
+
+static cudaStream_t stream(void)
+{
+    return (cudaStream_t)gpu_compute_stream();
+}
+
+static unsigned grid(size_t n)
+{
+    size_t b = (n + THREADS - 1) / THREADS;
+    return (unsigned)(b < 65536 ? b : 65536); // grid-stride loops cover the rest
+}
+
+// One thread per element, kernels taking the element count first.
+#define LAUNCH(kernel, n, ...)                                                              \
+    do {                                                                                    \
+        size_t n_ = (n);                                                                    \
+        if (n_) {                                                                           \
+            kernel<<<grid(n_), THREADS, 0, stream()>>>(n_, __VA_ARGS__);                    \
+            CUDA_CHECK(cudaGetLastError());                                                 \
+        }                                                                                   \
+    } while (0)
+
+// One block per channel.
+#define LAUNCH_BLOCKS(kernel, blocks, ...)                                                  \
+    do {                                                                                    \
+        if ((blocks) > 0) {                                                                 \
+            kernel<<<(unsigned)(blocks), THREADS, 0, stream()>>>(__VA_ARGS__);              \
+            CUDA_CHECK(cudaGetLastError());                                                 \
+        }                                                                                   \
+    } while (0)
+
+// The sum of v over the block, returned to every thread (in double, like the CPU's reductions).
+__device__ static double block_sum(double v)
+{
+    __shared__ double part[THREADS];
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = THREADS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    double total = part[0];
+    __syncthreads(); // part is reused by the next call
+    return total;
+}
+
+// ---- memory -----------------------------------------------------------------------------------
+
+static void *cu_alloc(size_t bytes)
+{
+    void *p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    return p;
+}
+
+static void cu_free(void *p)
+{
+    CUDA_CHECK(cudaFree(p));
+}
+
+static void cu_zero(void *p, size_t bytes)
+{
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
+}
+
+// Synchronous: the host buffer may be reused as soon as this returns.
+static void cu_upload(void *dst, const void *host, size_t bytes)
+{
+    CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+static void cu_download(void *host, const void *src, size_t bytes)
+{
+    CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+// ---- elementwise kernels ----------------------------------------------------------------------
+
+__global__ void k_gather(size_t n, const uint8_t *images, const uint8_t *labels, const uint64_t *idx, float *x,
+                         uint8_t *y)
+{
+    GRID_STRIDE(i, n) kern_gather(i, images, labels, idx, x, y);
+}
+
+__global__ void k_im2col(size_t n, const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0,
+                         int ns, int wide)
+{
+    GRID_STRIDE(i, n) kern_im2col(i, x, col, N, C, H, W, k, pad, n0, ns, wide);
+}
+
+__global__ void k_col2im(size_t n, const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0,
+                         int ns, int wide)
+{
+    GRID_STRIDE(i, n) kern_col2im(i, dcol, dx, N, C, H, W, k, pad, n0, ns, wide);
+}
+
+__global__ void k_fill(size_t n, float *y, const float *b, size_t cols, size_t ld, int by_row)
+{
+    GRID_STRIDE(i, n) kern_fill(i, y, b, cols, ld, by_row);
+}
+
+__global__ void k_relu(size_t n, float *x)
+{
+    GRID_STRIDE(i, n) x[i] = op_relu(x[i]);
+}
+
+__global__ void k_bias_relu(size_t n, float *x, const float *b, size_t count)
+{
+    GRID_STRIDE(i, n) x[i] = op_bias_relu(x[i], b[i / count]);
+}
+
+__global__ void k_relu_grad(size_t n, float *dy, const float *y)
+{
+    GRID_STRIDE(i, n) dy[i] = op_relu_grad(dy[i], y[i]);
+}
+
+__global__ void k_maxpool2(size_t n, const float *x, float *y, int32_t *arg, int H, int W, int ld)
+{
+    GRID_STRIDE(i, n) kern_maxpool2(i, x, y, arg, H, W, ld);
+}
+
+__global__ void k_maxpool2_grad(size_t n, const float *dy, const int32_t *arg, float *dx, int H, int W, int ld)
+{
+    GRID_STRIDE(i, n) kern_maxpool2_grad(i, dy, arg, dx, H, W, ld);
+}
+
+__global__ void k_dropout(size_t n, float *x, float *mask, int D, const uint64_t *ids, uint64_t key, int layer, float p)
+{
+    GRID_STRIDE(i, n) kern_dropout(i, x, mask, D, ids, key, layer, p);
+}
+
+__global__ void k_scale(size_t n, float *dy, const float *mask)
+{
+    GRID_STRIDE(i, n) dy[i] *= mask[i];
+}
+
+__global__ void k_flatten(size_t n, const float *x, float *y, int C, int N, int HW)
+{
+    GRID_STRIDE(i, n) y[i] = x[kern_cnhw_index(i, C, N, HW)];
+}
+
+__global__ void k_unflatten(size_t n, const float *y, float *x, int C, int N, int HW)
+{
+    GRID_STRIDE(i, n) x[kern_cnhw_index(i, C, N, HW)] = y[i];
+}
+
+__global__ void k_bn_eval(size_t n, const float *x, const float *gamma, const float *beta, const float *rmean,
+                          const float *rvar, float *y, size_t count, float eps)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t c = i / count;
+        y[i] = op_bn(x[i], rmean[c], op_bn_invstd(rvar[c], eps), gamma[c], beta[c]);
+    }
+}
+
+__global__ void k_nll(size_t n, const float *z, const uint8_t *labels, float *logp, float *loss, int K)
+{
+    GRID_STRIDE(i, n) loss[i] = op_log_softmax_nll(z + i * K, K, labels[i], logp + i * K);
+}
+
+__global__ void k_nll_grad(size_t n, const float *logp, const uint8_t *labels, float *dz, int K, float g)
+{
+    GRID_STRIDE(i, n) dz[i] = op_log_softmax_nll_grad(logp + (i / K) * K, labels[i / K], (int)(i % K), g);
+}
+
+__global__ void k_adadelta(size_t n, float *param, const float *grad, float *sq, float *acc, float lr, float rho,
+                           float eps, float wd)
+{
+    GRID_STRIDE(i, n) op_adadelta(param, grad, sq, acc, i, lr, rho, eps, wd);
+}
+
+__global__ void k_sgd(size_t n, float *param, const float *grad, float *buf, float lr, float momentum, float wd)
+{
+    GRID_STRIDE(i, n) op_sgd(param, grad, buf, i, lr, momentum, wd);
+}
+
+// ---- block reductions: one block per channel ---------------------------------------------------
+
+__global__ void k_sum_add(float *out, const float *x, size_t count, size_t cstride, size_t stride)
+{
+    const float *xc = x + blockIdx.x * cstride;
+    double s = 0.0;
+    for (size_t j = threadIdx.x; j < count; j += THREADS)
+        s += xc[j * stride];
+    s = block_sum(s);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] += (float)s;
+}
+
+// BatchNorm training forward of channel blockIdx.x: two-pass statistics in double as op_bn_stats.
+__global__ void k_bn_train(const float *x, const float *gamma, const float *beta, float *y, float *mean,
+                           float *invstd, float *rmean, float *rvar, float *tracked, size_t count, float momentum,
+                           float eps)
+{
+    unsigned c = blockIdx.x;
+    const float *xc = x + c * count;
+    double s = 0.0, q = 0.0;
+    for (size_t j = threadIdx.x; j < count; j += THREADS)
+        s += xc[j];
+    double mu = block_sum(s) / (double)count;
+    for (size_t j = threadIdx.x; j < count; j += THREADS) {
+        double d = xc[j] - mu;
+        q += d * d;
+    }
+    double var = block_sum(q) / (double)count;
+    float m = (float)mu, is = op_bn_invstd(var, eps);
+    if (threadIdx.x == 0) {
+        mean[c] = m;
+        invstd[c] = is;
+        rmean[c] = op_bn_running(rmean[c], mu, momentum);
+        rvar[c] = op_bn_running(rvar[c], var * (double)count / (double)(count - 1), momentum);
+        if (c == 0)
+            *tracked += 1.0f;
+    }
+    for (size_t j = threadIdx.x; j < count; j += THREADS)
+        y[c * count + j] = op_bn(xc[j], m, is, gamma[c], beta[c]);
+}
+
+// BatchNorm backward of channel blockIdx.x. dx may alias dy: every thread reads its elements of dy for
+// the sums before block_sum's barrier and writes only those same elements after it.
+__global__ void k_bn_grad(const float *x, const float *dy, const float *gamma, const float *mean, const float *invstd,
+                          float *dx, float *dgamma, float *dbeta, size_t count)
+{
+    unsigned c = blockIdx.x;
+    const float *xc = x + c * count, *dyc = dy + c * count;
+    float m = mean[c], is = invstd[c];
+    double a = 0.0, b = 0.0;
+    for (size_t j = threadIdx.x; j < count; j += THREADS) {
+        a += dyc[j];
+        b += (double)dyc[j] * (double)((xc[j] - m) * is);
+    }
+    a = block_sum(a);
+    b = block_sum(b);
+    if (threadIdx.x == 0) {
+        dgamma[c] += (float)b;
+        dbeta[c] += (float)a;
+    }
+    float mean_dy = (float)(a / (double)count), mean_dy_xhat = (float)(b / (double)count);
+    for (size_t j = threadIdx.x; j < count; j += THREADS)
+        dx[c * count + j] = op_bn_grad(xc[j], dyc[j], m, is, gamma[c], mean_dy, mean_dy_xhat);
+}
+
+// Host-valued reductions of a batch (one block): the loss sum, or the number of correct predictions.
+__global__ void k_sum_losses(const float *loss, int n, double *out)
+{
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += THREADS)
+        s += loss[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0)
+        *out = s;
+}
+
+__global__ void k_count_correct(const float *z, const uint8_t *labels, int n, int K, double *out)
+{
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += THREADS)
+        s += op_argmax(z + (size_t)i * K, K) == labels[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0)
+        *out = s;
+}
+
+// ---- the backend's entries --------------------------------------------------------------------
+
+static void cu_gather(const uint8_t *images, const uint8_t *labels, const uint64_t *idx, int n, float *x, uint8_t *y)
+{
+    LAUNCH(k_gather, (size_t)n * 784, images, labels, idx, x, y);
+}
+
+static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide)
+{
+    size_t P = (size_t)(H + 2 * pad - k + 1) * (wide ? W : W + 2 * pad - k + 1);
+    LAUNCH(k_im2col, (size_t)C * k * k * ns * P, x, col, N, C, H, W, k, pad, n0, ns, wide);
+}
+
+static void cu_col2im(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,
+                      int wide)
+{
+    LAUNCH(k_col2im, (size_t)C * ns * H * W, dcol, dx, N, C, H, W, k, pad, n0, ns, wide);
+}
+
+static void cu_fill(float *y, const float *b, int rows, size_t cols, size_t ld, int by_row)
+{
+    LAUNCH(k_fill, (size_t)rows * cols, y, b, cols, ld, by_row);
+}
+
+static void cu_sum_add(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride)
+{
+    LAUNCH_BLOCKS(k_sum_add, channels, out, x, count, cstride, stride);
+}
+
+static void cu_relu_forward(float *x, size_t count)
+{
+    LAUNCH(k_relu, count, x);
+}
+
+static void cu_bias_relu_forward(float *x, const float *b, int C, size_t count)
+{
+    LAUNCH(k_bias_relu, (size_t)C * count, x, b, count);
+}
+
+static void cu_relu_backward(float *dy, const float *y, size_t count)
+{
+    LAUNCH(k_relu_grad, count, dy, y);
+}
+
+static void cu_maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld)
+{
+    LAUNCH(k_maxpool2, (size_t)planes * (H / 2) * (W / 2), x, y, arg, H, W, ld);
+}
+
+static void cu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld)
+{
+    LAUNCH(k_maxpool2_grad, (size_t)planes * H * ld, dy, arg, dx, H, W, ld);
+}
+
+static void cu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
+                               float p)
+{
+    LAUNCH(k_dropout, (size_t)N * D, x, mask, D, ids, key, layer, p);
+}
+
+static void cu_dropout_backward(float *dy, const float *mask, size_t count)
+{
+    LAUNCH(k_scale, count, dy, mask);
+}
+
+static void cu_flatten_cnhw(const float *x, float *y, int C, int N, int HW)
+{
+    LAUNCH(k_flatten, (size_t)C * N * HW, x, y, C, N, HW);
+}
+
+static void cu_unflatten_cnhw(const float *y, float *x, int C, int N, int HW)
+{
+    LAUNCH(k_unflatten, (size_t)C * N * HW, y, x, C, N, HW);
+}
+
+static void cu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y, float *mean,
+                                       float *invstd, float *running_mean, float *running_var, float *tracked, int C,
+                                       size_t count, float momentum, float eps)
+{
+    LAUNCH_BLOCKS(k_bn_train, C, x, gamma, beta, y, mean, invstd, running_mean, running_var, tracked, count, momentum,
+                  eps);
+}
+
+static void cu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta, const float *running_mean,
+                                      const float *running_var, float *y, int C, size_t count, float eps)
+{
+    LAUNCH(k_bn_eval, (size_t)C * count, x, gamma, beta, running_mean, running_var, y, count, eps);
+}
+
+static void cu_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *mean,
+                                  const float *invstd, float *dx, float *dgamma, float *dbeta, int C, size_t count)
+{
+    LAUNCH_BLOCKS(k_bn_grad, C, x, dy, gamma, mean, invstd, dx, dgamma, dbeta, count);
+}
+
+static void cu_log_softmax_nll_forward(const float *z, const uint8_t *labels, float *logp, float *loss, int N, int K)
+{
+    LAUNCH(k_nll, (size_t)N, z, labels, logp, loss, K);
+}
+
+static void cu_log_softmax_nll_backward(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g)
+{
+    LAUNCH(k_nll_grad, (size_t)N * K, logp, labels, dz, K, g);
+}
+
+// One double on the device and its pinned host copy, for the host-valued reductions.
+static double *reduction_result(double **host)
+{
+    static double *dev = nullptr, *pinned = nullptr;
+    if (!dev) {
+        CUDA_CHECK(cudaMalloc(&dev, sizeof *dev));
+        CUDA_CHECK(cudaMallocHost(&pinned, sizeof *pinned));
+    }
+    *host = pinned;
+    return dev;
+}
+
+static double fetch(double *dev, double *host)
+{
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpyAsync(host, dev, sizeof *host, cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    return *host;
+}
+
+static double cu_sum_losses(const float *loss, int N)
+{
+    double *host, *dev = reduction_result(&host);
+    k_sum_losses<<<1, THREADS, 0, stream()>>>(loss, N, dev);
+    return fetch(dev, host);
+}
+
+static long cu_count_correct(const float *z, const uint8_t *labels, int N, int K)
+{
+    double *host, *dev = reduction_result(&host);
+    k_count_correct<<<1, THREADS, 0, stream()>>>(z, labels, N, K, dev);
+    return (long)fetch(dev, host);
+}
+
+static void cu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
+                             float rho, float eps, float weight_decay)
+{
+    LAUNCH(k_adadelta, n, param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay);
+}
+
+static void cu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
+                        float weight_decay)
+{
+    LAUNCH(k_sgd, n, param, grad, buf, lr, momentum, weight_decay);
+}
+
+// A whole batch per im2col + GEMM: the GPU has the memory, and one large GEMM keeps it busy.
+static const nn_backend cuda_backend = {
+    "cuda", 1 << 30, cu_alloc, cu_free, cu_zero, cu_upload, cu_download, cu_gather, gpu_gemm, cu_im2col, cu_col2im,
+    cu_fill, cu_sum_add, cu_relu_forward, cu_bias_relu_forward, cu_relu_backward, cu_maxpool2_forward,
+    cu_maxpool2_backward, cu_dropout_forward, cu_dropout_backward, cu_flatten_cnhw, cu_unflatten_cnhw,
+    cu_batchnorm_forward_train, cu_batchnorm_forward_eval, cu_batchnorm_backward, cu_log_softmax_nll_forward,
+    cu_log_softmax_nll_backward, cu_sum_losses, cu_count_correct, cu_adadelta_step, cu_sgd_step,
+};
+
+extern "C" const nn_backend *nn_cuda(void)
+{
+    if (!gpu_compute_stream())
+        die(EX_SOFTWARE, "nn_cuda: no device bound (gpu_select() comes first)");
+    return &cuda_backend;
+}

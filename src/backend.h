@@ -1,0 +1,67 @@
+/* Where the model computes: a table of the layer kernels of layers.h plus memory functions. The model,
+ * optimizer, trainer and evaluation call only through it, so one model.c drives both devices:
+ * nn_cpu (src/layers.c: CBLAS and loops over ops.h) and nn_cuda() (cuda/layers.cu: cuBLAS and grid-stride
+ * kernels over the same ops.h functions). Pointers handed to a backend's functions are its own memory
+ * (alloc); host data crosses only through upload/download. Semantics of every entry are those of the
+ * layers.h function of the same name. The CUDA backend queues work on gpu_compute_stream(); only
+ * download and the functions returning a host value wait for it. */
+#ifndef MNIST_BACKEND_H
+#define MNIST_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nn_backend {
+    const char *name; /* "cpu" or "cuda" */
+    int chunk;        /* samples per im2col + GEMM in a convolution */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*upload)(void *dst, const void *host, size_t bytes);
+    void (*download)(void *host, const void *src, size_t bytes);
+
+    void (*gather)(const uint8_t *images, const uint8_t *labels, const uint64_t *idx, int n, float *x, uint8_t *y);
+    /* Primitives of the convolution and linear layers (conv_forward etc. of layers.h compose them):
+     * gemm of gemm.h; im2col / col2im of samples n0 .. n0+ns-1 (wide: the wide layout of ops.h); fill:
+     * y[r][j] = b[r] (by_row) or b[j], r < rows, j < cols, rows ld apart; sum_add: out[c] += sum of count
+     * values stride apart from x + c * cstride (bias gradients). */
+    void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                 int ldb, float beta, float *c, int ldc);
+    void (*im2col)(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide);
+    void (*col2im)(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,
+                   int wide);
+    void (*fill)(float *y, const float *b, int rows, size_t cols, size_t ld, int by_row);
+    void (*sum_add)(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride);
+    void (*relu_forward)(float *x, size_t count);
+    void (*bias_relu_forward)(float *x, const float *b, int C, size_t count);
+    void (*relu_backward)(float *dy, const float *y, size_t count);
+    void (*maxpool2_forward)(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld);
+    void (*maxpool2_backward)(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld);
+    void (*dropout_forward)(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
+                            float p);
+    void (*dropout_backward)(float *dy, const float *mask, size_t count);
+    void (*flatten_cnhw)(const float *x, float *y, int C, int N, int HW);
+    void (*unflatten_cnhw)(const float *y, float *x, int C, int N, int HW);
+    void (*batchnorm_forward_train)(const float *x, const float *gamma, const float *beta, float *y, float *mean,
+                                    float *invstd, float *running_mean, float *running_var, float *tracked, int C,
+                                    size_t count, float momentum, float eps);
+    void (*batchnorm_forward_eval)(const float *x, const float *gamma, const float *beta, const float *running_mean,
+                                   const float *running_var, float *y, int C, size_t count, float eps);
+    void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma, const float *mean,
+                               const float *invstd, float *dx, float *dgamma, float *dbeta, int C, size_t count);
+    void (*log_softmax_nll_forward)(const float *z, const uint8_t *labels, float *logp, float *loss, int N, int K);
+    void (*log_softmax_nll_backward)(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g);
+    double (*sum_losses)(const float *loss, int N);
+    long (*count_correct)(const float *z, const uint8_t *labels, int N, int K);
+    void (*adadelta_step)(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
+                          float rho, float eps, float weight_decay);
+    void (*sgd_step)(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
+                     float weight_decay);
+} nn_backend;
+
+extern const nn_backend nn_cpu;
+
+#ifdef HAVE_CUDA
+/* The CUDA backend; after gpu_select() and gpu_blas_init() (src/gpu.h). */
+const nn_backend *nn_cuda(void);
+#endif
+#endif
