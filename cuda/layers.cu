@@ -106,16 +106,16 @@ __global__ void k_gather(size_t n, const uint8_t *images, const uint8_t *labels,
     GRID_STRIDE(i, n) kern_gather(i, images, labels, idx, x, y);
 }
 
-__global__ void k_im2col(size_t n, const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0,
-                         int ns, int wide)
+__global__ void k_im2col(size_t n, const float *x, float *col, int N, int H, int W, int k, int pad, int n0, int ns,
+                         int wide)
 {
-    GRID_STRIDE(i, n) kern_im2col(i, x, col, N, C, H, W, k, pad, n0, ns, wide);
+    GRID_STRIDE(i, n) kern_im2col(i, x, col, N, H, W, k, pad, n0, ns, wide);
 }
 
-__global__ void k_col2im(size_t n, const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0,
-                         int ns, int wide)
+__global__ void k_col2im(size_t n, const float *dcol, float *dx, int N, int H, int W, int k, int pad, int n0, int ns,
+                         int wide)
 {
-    GRID_STRIDE(i, n) kern_col2im(i, dcol, dx, N, C, H, W, k, pad, n0, ns, wide);
+    GRID_STRIDE(i, n) kern_col2im(i, dcol, dx, N, H, W, k, pad, n0, ns, wide);
 }
 
 __global__ void k_fill(size_t n, float *y, const float *b, size_t cols, size_t ld, int by_row)
@@ -296,13 +296,13 @@ static void cu_gather(const uint8_t *images, const uint8_t *labels, const uint64
 static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide)
 {
     size_t P = (size_t)(H + 2 * pad - k + 1) * (wide ? W : W + 2 * pad - k + 1);
-    LAUNCH(k_im2col, (size_t)C * k * k * ns * P, x, col, N, C, H, W, k, pad, n0, ns, wide);
+    LAUNCH(k_im2col, (size_t)C * k * k * ns * P, x, col, N, H, W, k, pad, n0, ns, wide);
 }
 
 static void cu_col2im(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,
                       int wide)
 {
-    LAUNCH(k_col2im, (size_t)C * ns * H * W, dcol, dx, N, C, H, W, k, pad, n0, ns, wide);
+    LAUNCH(k_col2im, (size_t)C * ns * H * W, dcol, dx, N, H, W, k, pad, n0, ns, wide);
 }
 
 static void cu_fill(float *y, const float *b, int rows, size_t cols, size_t ld, int by_row)

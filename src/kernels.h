@@ -21,9 +21,10 @@ static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t
         y[n] = labels[s];
 }
 
-/* i < C*k*k * ns*P: one entry of col [C*k*k][ns*P] (P = OH*OW, or OH*W when wide). */
-static inline HD void kern_im2col(size_t i, const float *x, float *col, int N, int C, int H, int W, int k, int pad,
-                                  int n0, int ns, int wide)
+/* i < C*k*k * ns*P: one entry of col [C*k*k][ns*P] (P = OH*OW, or OH*W when wide); the channel comes
+ * from i, so C is only the caller's bound. */
+static inline HD void kern_im2col(size_t i, const float *x, float *col, int N, int H, int W, int k, int pad, int n0,
+                                  int ns, int wide)
 {
     int OH = H + 2 * pad - k + 1, OW = wide ? W : W + 2 * pad - k + 1;
     size_t P = (size_t)OH * OW, ld = (size_t)ns * P, r = i / ld, q = i % ld;
@@ -37,7 +38,7 @@ static inline HD void kern_im2col(size_t i, const float *x, float *col, int N, i
 }
 
 /* i < C * ns*H*W: input gradient (c, n0 + n, ih, iw) gathered from dcol, taps in op_col2im's order. */
-static inline HD void kern_col2im(size_t i, const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad,
+static inline HD void kern_col2im(size_t i, const float *dcol, float *dx, int N, int H, int W, int k, int pad,
                                   int n0, int ns, int wide)
 {
     int OH = H + 2 * pad - k + 1, OW = wide ? W : W + 2 * pad - k + 1;

@@ -67,7 +67,7 @@ typedef struct {
     float *x;
     uint8_t *y;
     uint64_t *perm, *host_perm;
-    float *host_params, *host_bufs; /* staging for replica checks and the fingerprint */
+    float *host_params;    /* staging for replica checks and the fingerprint */
     long step;             /* optimizer steps so far */
     double train_s, images;
 } run;
@@ -182,6 +182,21 @@ static void comm_broadcast(run *r, float *p, size_t n, const char *what)
     MPI_CHECK(MPI_Bcast(p, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
 }
 
+/* In-place average over ranks of the BatchNorm running statistics. */
+static void comm_average_buffers(run *r)
+{
+    size_t n = model_buffer_size(r->m);
+    if (!n)
+        return;
+#ifdef HAVE_CUDA
+    if (on_gpu(r)) {
+        gpu_comm_average(r->nc, model_buffers(r->m), n, "BatchNorm statistics");
+        return;
+    }
+#endif
+    comm_average(MPI_COMM_WORLD, model_buffers(r->m), n);
+}
+
 static void comm_stop(run *r)
 {
 #ifdef HAVE_CUDA
@@ -283,11 +298,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
  * Leaves the parameters in host_params. */
 static void sync_and_check(run *r, const char *when)
 {
-    if (model_buffer_size(r->m)) {
-        model_download(r->m, NULL, r->host_bufs);
-        comm_average(MPI_COMM_WORLD, r->host_bufs, model_buffer_size(r->m));
-        model_upload(r->m, NULL, r->host_bufs);
-    }
+    comm_average_buffers(r);
     model_download(r->m, r->host_params, NULL);
     comm_check_replicas(MPI_COMM_WORLD, r->host_params, model_num_params(r->m), when);
 }
@@ -318,7 +329,6 @@ int train_run(const options *o, const ddp_env *env, int gpu)
     r.perm = r.be->alloc(r.n_train * sizeof *r.perm);
     r.host_perm = xmalloc(r.n_train * sizeof *r.host_perm);
     r.host_params = xmalloc(model_num_params(r.m) * sizeof *r.host_params);
-    r.host_bufs = xmalloc((model_buffer_size(r.m) + 1) * sizeof *r.host_bufs);
 
     say("model %s: %zu parameters; optimizer %s lr %g gamma %g; batch %d per rank x %d rank%s x %d accum = %llu "
         "per step; %llu steps per epoch", o->model, model_num_params(r.m),
@@ -388,6 +398,6 @@ int train_run(const options *o, const ddp_env *env, int gpu)
     model_free(r.m);
     r.be->free(r.x), r.be->free(r.y), r.be->free(r.perm);
     r.be->free(r.train_images), r.be->free(r.train_labels), r.be->free(r.test_images), r.be->free(r.test_labels);
-    free(r.host_perm), free(r.host_params), free(r.host_bufs);
+    free(r.host_perm), free(r.host_params);
     return 0;
 }

@@ -7,6 +7,7 @@
 
 #include "gemm.h"
 #include "rng.h"
+#include "check_run.h"
 
 /* Odd shapes, including degenerate 1s, and leading-dimension padding. */
 static const struct {
@@ -117,9 +118,5 @@ int main(void)
     tcase_add_loop_test(tc, test_colmajor_mapping, 0, 4);
     tcase_add_test(tc, test_mapping_fields);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -24,6 +24,7 @@
 
 #include "gpu.h"
 #include "gpu_mock.h"
+#include "check_run.h"
 
 /* ---- Tests ------------------------------------------------------------------------------------ */
 
@@ -344,9 +345,5 @@ int main(void)
     tcase_add_exit_test(tc, test_step_async_error, EX_UNAVAILABLE);
     tcase_add_exit_test(tc, test_enqueue_stuck, EX_UNAVAILABLE);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

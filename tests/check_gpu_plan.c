@@ -15,6 +15,7 @@
 
 #include "gpu_plan.h"
 #include "rng.h"
+#include "check_run.h"
 
 #define ck_assert_contains(hay, needle)                                                                   \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "'%s' does not contain '%s'", (hay), (needle))
@@ -404,9 +405,5 @@ int main(void)
     tcase_add_test(tc, test_buckets_cover_once);
     tcase_add_test(tc, test_figures);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "idx.h"
 #include "sha256.h"
+#include "check_run.h"
 
 static char *g_dir; /* created in the parent (unchecked fixture), shared by the forked tests */
 
@@ -456,9 +457,5 @@ static Suite *idx_suite(void)
 int main(void)
 {
     error_set_program("check_idx");
-    SRunner *sr = srunner_create(idx_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(idx_suite());
 }

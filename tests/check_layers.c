@@ -12,6 +12,8 @@
 #include "model.h"
 #include "ops.h"
 #include "rng.h"
+#include "check_run.h"
+#include "model_testutil.h"
 
 static float *rnd(size_t n, uint64_t key, float lo, float hi)
 {
@@ -505,14 +507,7 @@ static void model_setup(model_ctx *c, const char *name, uint64_t seed)
     c->m = model_create(name, MN);
     ck_assert_ptr_nonnull(c->m);
     model_init_params(c->m, seed);
-    uint8_t img[MN * 784];
-    for (int i = 0; i < MN * 784; i++)
-        img[i] = (uint8_t)rng_below(rng_key(seed, 100), (uint64_t)i, 256);
-    model_normalize(img, MN * 784, c->x);
-    for (int i = 0; i < MN; i++) {
-        c->labels[i] = (uint8_t)rng_below(rng_key(seed, 101), (uint64_t)i, 10);
-        c->ids[i] = 1000 + 17 * (uint64_t)i;
-    }
+    random_batch(seed, MN, c->x, c->labels, c->ids);
 }
 
 /* End to end through every layer (dropout masks fixed by key and ids, BatchNorm in training mode).
@@ -592,9 +587,5 @@ int main(void)
     tcase_add_test(tc, test_model_net);
     tcase_add_test(tc, test_model_convnet);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -7,6 +7,8 @@
 
 #include "model.h"
 #include "rng.h"
+#include "check_run.h"
+#include "model_testutil.h"
 
 enum { NB = 6 };
 
@@ -18,14 +20,7 @@ typedef struct {
 
 static void make_batch(batch *b, uint64_t seed)
 {
-    uint8_t img[NB * 784];
-    for (int i = 0; i < NB * 784; i++)
-        img[i] = (uint8_t)rng_below(rng_key(seed, 1), (uint64_t)i, 256);
-    model_normalize(img, NB * 784, b->x);
-    for (int i = 0; i < NB; i++) {
-        b->labels[i] = (uint8_t)rng_below(rng_key(seed, 2), (uint64_t)i, 10);
-        b->ids[i] = 31337 + 101 * (uint64_t)i;
-    }
+    random_batch(seed, NB, b->x, b->labels, b->ids);
 }
 
 static float max_abs(const float *a, size_t n)
@@ -301,9 +296,5 @@ int main(void)
     tcase_add_test(tc, test_normalize);
     tcase_add_exit_test(tc, test_capacity, 70); /* EX_SOFTWARE */
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

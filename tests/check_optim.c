@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "optim.h"
+#include "check_run.h"
 
 #define NP 4
 static const float P0[NP] = {1.0f, -2.0f, 0.5f, 0.0f};
@@ -124,9 +125,5 @@ int main(void)
     tcase_add_test(tc, test_sgd_momentum_weight_decay);
     tcase_add_test(tc, test_state_layout_and_restore);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -8,6 +8,7 @@
 
 #include "errors.h"
 #include "sampler.h"
+#include "check_run.h"
 
 static int is_permutation(const uint64_t *p, uint64_t n)
 {
@@ -284,9 +285,5 @@ static Suite *sampler_suite(void)
 int main(void)
 {
     error_set_program("check_sampler");
-    SRunner *sr = srunner_create(sampler_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(sampler_suite());
 }

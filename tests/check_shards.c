@@ -22,6 +22,7 @@
 #include "rng.h"
 #include "sampler.h"
 #include "shards.h"
+#include "check_run.h"
 
 static char *g_dir; /* created in the parent (unchecked fixture), shared by the forked tests */
 
@@ -1020,9 +1021,5 @@ static Suite *shards_suite(void)
 int main(void)
 {
     error_set_program("check_shards");
-    SRunner *sr = srunner_create(shards_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(shards_suite());
 }
