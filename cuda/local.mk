@@ -12,7 +12,8 @@ endif
 # make dist ships every GPU file whatever this tree was configured with.
 EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/cuda_check.h cuda/gpu_host.c src/gpu_none.c \
 	tests/check_gpu_plan.c tests/check_gpu_mock.c tests/gpu_mock.c tests/gpu_mock.h \
-	tests/gpu_mock_host.c tests/gpu-mock-host.sh tests/mpi_gpu_device.c tests/mpi_gpu_allreduce.c
+	tests/gpu_mock_host.c tests/gpu-mock-host.sh tests/mpi_gpu_device.c tests/mpi_gpu_allreduce.c \
+	tests/gpu_backend.c tests/gpu-train.sh tests/bench-gpu.sh
 
 # The .cu.o suffix rule has no dependency tracking: name the headers the CUDA objects include.
 cuda_deps = $(srcdir)/cuda/cuda_check.h $(srcdir)/src/gpu.h $(srcdir)/src/gpu_plan.h $(srcdir)/src/errors.h \
@@ -55,11 +56,17 @@ check_PROGRAMS += tests/mpi_gpu_device tests/mpi_gpu_allreduce
 TESTS += tests/mpi_gpu_device tests/mpi_gpu_allreduce
 tests_mpi_gpu_device_SOURCES = tests/mpi_gpu_device.c
 tests_mpi_gpu_allreduce_SOURCES = tests/mpi_gpu_allreduce.c
+# The CUDA backend against the CPU backend, entry by entry and through both models (one process: no
+# mpi_ prefix); then training on the GPU: accuracy with 1 GPU and all of the node's, and the fp32 GPU run
+# following the CPU run. Both skip (77) without a usable GPU.
+check_PROGRAMS += tests/gpu_backend
+TESTS += tests/gpu_backend tests/gpu-train.sh
+tests_gpu_backend_SOURCES = tests/gpu_backend.c
 endif
 
 # The GPU path's tests alone (CI's --with-cuda build; a GPU node's first check). Without CUDA: none.
 if HAVE_CUDA
-gpu_tests = tests/gpu-mock-host.sh tests/mpi_gpu_device tests/mpi_gpu_allreduce
+gpu_tests = tests/gpu-mock-host.sh tests/mpi_gpu_device tests/mpi_gpu_allreduce tests/gpu_backend tests/gpu-train.sh
 if HAVE_CHECK
 gpu_tests += tests/check_gpu_mock
 endif
@@ -67,4 +74,10 @@ endif
 .PHONY: check-gpu
 check-gpu:
 	$(MAKE) $(AM_MAKEFLAGS) check TESTS='tests/check_gpu_plan $(gpu_tests)' check_DATA=
+
+# GPU figures (1 GPU, all GPUs of the node, each --precision); not part of make check. Without a GPU it
+# says so and succeeds.
+.PHONY: bench-gpu
+bench-gpu: all $(check_DATA)
+	@$(AM_TESTS_ENVIRONMENT) $(SHELL) $(srcdir)/tests/bench-gpu.sh
 

@@ -1,0 +1,80 @@
+#!/bin/sh
+# GPU benchmark (not a test: it prints figures, asserts nothing): one epoch of the default model on 1 GPU
+# in each --precision, and on all GPUs of the node in fp32. Per run: training images/s, epoch and
+# training seconds, accuracy, and for more than one GPU the gradient all-reduce: blocking time, bus
+# bandwidth as nccl-tests computes it for all-reduce (busbw = algbw * 2 (n - 1) / n, algbw = bytes / time,
+# bytes = 4 x parameters), time exposed per step and the share hidden behind backward. Without a usable
+# GPU it says so and succeeds. Run: make bench-gpu
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+
+set +e
+run_np 1 "$MNIST_DDP" --device cuda --epochs 0 --data "$MNIST_DATA" >"$TMP/probe.out" 2>"$TMP/probe.err"
+rc=$?
+set -e
+if [ "$rc" -eq 69 ] && grep -q 'no usable GPU' "$TMP/probe.err"; then
+  echo "no GPU: nothing to benchmark ($(grep -m1 'no usable GPU' "$TMP/probe.err" | sed -e 's/^[^:]*: error: //' \
+    -e 's/ \[[^]]*\]$//'))"
+  exit 0
+fi
+need_data
+[ "$rc" -eq 0 ] || { cat "$TMP/probe.out" "$TMP/probe.err"; fail "--device cuda --epochs 0 exited with $rc"; }
+
+# GPUs this process may use: CUDA_VISIBLE_DEVICES when set (Slurm sets it), else what nvidia-smi lists.
+if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+  ngpu=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c . || true)
+elif command -v nvidia-smi >/dev/null 2>&1; then
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+else
+  ngpu=1
+fi
+[ "$ngpu" -ge 1 ] || ngpu=1
+grep -A1 CUDA_VISIBLE_DEVICES "$TMP/probe.out" || true
+
+runs=
+bench() { # bench NAME RANKS PRECISION
+  echo "bench: $1: $2 GPU(s), --precision $3"
+  run_np "$2" "$MNIST_DDP" --device cuda --precision "$3" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 \
+    --metrics "$TMP/$1.json" >"$TMP/$1.log" 2>&1 || { cat "$TMP/$1.log"; fail "$1"; }
+  grep -E '^(all-reduce|summary):' "$TMP/$1.log" || true
+  runs="$runs $1"
+}
+for p in fp32 tf32 bf16; do
+  bench "1gpu-$p" 1 "$p"
+done
+if [ "$ngpu" -ge 2 ]; then
+  bench "${ngpu}gpu-fp32" "$ngpu" fp32
+else
+  echo "note: 1 GPU visible: no multi-GPU row"
+fi
+
+# shellcheck disable=SC2086
+"$PYTHON3" - "$TMP" $runs <<'PY'
+import json, re, sys
+d, names = sys.argv[1], sys.argv[2:]
+rows = []
+for n in names:
+    recs = [json.loads(l) for l in open(f"{d}/{n}.json") if l.strip()]
+    s = [r for r in recs if r["type"] == "summary"][-1]
+    e = [r for r in recs if r["type"] == "epoch"][-1]
+    params = int(re.search(r"model \S+: (\d+) parameters", open(f"{d}/{n}.log").read()).group(1))
+    world, t = s["world"], s["allreduce_blocking_ms"] / 1e3
+    algbw = 4 * params / t / 1e9 if t > 0 else None  # GB/s
+    busbw = algbw * 2 * (world - 1) / world if algbw else None
+    rows.append((n, world, n.split("-")[-1], s["images_per_s"], e["epoch_s"], s["train_s"], 100 * s["test_accuracy"],
+                 s["allreduce_blocking_ms"] if world > 1 else None, algbw, busbw,
+                 s["allreduce_exposed_ms"] if world > 1 else None, s["allreduce_hidden"] if world > 1 else None,
+                 params))
+print(f"\none epoch, default model ({rows[0][-1]} parameters, {4 * rows[0][-1] / 1e6:.2f} MB of gradients)")
+head = ("run", "GPUs", "prec", "images/s", "epoch s", "train s", "acc %", "allred ms", "algbw GB/s", "busbw GB/s",
+        "exposed ms", "hidden")
+print(f"{head[0]:<12}{head[1]:>5}{head[2]:>6}{head[3]:>11}{head[4]:>9}{head[5]:>9}{head[6]:>8}{head[7]:>11}"
+      f"{head[8]:>12}{head[9]:>12}{head[10]:>12}{head[11]:>8}")
+f = lambda v, fmt: "-" if v is None else format(v, fmt)
+for r in rows:
+    hidden = "-" if r[11] is None else f"{100 * r[11]:.0f}%"
+    print(f"{r[0]:<12}{r[1]:>5}{r[2]:>6}{r[3]:>11.0f}{r[4]:>9.2f}{r[5]:>9.2f}{r[6]:>8.2f}{f(r[7], '.3f'):>11}"
+          f"{f(r[8], '.1f'):>12}{f(r[9], '.1f'):>12}{f(r[10], '.3f'):>12}{hidden:>8}")
+print("allred: one isolated all-reduce of all gradients (best of 3, slowest rank); busbw = algbw x 2 (n - 1) / n "
+      "(nccl-tests); exposed: per step, after backward; hidden: 1 - exposed / blocking")
+PY
