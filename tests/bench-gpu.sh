@@ -8,26 +8,15 @@
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 
-set +e
-run_np 1 "$MNIST_DDP" --device cuda --epochs 0 --data "$MNIST_DATA" >"$TMP/probe.out" 2>"$TMP/probe.err"
-rc=$?
-set -e
-if [ "$rc" -eq 69 ] && grep -q 'no usable GPU' "$TMP/probe.err"; then
-  echo "no GPU: nothing to benchmark ($(grep -m1 'no usable GPU' "$TMP/probe.err" | sed -e 's/^[^:]*: error: //' \
-    -e 's/ \[[^]]*\]$//'))"
+gpu_probe
+if [ -n "$gpu_reason" ]; then
+  echo "no GPU: nothing to benchmark ($gpu_reason)"
   exit 0
 fi
 need_data
-[ "$rc" -eq 0 ] || { cat "$TMP/probe.out" "$TMP/probe.err"; fail "--device cuda --epochs 0 exited with $rc"; }
+[ "$gpu_rc" -eq 0 ] || { cat "$TMP/probe.out" "$TMP/probe.err"; fail "--device cuda --epochs 0 exited with $gpu_rc"; }
 
-# GPUs this process may use: CUDA_VISIBLE_DEVICES when set (Slurm sets it), else what nvidia-smi lists.
-if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
-  ngpu=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c . || true)
-elif command -v nvidia-smi >/dev/null 2>&1; then
-  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-else
-  ngpu=1
-fi
+ngpu=$(gpu_count)
 [ "$ngpu" -ge 1 ] || ngpu=1
 grep -A1 CUDA_VISIBLE_DEVICES "$TMP/probe.out" || true
 

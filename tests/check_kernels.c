@@ -12,14 +12,7 @@
 #include "layers.h"
 #include "rng.h"
 #include "check_run.h"
-
-static float *rnd(size_t n, uint64_t key, float lo, float hi)
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = lo + (hi - lo) * rng_uniform(key, i);
-    return p;
-}
+#include "model_testutil.h"
 
 /* A buffer of `bytes` all-ones bytes. */
 static void *sentinel(size_t bytes)
@@ -119,7 +112,7 @@ START_TEST(test_im2col)
 {
     const conv_shape *s = &shapes[_i];
     size_t nx = (size_t)s->C * s->N * s->H * s->W, nc = col_count(s);
-    float *x = rnd(nx, rng_key(10, (uint64_t)_i), -1, 1);
+    float *x = random_floats(nx, rng_key(10, (uint64_t)_i), -1, 1);
     float *ce = sentinel(nc * sizeof(float)), *cg = sentinel(nc * sizeof(float));
     im2col_cpu(x, ce, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     for (size_t i = 0; i < nc; i++)
@@ -137,7 +130,7 @@ START_TEST(test_col2im)
 {
     const conv_shape *s = &shapes[_i];
     size_t HW = (size_t)s->H * s->W, nx = (size_t)s->C * s->N * HW, nc = col_count(s);
-    float *dcol = rnd(nc, rng_key(11, (uint64_t)_i), -1, 1);
+    float *dcol = random_floats(nc, rng_key(11, (uint64_t)_i), -1, 1);
     float *de = sentinel(nx * sizeof(float)), *dg = sentinel(nx * sizeof(float));
     col2im_cpu(dcol, de, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     for (size_t i = 0; i < (size_t)s->C * s->ns * HW; i++)
@@ -166,7 +159,7 @@ START_TEST(test_fill)
     for (int t = 0; t < 3; t++)
         for (int by_row = 0; by_row < 2; by_row++) {
             size_t n = rows * lds[t];
-            float *b = rnd(by_row ? rows : cols[t], rng_key(12, (uint64_t)t), -1, 1);
+            float *b = random_floats(by_row ? rows : cols[t], rng_key(12, (uint64_t)t), -1, 1);
             float *ye = sentinel(n * sizeof(float)), *yg = sentinel(n * sizeof(float));
             fill_cpu(ye, b, rows, cols[t], lds[t], by_row);
             for (size_t i = 0; i < rows * cols[t]; i++)
@@ -190,7 +183,7 @@ static void maxpool_case(int planes, int H, int W, int ld, uint64_t seed)
 {
     int OH = H / 2, OW = W / 2;
     size_t nx = (size_t)planes * H * ld, ny = (size_t)planes * OH * OW;
-    float *x = rnd(nx, rng_key(seed, 1), 0, 4);
+    float *x = random_floats(nx, rng_key(seed, 1), 0, 4);
     for (size_t i = 0; i < nx; i++) {
         size_t q = i % ((size_t)H * ld);
         int ih = (int)(q / (size_t)ld), iw = (int)(q % (size_t)ld);
@@ -207,7 +200,7 @@ static void maxpool_case(int planes, int H, int W, int ld, uint64_t seed)
         ck_assert_msg(!(ye[i] > 10.0f), "maxpool y[%zu] = %g read outside its window", i, (double)ye[i]);
 
     /* Backward with the CPU's argmaxes: every element of dx written, 0 outside the windows. */
-    float *dy = rnd(ny, rng_key(seed, 2), -1, 1);
+    float *dy = random_floats(ny, rng_key(seed, 2), -1, 1);
     float *de = sentinel(nx * sizeof(float)), *dg = sentinel(nx * sizeof(float));
     maxpool2_backward(dy, ae, de, planes, H, W, ld);
     for (size_t i = 0; i < nx; i++)
@@ -248,7 +241,7 @@ START_TEST(test_dropout)
     for (int n = 0; n < N; n++)
         ids[n] = rng_u64(30, (uint64_t)n) % 60000;
     for (int t = 0; t < 2; t++) {
-        float *xe = rnd((size_t)N * D, rng_key(31, (uint64_t)t), -2, 2), *xg = malloc((size_t)N * D * sizeof *xg);
+        float *xe = random_floats((size_t)N * D, rng_key(31, (uint64_t)t), -2, 2), *xg = malloc((size_t)N * D * sizeof *xg);
         memcpy(xg, xe, (size_t)N * D * sizeof *xg);
         float *me = sentinel((size_t)N * D * sizeof(float)), *mg = sentinel((size_t)N * D * sizeof(float));
         dropout_forward(xe, me, N, D, ids, 0x5eedULL, 2, ps[t]);
@@ -271,7 +264,7 @@ END_TEST
 static void flatten_case(int C, int N, int HW, uint64_t seed)
 {
     size_t n = (size_t)C * N * HW;
-    float *x = rnd(n, rng_key(seed, 1), -1, 1);
+    float *x = random_floats(n, rng_key(seed, 1), -1, 1);
     float *ye = sentinel(n * sizeof(float)), *yg = sentinel(n * sizeof(float));
     flatten_cnhw(x, ye, C, N, HW);
     for (size_t i = 0; i < n; i++)

@@ -15,14 +15,6 @@
 #include "check_run.h"
 #include "model_testutil.h"
 
-static float *rnd(size_t n, uint64_t key, float lo, float hi)
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = lo + (hi - lo) * rng_uniform(key, i);
-    return p;
-}
-
 static float *zeros(size_t n)
 {
     return calloc(n ? n : 1, sizeof(float));
@@ -92,10 +84,10 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
     conv_ctx c = {N, C, H, W, F, k, pad, chunk, wide, NULL, NULL, NULL, NULL, NULL, NULL};
     int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), RW = conv_row(&c);
     size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * k * k, ny = conv_out_count(&c);
-    c.x = rnd(nx, rng_key(seed, 1), -1, 1);
-    c.w = rnd(nw, rng_key(seed, 2), -1, 1);
-    c.b = rnd(F, rng_key(seed, 3), -1, 1);
-    c.r = rnd(ny, rng_key(seed, 4), -1, 1);
+    c.x = random_floats(nx, rng_key(seed, 1), -1, 1);
+    c.w = random_floats(nw, rng_key(seed, 2), -1, 1);
+    c.b = random_floats(F, rng_key(seed, 3), -1, 1);
+    c.r = random_floats(ny, rng_key(seed, 4), -1, 1);
     for (size_t i = 0; i < ny; i++) /* the output gradient is zero in junk columns */
         if ((int)(i % (size_t)RW) >= OW)
             c.r[i] = 0.0f;
@@ -207,7 +199,7 @@ static double linear_loss(void *p)
 START_TEST(test_linear)
 {
     lin_ctx c = {3, 7, 5, NULL, NULL, NULL, NULL, NULL};
-    c.x = rnd(21, 21, -1, 1), c.w = rnd(35, 22, -1, 1), c.b = rnd(5, 23, -1, 1), c.r = rnd(15, 24, -1, 1);
+    c.x = random_floats(21, 21, -1, 1), c.w = random_floats(35, 22, -1, 1), c.b = random_floats(5, 23, -1, 1), c.r = random_floats(15, 24, -1, 1);
     c.y = zeros(15);
     linear_loss(&c);
     for (int n = 0; n < 3; n++)
@@ -244,7 +236,7 @@ static double relu_loss(void *p)
 /* Inputs at least 0.1 away from the kink and h = 0.05: piecewise linear, exact up to rounding. */
 START_TEST(test_relu)
 {
-    relu_ctx c = {50, rnd(50, 31, 0.1f, 1.0f), zeros(50), rnd(50, 32, -1, 1)};
+    relu_ctx c = {50, random_floats(50, 31, 0.1f, 1.0f), zeros(50), random_floats(50, 32, -1, 1)};
     for (size_t i = 0; i < c.n; i += 2)
         c.x[i] = -c.x[i];
     relu_loss(&c);
@@ -278,7 +270,7 @@ START_TEST(test_maxpool)
 {
     pool_ctx c = {3, 7, 6, NULL, NULL, NULL, NULL};
     size_t nx = 3 * 7 * 6, ny = 3 * 3 * 3;
-    c.x = zeros(nx), c.y = zeros(ny), c.r = rnd(ny, 41, -1, 1), c.arg = calloc(ny, sizeof(int32_t));
+    c.x = zeros(nx), c.y = zeros(ny), c.r = random_floats(ny, 41, -1, 1), c.arg = calloc(ny, sizeof(int32_t));
     for (size_t i = 0; i < nx; i++)
         c.x[i] = 0.1f * (float)i;
     for (size_t i = nx - 1; i > 0; i--) { /* Fisher-Yates */
@@ -309,7 +301,7 @@ START_TEST(test_maxpool)
     fd_check("maxpool dx", pool_loss, &c, c.x, dx, nx, 0, 0.02f, 1e-5, 1e-5, 0);
     /* Planes with rows of ld = 9 > W (the wide convolution layout): same results, junk columns of
      * dx zeroed. */
-    float *xw = rnd(3 * 7 * 9, 43, -1, 1), *dxw = rnd(3 * 7 * 9, 44, -1, 1), yw[27];
+    float *xw = random_floats(3 * 7 * 9, 43, -1, 1), *dxw = random_floats(3 * 7 * 9, 44, -1, 1), yw[27];
     int32_t argw[27];
     for (int i = 0; i < 3 * 7; i++)
         memcpy(xw + i * 9, c.x + i * 6, 6 * sizeof(float));
@@ -336,7 +328,7 @@ START_TEST(test_dropout)
     const float ps[2] = {0.25f, 0.5f};
     for (int layer = 0; layer < 2; layer++) {
         float p = ps[layer], scale = 1.0f / (1.0f - p);
-        float *x = rnd(N * D, 51, 0.5f, 1.0f), *y = malloc(N * D * sizeof *y), *z = malloc(N * D * sizeof *z);
+        float *x = random_floats(N * D, 51, 0.5f, 1.0f), *y = malloc(N * D * sizeof *y), *z = malloc(N * D * sizeof *z);
         float *mask = malloc(N * D * sizeof *mask), *mask_rev = malloc(N * D * sizeof *mask);
         memcpy(y, x, N * D * sizeof *x);
         dropout_forward(y, mask, N, D, ids, key, layer, p);
@@ -399,7 +391,7 @@ START_TEST(test_batchnorm)
 {
     bn_ctx c = {3, 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
     size_t n = 60;
-    c.x = rnd(n, 61, -1, 2), c.gamma = rnd(3, 62, 0.5f, 1.5f), c.beta = rnd(3, 63, -1, 1), c.r = rnd(n, 64, -1, 1);
+    c.x = random_floats(n, 61, -1, 2), c.gamma = random_floats(3, 62, 0.5f, 1.5f), c.beta = random_floats(3, 63, -1, 1), c.r = random_floats(n, 64, -1, 1);
     c.y = zeros(n), c.mean = zeros(3), c.invstd = zeros(3), c.rm = zeros(3), c.rv = zeros(3);
     for (int ch = 0; ch < 3; ch++)
         c.rv[ch] = 1.0f;
@@ -459,7 +451,7 @@ static double nll_loss(void *p)
  * h = 1e-2: truncation ~h^2/6 * |third derivative| < 2e-5, rounding of the float loss ~1e-6 / 2h. */
 START_TEST(test_log_softmax_nll)
 {
-    nll_ctx c = {rnd(40, 71, -3, 3), zeros(40), {0}, {3, 0, 9, 3}};
+    nll_ctx c = {random_floats(40, 71, -3, 3), zeros(40), {0}, {3, 0, 9, 3}};
     double loss = nll_loss(&c) / 0.7, want = 0;
     for (int n = 0; n < 4; n++) {
         double s = 0;

@@ -8,31 +8,14 @@
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 
-# Whether this machine has a usable GPU, asked the way a user does: --device cuda stops with 69 and
-# "no usable GPU" (the reason on the same line) before it reads any data.
-set +e
-run_np 1 "$MNIST_DDP" --device cuda --epochs 0 --data "$MNIST_DATA" >"$TMP/probe.out" 2>"$TMP/probe.err"
-rc=$?
-set -e
-if [ "$rc" -eq 69 ] && grep -q 'no usable GPU' "$TMP/probe.err"; then
-  skip "$(grep -m1 'no usable GPU' "$TMP/probe.err" | sed -e 's/^[^:]*: error: //' -e 's/ \[[^]]*\]$//')"
-fi
+gpu_probe
+[ -z "$gpu_reason" ] || skip "$gpu_reason"
 # make check prepares the data; make check-gpu does not.
 [ -d "$MNIST_DATA" ] || skip "no MNIST shards in $MNIST_DATA (run 'make data' first)"
-[ "$rc" -eq 0 ] || { cat "$TMP/probe.out" "$TMP/probe.err"; fail "--device cuda --epochs 0 exited with $rc"; }
+[ "$gpu_rc" -eq 0 ] || { cat "$TMP/probe.out" "$TMP/probe.err"; fail "--device cuda --epochs 0 exited with $gpu_rc"; }
 grep -A1 'CUDA_VISIBLE_DEVICES' "$TMP/probe.out" || true
 
-# GPUs this process may use: CUDA_VISIBLE_DEVICES when set (Slurm sets it), else what nvidia-smi lists.
-gpus() {
-  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
-    echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c . || true
-  elif command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true
-  else
-    echo 1
-  fi
-}
-ngpu=$(gpus)
+ngpu=$(gpu_count)
 
 # check_accuracy NAME: the summary of $TMP/NAME.json says cuda and at least 98.3%.
 check_accuracy() {

@@ -39,6 +39,32 @@ expect_fail() {
   echo "ok: exit $code, '$(grep -m1 -e "$pattern" "$TMP/err")'"
 }
 
+# gpu_probe: whether this machine has a usable GPU, asked the way a user does: --device cuda stops with 69
+# and "no usable GPU" (the reason on the same line) before it reads any data. Sets gpu_rc (the probe's
+# exit status) and gpu_reason (empty unless no GPU is usable); its output is in $TMP/probe.out and .err.
+gpu_probe() {
+  set +e
+  run_np 1 "$MNIST_DDP" --device cuda --epochs 0 --data "$MNIST_DATA" >"$TMP/probe.out" 2>"$TMP/probe.err"
+  gpu_rc=$?
+  set -e
+  gpu_reason=
+  if [ "$gpu_rc" -eq 69 ] && grep -q 'no usable GPU' "$TMP/probe.err"; then
+    gpu_reason=$(grep -m1 'no usable GPU' "$TMP/probe.err" | sed -e 's/^[^:]*: error: //' -e 's/ \[[^]]*\]$//')
+  fi
+}
+
+# gpu_count: GPUs this process may use: CUDA_VISIBLE_DEVICES when set (Slurm sets it), else what
+# nvidia-smi lists; 1 when neither says.
+gpu_count() {
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c . || true
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true
+  else
+    echo 1
+  fi
+}
+
 need_data() {
   [ -d "$MNIST_DATA" ] || fail "no MNIST shards in $MNIST_DATA (make check runs 'make data' first)"
 }
