@@ -17,6 +17,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "clock.h"
 #include "cuda_check.h"
 #include "gpu.h"
 
@@ -46,13 +47,6 @@ struct gpu_grad_comm {
     cudaEvent_t bwd_end, done;  // end of backward / of the last bucket (timed: exposed time)
     gpu_grad_stats stats;
 };
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 // Spin briefly (a bucket often completes within microseconds), then sleep with growing intervals.
 static void backoff(long spins)
@@ -108,7 +102,7 @@ static void nccl_settle(gpu_comm *c, ncclResult_t r, const char *op, const char 
 {
     if (r != ncclSuccess && r != ncclInProgress)
         nccl_fail(c, r, op, file, line);
-    double deadline = now() + c->timeout_s;
+    double deadline = clock_now() + c->timeout_s;
     for (long spins = 0;; spins++) {
         ncclResult_t state = ncclInProgress;
         ncclResult_t q = ncclCommGetAsyncError(c->comm, &state);
@@ -118,7 +112,7 @@ static void nccl_settle(gpu_comm *c, ncclResult_t r, const char *op, const char 
             return;
         if (state != ncclInProgress)
             nccl_fail(c, state, op, file, line);
-        if (now() > deadline)
+        if (clock_now() > deadline)
             nccl_timeout(c, op, file, line);
         backoff(spins);
     }
@@ -128,7 +122,7 @@ static void nccl_settle(gpu_comm *c, ncclResult_t r, const char *op, const char 
 // Host wait for an event with the deadline, watching the communicator for asynchronous errors.
 static void wait_event(gpu_comm *c, cudaEvent_t ev, const char *op, const char *file, int line)
 {
-    double deadline = now() + c->timeout_s;
+    double deadline = clock_now() + c->timeout_s;
     for (long spins = 0;; spins++) {
         cudaError_t q = cudaEventQuery(ev);
         if (q == cudaSuccess)
@@ -145,7 +139,7 @@ static void wait_event(gpu_comm *c, cudaEvent_t ev, const char *op, const char *
             nccl_fail(c, r, op, file, line);
         if (state != ncclSuccess && state != ncclInProgress)
             nccl_fail(c, state, op, file, line);
-        if (now() > deadline)
+        if (clock_now() > deadline)
             nccl_timeout(c, op, file, line);
         backoff(spins);
     }

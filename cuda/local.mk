@@ -15,13 +15,9 @@ EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.c
 	tests/gpu_mock_host.c tests/gpu-mock-host.sh tests/mpi_gpu_device.c tests/mpi_gpu_allreduce.c \
 	tests/gpu_backend.c tests/gpu-train.sh tests/bench-gpu.sh
 
-# The .cu.o suffix rule has no dependency tracking: name the headers the CUDA objects include.
-cuda_deps = $(srcdir)/cuda/cuda_check.h $(srcdir)/src/gpu.h $(srcdir)/src/gpu_plan.h $(srcdir)/src/errors.h \
-	$(top_builddir)/config.h
-cuda/device.$(OBJEXT): $(cuda_deps)
-cuda/comm_nccl.$(OBJEXT): $(cuda_deps)
-cuda/gemm_cublas.$(OBJEXT): $(cuda_deps) $(srcdir)/src/gemm.h
-cuda/layers.$(OBJEXT): $(cuda_deps) $(srcdir)/src/backend.h $(srcdir)/src/kernels.h $(srcdir)/src/ops.h $(srcdir)/src/rng.h
+# nvcc writes each object's header dependencies (-MMD, in the .cu.o rule) beside it.
+-include cuda/device.d cuda/comm_nccl.d cuda/gemm_cublas.d cuda/layers.d
+CLEANFILES += cuda/*.d
 
 # Unit tests of the pure decisions (no GPU, no MPI), in every configuration.
 if HAVE_CHECK

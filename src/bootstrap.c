@@ -88,10 +88,13 @@ void bootstrap_init(int *argc, char ***argv, ddp_env *e)
     check_pmi();
     /* FUNNELED: BLAS/OpenMP threads compute, only the main thread calls MPI. */
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    /* Failed MPI calls come back to MPI_CHECK (our one line and exit status), not Open MPI's abort banner. */
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     memset(e, 0, sizeof *e);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &e->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &e->world));
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &e->local));
+    MPI_CHECK(MPI_Comm_set_errhandler(e->local, MPI_ERRORS_RETURN));
     MPI_CHECK(MPI_Comm_rank(e->local, &e->local_rank));
     MPI_CHECK(MPI_Comm_size(e->local, &e->local_size));
     if (gethostname(e->host, sizeof e->host - 1) != 0)

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "errors.h"
 
 enum { MAX_BUCKETS = 256 };
@@ -23,24 +24,17 @@ struct grad_comm {
     grad_comm_stats stats;
 };
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Waits for requests, with a deadline, so a dead or stalled peer aborts the job instead of hanging it. */
 static void wait_all(grad_comm *g, MPI_Request *req, int n, const char *what)
 {
-    double deadline = now() + g->timeout_s;
+    double deadline = clock_now() + g->timeout_s;
     for (long spins = 0;; spins++) {
         int done = 0;
         MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
         if (done)
             return;
         if ((spins & 1023) == 1023) {
-            if (now() > deadline)
+            if (clock_now() > deadline)
                 die(EX_UNAVAILABLE, "%s at step %ld did not complete within --comm-timeout %.0f s: a peer rank "
                     "died, stalled or diverged in its step count", what, g->step, g->timeout_s);
             nanosleep(&(struct timespec){0, 20000}, NULL);
@@ -75,9 +69,9 @@ grad_comm *grad_comm_create(MPI_Comm comm, float *grads, size_t n, size_t bucket
         g->stats.blocking_s = 1e30;
         for (int i = 0; i < 3; i++) {
             MPI_CHECK(MPI_Barrier(comm));
-            double t = now();
+            double t = clock_now();
             MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, scratch, (int)n, MPI_FLOAT, MPI_SUM, comm));
-            t = now() - t;
+            t = clock_now() - t;
             MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm));
             if (t < g->stats.blocking_s)
                 g->stats.blocking_s = t;
@@ -116,10 +110,10 @@ void grad_comm_finish(grad_comm *g)
 {
     if (!g->armed)
         return;
-    double t = now();
+    double t = clock_now();
     start_pending(g);
     wait_all(g, g->req, g->nreq, "gradient all-reduce");
-    g->stats.exposed_s += now() - t;
+    g->stats.exposed_s += clock_now() - t;
     g->stats.buckets = g->nreq;
     g->stats.reductions++;
     g->nreq = 0;

@@ -6,6 +6,11 @@
 #define MNIST_ERRORS_H
 #include <stddef.h>
 #include <sysexits.h>
+/* For MPI_CHECK. The CUDA translation units include this header too but never call MPI, and nvcc does not
+ * have MPI on its include path (see cuda/local.mk). */
+#ifndef __CUDACC__
+#include <mpi.h>
+#endif
 
 /* Name printed in front of every message ("mnist_ddp", "mnist2h5"). */
 void error_set_program(const char *name);

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "config.h"
 #include "checkpoint.h"
+#include "clock.h"
 #include "comm.h"
 #include "errors.h"
 #include "evaluate.h"
@@ -23,13 +23,6 @@
 enum { PIXELS = 28 * 28 };
 /* Domain separation of the seed: shuffles and dropout masks draw from unrelated streams. */
 #define DROPOUT_SALT 0x64726f706f757421ULL
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* The recipe of each model (PyTorch examples); options override it. */
 typedef struct {
@@ -244,7 +237,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     sampler_permutation(o->seed, (uint64_t)epoch, r->n_train, r->host_perm);
     r->be->upload(r->perm, r->host_perm, r->n_train * sizeof *r->perm);
 
-    double t0 = now(), t_log = t0, loss_epoch = 0, loss_log = 0, images_log = 0, images_epoch = 0;
+    double t0 = clock_now(), t_log = t0, loss_epoch = 0, loss_log = 0, images_log = 0, images_epoch = 0;
     int stop = 0;
     for (uint64_t s = 0; s < opt_steps && !stop; s++) {
         uint64_t micro0 = s * (uint64_t)o->accum_steps;
@@ -276,7 +269,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             double sums[2] = {loss_log, images_log};
             /* Every rank's local loss sum: the line shows the loss of all ranks' samples. */
             MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-            double t = now();
+            double t = clock_now();
             say("epoch %d step %llu/%llu loss %.4f lr %.4g images/s %.0f", epoch, (unsigned long long)(s + 1),
                 (unsigned long long)opt_steps, sums[0] / sums[1], lr, sums[1] / (t - t_log));
             metrics("{\"type\":\"step\",\"epoch\":%d,\"step\":%llu,\"global_step\":%ld,\"loss\":%.6f,\"lr\":%.6g,"
@@ -288,7 +281,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             t_log = t;
         }
     }
-    r->train_s += now() - t0;
+    r->train_s += clock_now() - t0;
     r->images += images_epoch;
     *mean_loss = images_epoch ? loss_epoch / images_epoch : 0;
     return stop;
@@ -338,7 +331,7 @@ int train_run(const options *o, const ddp_env *env, int gpu)
         (unsigned long long)((sampler_steps(r.n_train, env->world, r.rc.batch) + (uint64_t)o->accum_steps - 1) /
                              (uint64_t)o->accum_steps));
 
-    double t_start = now();
+    double t_start = clock_now();
     eval_result ev = {0};
     int epoch = 0;
     if (o->epochs == 0) {
@@ -347,13 +340,13 @@ int train_run(const options *o, const ddp_env *env, int gpu)
             ev.total);
     }
     for (epoch = 1; epoch <= o->epochs; epoch++) {
-        double lr = r.rc.lr * pow(o->gamma, epoch - 1), train_loss, t0 = now(), s0 = r.train_s, i0 = r.images;
+        double lr = r.rc.lr * pow(o->gamma, epoch - 1), train_loss, t0 = clock_now(), s0 = r.train_s, i0 = r.images;
         int stop = train_epoch(&r, epoch, lr, &train_loss);
         char when[64];
         snprintf(when, sizeof when, "after epoch %d", epoch);
         sync_and_check(&r, when);
         ev = evaluate(r.m, r.test_images, r.test_labels, r.test_count, r.x, MPI_COMM_WORLD);
-        double epoch_s = now() - t0, ips = (r.images - i0) / (r.train_s - s0);
+        double epoch_s = clock_now() - t0, ips = (r.images - i0) / (r.train_s - s0);
         say("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%ld/%ld), %.1f s, %.0f images/s",
             epoch, train_loss, ev.loss, 100 * ev.accuracy, ev.correct, ev.total, epoch_s, ips);
         metrics("{\"type\":\"epoch\",\"epoch\":%d,\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_accuracy\":%.6f,"
@@ -366,7 +359,7 @@ int train_run(const options *o, const ddp_env *env, int gpu)
     }
     if (epoch > o->epochs)
         epoch = o->epochs;
-    double total_s = now() - t_start;
+    double total_s = clock_now() - t_start;
     sync_and_check(&r, "at the end");
     uint64_t fingerprint = buffer_fingerprint(r.host_params, model_num_params(r.m));
     grad_comm_stats cs = comm_stats(&r);

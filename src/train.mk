@@ -6,6 +6,6 @@ src_libmnistddp_a_SOURCES += \
 	src/train.c src/train.h \
 	src/evaluate.c src/evaluate.h \
 	src/checkpoint.c src/checkpoint.h \
-	src/log.c src/log.h
+	src/log.c src/log.h src/clock.h
 bin_PROGRAMS += src/mnist_ddp
 src_mnist_ddp_SOURCES = src/main.c

@@ -6,7 +6,9 @@ top=${abs_top_builddir:-$(cd "$(dirname "$0")/.." && pwd)}
 prog=$top/src/mnist2h5
 py=${PYTHON3:-/usr/bin/python3}
 [ -x "$prog" ] || { echo "mnist2h5.sh: $prog not built"; exit 99; }
-"$py" -c 'import struct' 2>/dev/null || { echo "mnist2h5.sh: needs python3 to make test data: skipped"; exit 77; }
+# h5dump (hdf5-tools) and h5py read the output independently of our reader: required, never skipped.
+"$py" -c 'import h5py, numpy' 2>/dev/null || { echo "mnist2h5.sh: needs python3 with h5py and numpy (apt-get install python3-h5py)"; exit 99; }
+command -v h5dump >/dev/null 2>&1 || { echo "mnist2h5.sh: needs h5dump (apt-get install hdf5-tools)"; exit 99; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist2h5-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -102,23 +104,18 @@ listing=$(ls -A "$out/nested" | tr '\n' ' ')
 [ "$listing" = "test-00000-of-00001.h5 train-00000-of-00003.h5 train-00001-of-00003.h5 train-00002-of-00003.h5 " ] ||
   fail "unexpected files (temporaries left?): $listing"
 
-if command -v h5dump >/dev/null 2>&1; then
-  h5dump -H "$out/nested/train-00001-of-00003.h5" >"$tmp/h5dump.txt" 2>&1 || fail "h5dump -H failed: $(cat "$tmp/h5dump.txt")"
-  for pat in 'DATASET "images"' 'H5T_STD_U8LE' '\( 333, 28, 28 \)' 'DATASET "labels"' '\( 333 \)' \
-    'ATTRIBUTE "shard_index"' 'ATTRIBUTE "shard_count"' 'ATTRIBUTE "total_samples"' 'ATTRIBUTE "first_index"' \
-    'ATTRIBUTE "source_sha256"' 'ATTRIBUTE "prefix"'; do
-    grep -Eq "$pat" "$tmp/h5dump.txt" || fail "h5dump -H lacks /$pat/"
-  done
-  h5dump -A -a /first_index "$out/nested/train-00001-of-00003.h5" 2>&1 | grep -q '(0): 334' ||
-    fail "h5dump: first_index of shard 1 is not 334"
-  h5dump -p -H "$out/nested/train-00000-of-00003.h5" 2>&1 | grep -q 'CHECKSUM' || fail "h5dump -p: no Fletcher-32 filter"
-  echo "ok: h5dump -H / -A / -p"
-else
-  echo "note: h5dump not installed (apt-get install hdf5-tools): h5dump checks skipped"
-fi
+h5dump -H "$out/nested/train-00001-of-00003.h5" >"$tmp/h5dump.txt" 2>&1 || fail "h5dump -H failed: $(cat "$tmp/h5dump.txt")"
+for pat in 'DATASET "images"' 'H5T_STD_U8LE' '\( 333, 28, 28 \)' 'DATASET "labels"' '\( 333 \)' \
+  'ATTRIBUTE "shard_index"' 'ATTRIBUTE "shard_count"' 'ATTRIBUTE "total_samples"' 'ATTRIBUTE "first_index"' \
+  'ATTRIBUTE "source_sha256"' 'ATTRIBUTE "prefix"'; do
+  grep -Eq "$pat" "$tmp/h5dump.txt" || fail "h5dump -H lacks /$pat/"
+done
+h5dump -A -a /first_index "$out/nested/train-00001-of-00003.h5" 2>&1 | grep -q '(0): 334' ||
+  fail "h5dump: first_index of shard 1 is not 334"
+h5dump -p -H "$out/nested/train-00000-of-00003.h5" 2>&1 | grep -q 'CHECKSUM' || fail "h5dump -p: no Fletcher-32 filter"
+echo "ok: h5dump -H / -A / -p"
 
-if "$py" -c 'import h5py, numpy' 2>/dev/null; then
-  if "$py" - "$out/nested" "$I" "$L" <<'EOF'; then echo "ok: h5py layout"; else fail "h5py layout check"; fi
+if "$py" - "$out/nested" "$I" "$L" <<'EOF'; then echo "ok: h5py layout"; else fail "h5py layout check"; fi
 import hashlib, sys
 import h5py, numpy as np
 d, images, labels = sys.argv[1:4]
@@ -149,9 +146,6 @@ for prefix, m in (("train", 3), ("test", 1)):
     assert np.array_equal(np.concatenate(got_l), want_l), prefix
     assert list(want_l[:10]) == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]
 EOF
-else
-  echo "note: python3 h5py/numpy missing (apt-get install python3-h5py): h5py checks skipped"
-fi
 
 # --- converting again with another shard count replaces the old set (one warning per stale file)
 "$prog" --images "$I" --labels "$L" --out "$out/nested" --shards 2 >/dev/null 2>"$tmp/err" || fail "re-conversion failed"

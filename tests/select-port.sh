@@ -21,7 +21,7 @@ trap cleanup EXIT
 if ! command -v python3 > /dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     { apt-get install -y -q python3 || { apt-get update -q && apt-get install -y -q python3; }; } > /dev/null 2>&1 ||
-        { echo "SKIP: python3 (to hold a port busy) cannot be installed"; exit 77; }
+        { echo "ERROR: python3 (to hold a port busy) cannot be installed"; exit 99; }
 fi
 
 passes=0 failures=0
