@@ -438,12 +438,21 @@ static void cu_sgd_step(float *param, const float *grad, float *buf, size_t n, f
 }
 
 // A whole batch per im2col + GEMM: the GPU has the memory, and one large GEMM keeps it busy.
+// Designated initialisers (C++20, in declaration order): entries of the same type (relu_backward and
+// dropout_backward, flatten and unflatten) cannot be swapped silently by a reordering of backend.h.
 static const nn_backend cuda_backend = {
-    "cuda", 1 << 30, cu_alloc, cu_free, cu_zero, cu_upload, cu_download, cu_gather, gpu_gemm, cu_im2col, cu_col2im,
-    cu_fill, cu_sum_add, cu_relu_forward, cu_bias_relu_forward, cu_relu_backward, cu_maxpool2_forward,
-    cu_maxpool2_backward, cu_dropout_forward, cu_dropout_backward, cu_flatten_cnhw, cu_unflatten_cnhw,
-    cu_batchnorm_forward_train, cu_batchnorm_forward_eval, cu_batchnorm_backward, cu_log_softmax_nll_forward,
-    cu_log_softmax_nll_backward, cu_sum_losses, cu_count_correct, cu_adadelta_step, cu_sgd_step,
+    .name = "cuda", .chunk = 1 << 30,
+    .alloc = cu_alloc, .free = cu_free, .zero = cu_zero, .upload = cu_upload, .download = cu_download,
+    .gather = cu_gather, .gemm = gpu_gemm, .im2col = cu_im2col, .col2im = cu_col2im, .fill = cu_fill,
+    .sum_add = cu_sum_add, .relu_forward = cu_relu_forward,
+    .bias_relu_forward = cu_bias_relu_forward, .relu_backward = cu_relu_backward,
+    .maxpool2_forward = cu_maxpool2_forward, .maxpool2_backward = cu_maxpool2_backward,
+    .dropout_forward = cu_dropout_forward, .dropout_backward = cu_dropout_backward,
+    .flatten_cnhw = cu_flatten_cnhw, .unflatten_cnhw = cu_unflatten_cnhw,
+    .batchnorm_forward_train = cu_batchnorm_forward_train, .batchnorm_forward_eval = cu_batchnorm_forward_eval,
+    .batchnorm_backward = cu_batchnorm_backward, .log_softmax_nll_forward = cu_log_softmax_nll_forward,
+    .log_softmax_nll_backward = cu_log_softmax_nll_backward, .sum_losses = cu_sum_losses,
+    .count_correct = cu_count_correct, .adadelta_step = cu_adadelta_step, .sgd_step = cu_sgd_step,
 };
 
 extern "C" const nn_backend *nn_cuda(void)
