@@ -1,6 +1,6 @@
-"""NumPy port of src/rng.h (counter-based SplitMix64 draws), written independently from the C so
-the PyTorch reference can regenerate the trainer's dropout masks. All arithmetic is uint64 with
-wrap-around, on arrays."""
+"""NumPy port of src/rng.h (counter-based SplitMix64 draws) and of src/sampler.c's shuffle, written
+independently from the C so the PyTorch references can regenerate the trainer's dropout masks and
+epoch orders. All arithmetic is uint64 with wrap-around, on arrays."""
 import numpy as np
 
 def _u64(v):
@@ -43,3 +43,16 @@ def dropout_keep(dropout_key, ids, layer, count, p):
     e = np.arange(count, dtype=np.uint64)
     rows = [uniform(key(key(dropout_key, int(i)), layer), e) >= np.float32(p) for i in ids]
     return np.stack(rows)
+
+
+def permutation(seed, epoch, n):
+    """src/sampler.c's shuffle of range(n) for (seed, epoch): Fisher-Yates from the top, position i
+    swapped with below(key(seed, epoch), i, i + 1). (For i + 1 == 2^32 the C takes the top 32 bits,
+    which is what the multiply-shift gives too: no special case here.)"""
+    i = np.arange(1, n, dtype=np.uint64)
+    draws = below(key(seed, epoch), i, i + np.uint64(1)).tolist() if n > 1 else []
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = draws[i - 1]
+        perm[i], perm[j] = perm[j], perm[i]
+    return np.array(perm, dtype=np.int64)
