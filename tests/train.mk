@@ -1,5 +1,4 @@
 # Trainer integration tests: options and bad input, world-size invariance, identical replicas,
-# Trainer integration tests: options and bad input, world-size invariance, identical replicas,
 # accuracy after one epoch cross-checked by PyTorch, whole short runs replayed by a PyTorch DDP reference.
 TESTS += tests/train-options.sh tests/train-invariance.sh tests/train-replicas.sh \
 	tests/train-accuracy.sh tests/train-replay.sh
