@@ -41,11 +41,11 @@ struct gpu_grad_comm {
     gpu_comm *c;
     float *grads;
     size_t n;
-    gpu_bucket_plan plan;
+    bucket_plan plan;
     int armed, pass_buckets;
     cudaEvent_t ready;          // end of the kernels of a bucket (timing disabled)
     cudaEvent_t bwd_end, done;  // end of backward / of the last bucket (timed: exposed time)
-    gpu_grad_stats stats;
+    comm_stats stats;
 };
 
 // Spin briefly (a bucket often completes within microseconds), then sleep with growing intervals.
@@ -289,7 +289,7 @@ extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, si
     g->c = c;
     g->grads = dev_grads;
     g->n = n;
-    gpu_bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
+    bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
     CUDA_CHECK(cudaEventCreateWithFlags(&g->ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreate(&g->bwd_end));
     CUDA_CHECK(cudaEventCreate(&g->done));
@@ -316,7 +316,7 @@ extern "C" void gpu_grad_comm_arm(gpu_grad_comm *g, int armed, long step)
     g->armed = armed && g->c->world > 1;
     g->c->step = step;
     if (g->armed && !was) {
-        gpu_bucket_reset(&g->plan);
+        bucket_reset(&g->plan);
         g->pass_buckets = 0;
     }
 }
@@ -343,7 +343,7 @@ extern "C" void gpu_grad_comm_ready(void *ctx, size_t offset, size_t count)
         die(EX_SOFTWARE, "gradient range [%zu, %zu) reported ready lies outside the %zu gradients", offset,
             offset + count, g->n);
     size_t start[2], counts[2];
-    int k = gpu_bucket_ready(&g->plan, offset, count, start, counts);
+    int k = bucket_ready(&g->plan, offset, count, start, counts);
     for (int i = 0; i < k; i++)
         launch(g, start[i], counts[i]);
 }
@@ -358,7 +358,7 @@ extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
     CUDA_CHECK(cudaEventRecord(g->bwd_end, c->compute));
     CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->bwd_end, 0));
     size_t start, count;
-    if (gpu_bucket_flush(&g->plan, &start, &count))
+    if (bucket_flush(&g->plan, &start, &count))
         launch(g, start, count);
     CUDA_CHECK(cudaEventRecord(g->done, c->stream));
     CUDA_CHECK(cudaStreamWaitEvent(c->compute, g->done, 0)); // the optimizer waits on the last bucket only
@@ -372,7 +372,7 @@ extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
     g->armed = 0;
 }
 
-extern "C" gpu_grad_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g) { return g->stats; }
+extern "C" comm_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g) { return g->stats; }
 
 extern "C" void gpu_grad_comm_free(gpu_grad_comm *g)
 {

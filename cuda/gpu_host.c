@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "errors.h"
 #include "gpu.h"
 #include "log.h"
@@ -170,3 +171,51 @@ gpu_comm *gpu_comm_create(const ddp_env *env, const char *bootstrap_addr, double
         env->world == 1 ? "" : "s", MPI_Wtime() - t, timeout_s);
     return c;
 }
+
+/* ---- The comm_nccl table: device buffers, NCCL over MPI_COMM_WORLD ------------------------------- */
+
+typedef struct {
+    gpu_comm *c;
+    gpu_grad_comm *g;
+} nccl_state;
+
+static void *nccl_create(const ddp_env *env, const comm_config *cfg, float *grads, size_t n)
+{
+    nccl_state *s = xcalloc(1, sizeof *s);
+    s->c = gpu_comm_create(env, cfg->bootstrap_addr, cfg->timeout_s);
+    s->g = gpu_grad_comm_create(s->c, grads, n, cfg->bucket_bytes);
+    return s;
+}
+
+static void nccl_arm(void *state, int armed, long step) { gpu_grad_comm_arm(((nccl_state *)state)->g, armed, step); }
+static void nccl_ready(void *state, size_t offset, size_t count)
+{
+    gpu_grad_comm_ready(((nccl_state *)state)->g, offset, count);
+}
+static void nccl_finish(void *state) { gpu_grad_comm_finish(((nccl_state *)state)->g); }
+static comm_stats nccl_stats(const void *state) { return gpu_grad_comm_get_stats(((const nccl_state *)state)->g); }
+
+static void nccl_broadcast(void *state, float *p, size_t n, const char *what)
+{
+    gpu_comm_broadcast(((nccl_state *)state)->c, p, n, 0, what);
+}
+
+static void nccl_average(void *state, float *p, size_t n, const char *what)
+{
+    gpu_comm_average(((nccl_state *)state)->c, p, n, what);
+}
+
+static void nccl_destroy(void *state)
+{
+    nccl_state *s = state;
+    gpu_grad_comm_free(s->g);
+    gpu_comm_free(s->c);
+    free(s);
+}
+
+static const comm_backend nccl_table = {
+    .name = "nccl", .create = nccl_create, .arm = nccl_arm, .ready = nccl_ready, .finish = nccl_finish,
+    .stats = nccl_stats, .broadcast = nccl_broadcast, .average = nccl_average, .destroy = nccl_destroy,
+};
+
+const comm_backend *comm_nccl(void) { return &nccl_table; }

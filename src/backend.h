@@ -60,8 +60,6 @@ typedef struct nn_backend {
 
 extern const nn_backend nn_cpu;
 
-#ifdef HAVE_CUDA
-/* The CUDA backend; after gpu_select() and gpu_blas_init() (src/gpu.h). */
+/* The CUDA backend; after gpu_select() and gpu_blas_init() (src/gpu.h). A stub in the CPU-only build. */
 const nn_backend *nn_cuda(void);
-#endif
 #endif

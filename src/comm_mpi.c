@@ -14,14 +14,14 @@ struct grad_comm {
     MPI_Comm comm;
     int world;
     float *grads;
-    size_t n, bucket_floats;
+    size_t n;
     double timeout_s;
     int armed;
     long step;
-    size_t lo, hi;                 /* pending range, not yet started */
+    bucket_plan plan;
     MPI_Request req[MAX_BUCKETS];
     int nreq;
-    grad_comm_stats stats;
+    comm_stats stats;
 };
 
 /* Waits for requests, with a deadline, so a dead or stalled peer aborts the job instead of hanging it. */
@@ -42,15 +42,31 @@ static void wait_all(grad_comm *g, MPI_Request *req, int n, const char *what)
     }
 }
 
-static void start_pending(grad_comm *g)
+static void launch(grad_comm *g, size_t start, size_t count)
 {
-    if (g->hi == g->lo)
-        return;
     if (g->nreq == MAX_BUCKETS)
         die(EX_SOFTWARE, "more than %d gradient buckets in flight", MAX_BUCKETS);
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g->grads + g->lo, (int)(g->hi - g->lo), MPI_FLOAT, MPI_SUM, g->comm,
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g->grads + start, (int)count, MPI_FLOAT, MPI_SUM, g->comm,
                              &g->req[g->nreq++]));
-    g->hi = g->lo;
+    g->stats.launched++;
+}
+
+/* Reference for the overlap figure: the best of three blocking all-reduces of the whole buffer, each the
+ * maximum over ranks. */
+static double time_blocking(MPI_Comm comm, size_t n)
+{
+    float *scratch = xcalloc(n, sizeof *scratch);
+    double best = 1e30;
+    for (int i = 0; i < 3; i++) {
+        MPI_CHECK(MPI_Barrier(comm));
+        double t = clock_now();
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, scratch, (int)n, MPI_FLOAT, MPI_SUM, comm));
+        t = clock_now() - t;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm));
+        best = t < best ? t : best;
+    }
+    free(scratch);
+    return best;
 }
 
 grad_comm *grad_comm_create(MPI_Comm comm, float *grads, size_t n, size_t bucket_bytes, double timeout_s)
@@ -60,24 +76,10 @@ grad_comm *grad_comm_create(MPI_Comm comm, float *grads, size_t n, size_t bucket
     MPI_CHECK(MPI_Comm_size(comm, &g->world));
     g->grads = grads;
     g->n = n;
-    g->bucket_floats = bucket_bytes / sizeof(float);
     g->timeout_s = timeout_s;
-    g->lo = g->hi = n;
-    if (g->world > 1) {
-        /* Reference for the overlap figure: the best of three blocking all-reduces of the whole buffer. */
-        float *scratch = xcalloc(n, sizeof *scratch);
-        g->stats.blocking_s = 1e30;
-        for (int i = 0; i < 3; i++) {
-            MPI_CHECK(MPI_Barrier(comm));
-            double t = clock_now();
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, scratch, (int)n, MPI_FLOAT, MPI_SUM, comm));
-            t = clock_now() - t;
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm));
-            if (t < g->stats.blocking_s)
-                g->stats.blocking_s = t;
-        }
-        free(scratch);
-    }
+    bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
+    if (g->world > 1)
+        g->stats.blocking_s = time_blocking(comm, n);
     return g;
 }
 
@@ -92,13 +94,10 @@ void grad_comm_ready(void *ctx, size_t offset, size_t count)
     grad_comm *g = ctx;
     if (!g->armed)
         return;
-    if (offset + count != g->lo) /* not adjacent to the pending range: start it, begin a new one */
-        start_pending(g);
-    if (g->hi == g->lo)
-        g->hi = offset + count;
-    g->lo = offset;
-    if (g->hi - g->lo >= g->bucket_floats)
-        start_pending(g);
+    size_t start[2], counts[2];
+    int k = bucket_ready(&g->plan, offset, count, start, counts);
+    for (int i = 0; i < k; i++)
+        launch(g, start[i], counts[i]);
     /* Drive Open MPI's progress engine between layers: without an MPI call nothing moves. */
     if (g->nreq) {
         int done;
@@ -111,16 +110,17 @@ void grad_comm_finish(grad_comm *g)
     if (!g->armed)
         return;
     double t = clock_now();
-    start_pending(g);
+    size_t start, count;
+    if (bucket_flush(&g->plan, &start, &count))
+        launch(g, start, count);
     wait_all(g, g->req, g->nreq, "gradient all-reduce");
     g->stats.exposed_s += clock_now() - t;
     g->stats.buckets = g->nreq;
     g->stats.reductions++;
     g->nreq = 0;
-    g->lo = g->hi = g->n;
 }
 
-grad_comm_stats grad_comm_get_stats(const grad_comm *g) { return g->stats; }
+comm_stats grad_comm_get_stats(const grad_comm *g) { return g->stats; }
 
 void grad_comm_free(grad_comm *g) { free(g); }
 
@@ -170,3 +170,33 @@ void comm_average(MPI_Comm comm, float *p, size_t n)
     for (size_t i = 0; i < n; i++)
         p[i] /= (float)world;
 }
+
+/* ---- The comm_mpi table: MPI_COMM_WORLD, host buffers ------------------------------------------- */
+
+static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads, size_t n)
+{
+    (void)env;
+    return grad_comm_create(MPI_COMM_WORLD, grads, n, cfg->bucket_bytes, cfg->timeout_s);
+}
+
+static void mpi_arm(void *state, int armed, long step) { grad_comm_arm(state, armed, step); }
+static void mpi_finish(void *state) { grad_comm_finish(state); }
+static comm_stats mpi_stats(const void *state) { return grad_comm_get_stats(state); }
+static void mpi_destroy(void *state) { grad_comm_free(state); }
+
+static void mpi_broadcast(void *state, float *p, size_t n, const char *what)
+{
+    (void)what;
+    MPI_CHECK(MPI_Bcast(p, (int)n, MPI_FLOAT, 0, ((grad_comm *)state)->comm));
+}
+
+static void mpi_average(void *state, float *p, size_t n, const char *what)
+{
+    (void)what;
+    comm_average(((grad_comm *)state)->comm, p, n);
+}
+
+const comm_backend comm_mpi = {
+    .name = "mpi", .create = mpi_create, .arm = mpi_arm, .ready = grad_comm_ready, .finish = mpi_finish,
+    .stats = mpi_stats, .broadcast = mpi_broadcast, .average = mpi_average, .destroy = mpi_destroy,
+};

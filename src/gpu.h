@@ -6,9 +6,10 @@
  * - collective entry points taking the ddp_env (cuda/gpu_host.c, compiled by mpicc): they exchange
  *   what the MPI-free layer needs (PCI bus IDs, NCCL's unique ID, error messages) over MPI.
  *
- * CPU-only build (configure without CUDA, HAVE_CUDA undefined): only gpu_available() and gpu_decide()
- * are defined (src/gpu_none.c: "no GPU path" / CPU, or die 69 for --device cuda); every other function
- * here is not built, so calls must sit under #ifdef HAVE_CUDA (a stray one is a link error).
+ * CPU-only build (configure without CUDA): src/gpu_none.c. gpu_available() and gpu_decide() say there
+ * is no GPU path (CPU, or die 69 for --device cuda); the entry points main.c and train.c call after
+ * gpu_decide() (gpu_select, gpu_describe, gpu_report, gpu_blas_*, gpu_release, nn_cuda, comm_nccl) are
+ * stubs that stop with EX_SOFTWARE, never reached; the rest is not built (tests of it are GPU-build only).
  *
  * Order of calls (GPU build), every one collective over all ranks unless marked local:
  *   gpu_decide(env, want_cuda)                 after options_parse: 1 = GPUs, 0 = CPU
@@ -31,6 +32,7 @@
 #define MNIST_GPU_H
 #include <stddef.h>
 
+#include "comm_plan.h"
 #include "gpu_plan.h"
 #ifndef __CUDACC__
 #include "bootstrap.h"
@@ -77,23 +79,23 @@ int gpu_bound_device(void);
  * respect to the legacy default stream, lowest priority). NULL before gpu_bind(). GPU build only. */
 void *gpu_compute_stream(void);
 
-/* "cuda:0 (0000:3B:00.0)": the device column of bootstrap_report(). GPU build only. */
+/* "cuda:0 (0000:3B:00.0)": the device column of bootstrap_report(). CPU-only build: a stub. */
 void gpu_describe(const gpu_info *info, char *buf, size_t len);
 
-/* Destroys the compute stream; after gpu_comm_free(). GPU build only. */
+/* Destroys the compute stream; after gpu_comm_free(). */
 void gpu_release(void);
 
 /* ---- cuBLAS (cuda/gemm_cublas.cu): local ---------------------------------------------------------- */
 
 /* The cuBLAS handle, bound to the compute stream; after gpu_select(). precision: "fp32" (full fp32),
  * "tf32" (cublasSetMathMode CUBLAS_TF32_TENSOR_OP_MATH), "bf16" (cublasGemmEx, compute
- * CUBLAS_COMPUTE_32F_FAST_16BF; data stays fp32). Dies 64 on another value. GPU build only. */
+ * CUBLAS_COMPUTE_32F_FAST_16BF; data stays fp32). Dies 64 on another value. CPU-only build: a stub. */
 void gpu_blas_init(const char *precision);
 /* gemm() of gemm.h on device pointers: row-major C[m][n] = alpha op(A) op(B) + beta C, queued on the
  * compute stream, through gemm_colmajor(). GPU build only. */
 void gpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
               int ldb, float beta, float *c, int ldc);
-/* Destroys the handle (before gpu_release()). GPU build only. */
+/* Destroys the handle (before gpu_release()). CPU-only build: a stub. */
 void gpu_blas_free(void);
 
 /* ---- NCCL (cuda/comm_nccl.cu): no MPI; gpu_comm_create() below is the entry --------------------- */
@@ -124,16 +126,6 @@ void gpu_comm_free(gpu_comm *c);
  * averages; the trainer scales gradients by 1/global batch beforehand, exactly like the CPU path. */
 typedef struct gpu_grad_comm gpu_grad_comm;
 
-typedef struct {
-    long reductions;   /* armed passes reduced (optimizer steps) */
-    double exposed_s;  /* summed over reductions: device time from the end of backward to the completion of
-                          the last bucket (communication not hidden behind backward) */
-    double blocking_s; /* one isolated all-reduce of the whole gradient, measured at create: best of 3,
-                          maximum over ranks (0 with one rank) */
-    int buckets;       /* buckets in the last reduction */
-    long launched;     /* ncclAllReduce calls in total */
-} gpu_grad_stats;
-
 /* dev_grads: n floats on the bound device (not owned). bucket_bytes: start a bucket once it holds this
  * many bytes (0: one all-reduce per ready range). Measures blocking_s (with more than one rank). */
 gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, size_t n, size_t bucket_bytes);
@@ -145,7 +137,7 @@ void gpu_grad_comm_ready(void *ctx, size_t offset, size_t count);
 /* Starts the remainder, makes the compute stream wait for the last bucket, and waits on the host for
  * completion with the deadline (ncclCommAbort + die 69 on error or timeout). */
 void gpu_grad_comm_finish(gpu_grad_comm *g);
-gpu_grad_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g);
+comm_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g);
 void gpu_grad_comm_free(gpu_grad_comm *g);
 
 /* ---- Collective entry points (cuda/gpu_host.c, MPI) -------------------------------------------- */
@@ -159,14 +151,14 @@ int gpu_decide(const ddp_env *env, int want_cuda);
 
 /* Chooses local_rank % visible, gathers the PCI bus IDs over env->local and stops every rank (78,
  * EX_CONFIG) when two ranks of a node would share a GPU or a node has more ranks than GPUs, with the
- * #SBATCH/srun options that fix it; then binds the device (gpu_bind). GPU build only. */
+ * #SBATCH/srun options that fix it; then binds the device (gpu_bind). CPU-only build: a stub. */
 void gpu_select(const ddp_env *env, gpu_info *info);
 /* The same, but returns the verdict of the job (GPU_NODE_OK: device bound; otherwise not bound and
  * the message of the first bad node in why, on every rank). For tests. GPU build only. */
 gpu_node_verdict gpu_select_try(const ddp_env *env, gpu_info *info, char *why, size_t len);
 
 /* Rank 0 prints one line per rank: rank, host, GPU index, name, bus ID, CUDA_VISIBLE_DEVICES, and the
- * driver/runtime/NCCL versions. GPU build only. */
+ * driver/runtime/NCCL versions. CPU-only build: a stub. */
 void gpu_report(const ddp_env *env, const gpu_info *info);
 
 /* The NCCL communicator over MPI_COMM_WORLD, after gpu_select(). Bootstrap address: NCCL_COMM_ID from

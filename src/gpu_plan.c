@@ -266,47 +266,6 @@ int gpu_plan_probe_port(const char *host, int port, char *msg, size_t len)
     return err;
 }
 
-/* ---- Gradient buckets ------------------------------------------------------------------------- */
-
-void gpu_bucket_init(gpu_bucket_plan *b, size_t n, size_t bucket_floats)
-{
-    b->n = n;
-    b->bucket_floats = bucket_floats;
-    gpu_bucket_reset(b);
-}
-
-void gpu_bucket_reset(gpu_bucket_plan *b) { b->lo = b->hi = b->n; }
-
-static int take_pending(gpu_bucket_plan *b, size_t *start, size_t *count)
-{
-    if (b->hi == b->lo)
-        return 0;
-    *start = b->lo;
-    *count = b->hi - b->lo;
-    b->hi = b->lo;
-    return 1;
-}
-
-int gpu_bucket_ready(gpu_bucket_plan *b, size_t offset, size_t count, size_t start[2], size_t counts[2])
-{
-    int k = 0;
-    if (offset + count != b->lo) /* not adjacent to the pending range: start it, begin a new one */
-        k += take_pending(b, &start[k], &counts[k]);
-    if (b->hi == b->lo)
-        b->hi = offset + count;
-    b->lo = offset;
-    if (b->hi - b->lo >= b->bucket_floats)
-        k += take_pending(b, &start[k], &counts[k]);
-    return k;
-}
-
-int gpu_bucket_flush(gpu_bucket_plan *b, size_t *start, size_t *count)
-{
-    int k = take_pending(b, start, count);
-    gpu_bucket_reset(b);
-    return k;
-}
-
 /* ---- Figures ---------------------------------------------------------------------------------- */
 
 double gpu_plan_algbw(double bytes, double seconds) { return seconds > 0 ? bytes / seconds : 0; }
@@ -314,14 +273,6 @@ double gpu_plan_algbw(double bytes, double seconds) { return seconds > 0 ? bytes
 double gpu_plan_busbw_allreduce(double bytes, double seconds, int nranks)
 {
     return nranks > 0 ? gpu_plan_algbw(bytes, seconds) * 2.0 * (nranks - 1) / nranks : 0;
-}
-
-double gpu_plan_hidden_fraction(double exposed_s, double blocking_s)
-{
-    if (blocking_s <= 0)
-        return 0;
-    double h = 1 - exposed_s / blocking_s;
-    return h < 0 ? 0 : h > 1 ? 1 : h;
 }
 
 void gpu_plan_nccl_version_string(int code, char *buf, size_t len)

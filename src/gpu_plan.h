@@ -3,7 +3,6 @@
  * - which GPU a rank takes, and whether the ranks of one node would share one (gathered PCI bus IDs);
  * - why no GPU is usable (for --device auto's fallback line and --device cuda's error);
  * - where NCCL's bootstrap listens (--bootstrap-addr versus NCCL_COMM_ID), and whether that port is free;
- * - which gradient ranges form a bucket (the same rule as the CPU path in comm_mpi.c);
  * - the bus bandwidth formula of nccl-tests. */
 #ifndef MNIST_GPU_PLAN_H
 #define MNIST_GPU_PLAN_H
@@ -98,32 +97,11 @@ void gpu_plan_comm_id_describe(const gpu_comm_id_plan *p, const char *option, ch
  * may take the port between this check and NCCL's bind. */
 int gpu_plan_probe_port(const char *host, int port, char *msg, size_t len);
 
-/* ---- Gradient buckets ------------------------------------------------------------------------- */
-
-/* The bucket rule of comm_mpi.c: backward reports final ranges back to front; adjacent ranges merge
- * into a pending range, which starts (all-reduce enqueued) once it holds bucket_floats, or when a
- * non-adjacent range arrives; gpu_bucket_flush() starts the remainder. */
-typedef struct {
-    size_t n, bucket_floats;
-    size_t lo, hi;  /* pending range [lo, hi), empty when lo == hi */
-} gpu_bucket_plan;
-
-void gpu_bucket_init(gpu_bucket_plan *b, size_t n, size_t bucket_floats);
-/* Forgets the pending range (start of a pass). */
-void gpu_bucket_reset(gpu_bucket_plan *b);
-/* [offset, offset + count) is final. Returns how many ranges (0, 1 or 2) to start now, in order, as
- * start[i] (first element) and count[i]. */
-int gpu_bucket_ready(gpu_bucket_plan *b, size_t offset, size_t count, size_t start[2], size_t counts[2]);
-/* The pending remainder: returns 1 and the range, or 0 when nothing is pending. Resets the plan. */
-int gpu_bucket_flush(gpu_bucket_plan *b, size_t *start, size_t *count);
-
 /* ---- Figures ---------------------------------------------------------------------------------- */
 
 /* nccl-tests: algbw = bytes / seconds, busbw = algbw * 2 (n - 1) / n for all-reduce (bytes per second). */
 double gpu_plan_algbw(double bytes, double seconds);
 double gpu_plan_busbw_allreduce(double bytes, double seconds, int nranks);
-/* Share of the isolated all-reduce time hidden behind backward: 1 - exposed / blocking, within [0, 1]. */
-double gpu_plan_hidden_fraction(double exposed_s, double blocking_s);
 /* "2.28.9" from ncclGetVersion's code (>= 2.9: major*10000 + minor*100 + patch; older: *1000 + *100). */
 void gpu_plan_nccl_version_string(int code, char *buf, size_t len);
 /* "13.0" from a CUDA driver/runtime version (13000); "none" for 0. */

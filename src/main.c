@@ -32,28 +32,22 @@ int main(int argc, char **argv)
     log_init(env.rank, o.verbose, o.metrics);
     int gpu = choose_device(&o, &env);
     char device[GPU_MSG_LEN] = "cpu";
-#ifdef HAVE_CUDA
     gpu_info info;
     if (gpu) {
         gpu_select(&env, &info); /* stops the job when ranks of a node would share a GPU */
         gpu_describe(&info, device, sizeof device);
     }
-#endif
     int threads = bootstrap_threads(&env, o.threads);
     bootstrap_report(&env, device, threads);
-#ifdef HAVE_CUDA
     if (gpu) {
         gpu_report(&env, &info);
         gpu_blas_init(o.precision);
     }
-#endif
     int rc = train_run(&o, &env, gpu);
-#ifdef HAVE_CUDA
     if (gpu) {
         gpu_blas_free();
         gpu_release();
     }
-#endif
     log_close();
     bootstrap_finalize(&env);
     return rc;

@@ -6,13 +6,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "config.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "comm.h"
 #include "errors.h"
 #include "evaluate.h"
-#include "gpu.h"
 #include "log.h"
 #include "model.h"
 #include "optim.h"
@@ -50,11 +48,8 @@ typedef struct {
     recipe rc;
     model *m;
     optim *opt;
-    grad_comm *gc;         /* CPU: MPI all-reduce of host gradients */
-#ifdef HAVE_CUDA
-    gpu_comm *nc;          /* GPU: NCCL on device buffers */
-    gpu_grad_comm *ngc;
-#endif
+    const comm_backend *cb; /* the collectives of the device: comm_mpi or comm_nccl() */
+    void *comm;
     uint8_t *train_images, *train_labels, *test_images, *test_labels;
     uint64_t n_train, n_test, test_count;
     float *x;
@@ -64,11 +59,6 @@ typedef struct {
     long step;             /* optimizer steps so far */
     double train_s, images;
 } run;
-
-static int on_gpu(const run *r)
-{
-    return r->be != &nn_cpu;
-}
 
 /* A copy of host data in the backend's memory (all of MNIST is 55 MB: uploaded once, so no step copies
  * images from the host). */
@@ -112,94 +102,12 @@ static void load_data(run *r)
     shards_close(test);
 }
 
-/* The collectives of the run's device: MPI on host buffers, or NCCL on GPU buffers (src/gpu.h). */
 static void comm_start(run *r)
 {
-    size_t bucket = (size_t)(r->o->bucket_mb * 1048576.0), n = model_num_params(r->m);
-#ifdef HAVE_CUDA
-    if (on_gpu(r)) {
-        r->nc = gpu_comm_create(r->env, r->o->bootstrap_addr, r->o->comm_timeout);
-        r->ngc = gpu_grad_comm_create(r->nc, model_grads(r->m), n, bucket);
-        model_set_grad_hook(r->m, gpu_grad_comm_ready, r->ngc);
-        return;
-    }
-#endif
-    r->gc = grad_comm_create(MPI_COMM_WORLD, model_grads(r->m), n, bucket, r->o->comm_timeout);
-    model_set_grad_hook(r->m, grad_comm_ready, r->gc);
-}
-
-static void comm_arm(run *r, int armed)
-{
-#ifdef HAVE_CUDA
-    if (on_gpu(r)) {
-        gpu_grad_comm_arm(r->ngc, armed, r->step);
-        return;
-    }
-#endif
-    grad_comm_arm(r->gc, armed, r->step);
-}
-
-static void comm_finish(run *r)
-{
-#ifdef HAVE_CUDA
-    if (on_gpu(r)) {
-        gpu_grad_comm_finish(r->ngc);
-        return;
-    }
-#endif
-    grad_comm_finish(r->gc);
-}
-
-static grad_comm_stats comm_stats(const run *r)
-{
-#ifdef HAVE_CUDA
-    if (on_gpu(r)) {
-        gpu_grad_stats g = gpu_grad_comm_get_stats(r->ngc);
-        return (grad_comm_stats){.reductions = g.reductions, .exposed_s = g.exposed_s, .blocking_s = g.blocking_s,
-                                 .buckets = g.buckets};
-    }
-#endif
-    return grad_comm_get_stats(r->gc);
-}
-
-/* Rank 0's state to every rank (p: model parameters or buffers, n floats). */
-static void comm_broadcast(run *r, float *p, size_t n, const char *what)
-{
-#ifdef HAVE_CUDA
-    if (on_gpu(r)) {
-        gpu_comm_broadcast(r->nc, p, n, 0, what);
-        return;
-    }
-#endif
-    (void)what;
-    MPI_CHECK(MPI_Bcast(p, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
-}
-
-/* In-place average over ranks of the BatchNorm running statistics. */
-static void comm_average_buffers(run *r)
-{
-    size_t n = model_buffer_size(r->m);
-    if (!n)
-        return;
-#ifdef HAVE_CUDA
-    if (on_gpu(r)) {
-        gpu_comm_average(r->nc, model_buffers(r->m), n, "BatchNorm statistics");
-        return;
-    }
-#endif
-    comm_average(MPI_COMM_WORLD, model_buffers(r->m), n);
-}
-
-static void comm_stop(run *r)
-{
-#ifdef HAVE_CUDA
-    if (on_gpu(r)) {
-        gpu_grad_comm_free(r->ngc);
-        gpu_comm_free(r->nc);
-        return;
-    }
-#endif
-    grad_comm_free(r->gc);
+    comm_config cfg = {.bootstrap_addr = r->o->bootstrap_addr, .timeout_s = r->o->comm_timeout,
+                       .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0)};
+    r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
+    model_set_grad_hook(r->m, r->cb->ready, r->comm);
 }
 
 /* Rank 0's parameters (initialised or loaded) become everyone's. */
@@ -211,9 +119,9 @@ static void init_model(run *r)
         else
             model_init_params(r->m, r->o->seed);
     }
-    comm_broadcast(r, model_params(r->m), model_num_params(r->m), "initial parameters");
+    r->cb->broadcast(r->comm, model_params(r->m), model_num_params(r->m), "initial parameters");
     if (model_buffer_size(r->m))
-        comm_broadcast(r, model_buffers(r->m), model_buffer_size(r->m), "initial BatchNorm statistics");
+        r->cb->broadcast(r->comm, model_buffers(r->m), model_buffer_size(r->m), "initial BatchNorm statistics");
 }
 
 /* Gathers this rank's slice of global batch `micro` into x/y; *ids gets its sample indices. Returns
@@ -255,11 +163,11 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             uint64_t g;
             const uint64_t *ids;
             int n = gather_batch(r, micro0 + j, &g, &ids);
-            comm_arm(r, j + 1 == k);
+            r->cb->arm(r->comm, j + 1 == k, r->step);
             loss += model_forward_backward(r->m, r->x, r->y, ids, n, dropout_key, 1.0f / (float)total);
             images += n;
         }
-        comm_finish(r);
+        r->cb->finish(r->comm);
         optim_step(r->opt, model_params(r->m), model_grads(r->m), (float)lr);
         r->step++;
         loss_log += loss;
@@ -291,46 +199,114 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
  * Leaves the parameters in host_params. */
 static void sync_and_check(run *r, const char *when)
 {
-    comm_average_buffers(r);
+    if (model_buffer_size(r->m))
+        r->cb->average(r->comm, model_buffers(r->m), model_buffer_size(r->m), "BatchNorm statistics");
     model_download(r->m, r->host_params, NULL);
     comm_check_replicas(MPI_COMM_WORLD, r->host_params, model_num_params(r->m), when);
 }
 
-int train_run(const options *o, const ddp_env *env, int gpu)
+/* Everything a run needs before its first step, on the device chosen by main (gpu). */
+static void run_setup(run *r, int gpu)
 {
-    run r = {.o = o, .env = env, .be = &nn_cpu, .rc = resolve_recipe(o, env->world)};
-#ifdef HAVE_CUDA
-    if (gpu)
-        r.be = nn_cuda();
-#else
-    if (gpu)
-        die(EX_SOFTWARE, "train_run: a GPU run in a build without the GPU path");
-#endif
+    const options *o = r->o;
+    r->be = gpu ? nn_cuda() : &nn_cpu;
+    r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
         checkpoint_check_writable("--save-model", o->save_model);
-    load_data(&r);
-
-    int capacity = r.rc.batch > o->test_batch_size ? r.rc.batch : o->test_batch_size;
-    if (capacity > 256 && capacity > r.rc.batch)
+    load_data(r);
+    int capacity = r->rc.batch > o->test_batch_size ? r->rc.batch : o->test_batch_size;
+    if (capacity > 256 && capacity > r->rc.batch)
         capacity = 256; /* bounds evaluation memory: activations of 256 images are ~240 MB */
-    r.m = model_create_on(r.be, o->model, capacity);
-    comm_start(&r);
-    init_model(&r);
-    r.opt = optim_create_on(r.be, &r.rc.opt, model_num_params(r.m));
-    r.x = r.be->alloc((size_t)capacity * PIXELS * sizeof(float));
-    r.y = r.be->alloc((size_t)capacity);
-    r.perm = r.be->alloc(r.n_train * sizeof *r.perm);
-    r.host_perm = xmalloc(r.n_train * sizeof *r.host_perm);
-    r.host_params = xmalloc(model_num_params(r.m) * sizeof *r.host_params);
+    r->m = model_create_on(r->be, o->model, capacity);
+    comm_start(r);
+    init_model(r);
+    r->opt = optim_create_on(r->be, &r->rc.opt, model_num_params(r->m));
+    r->x = r->be->alloc((size_t)capacity * PIXELS * sizeof(float));
+    r->y = r->be->alloc((size_t)capacity);
+    r->perm = r->be->alloc(r->n_train * sizeof *r->perm);
+    r->host_perm = xmalloc(r->n_train * sizeof *r->host_perm);
+    r->host_params = xmalloc(model_num_params(r->m) * sizeof *r->host_params);
 
+    int world = r->env->world;
+    uint64_t per_step = (uint64_t)r->rc.batch * (uint64_t)world * (uint64_t)o->accum_steps;
+    uint64_t steps = (sampler_steps(r->n_train, world, r->rc.batch) + (uint64_t)o->accum_steps - 1) /
+                     (uint64_t)o->accum_steps;
     say("model %s: %zu parameters; optimizer %s lr %g gamma %g; batch %d per rank x %d rank%s x %d accum = %llu "
-        "per step; %llu steps per epoch", o->model, model_num_params(r.m),
-        r.rc.opt.kind == OPTIM_SGD ? "sgd" : "adadelta", r.rc.lr, o->gamma, r.rc.batch, env->world,
-        env->world == 1 ? "" : "s", o->accum_steps,
-        (unsigned long long)((uint64_t)r.rc.batch * (uint64_t)env->world * (uint64_t)o->accum_steps),
-        (unsigned long long)((sampler_steps(r.n_train, env->world, r.rc.batch) + (uint64_t)o->accum_steps - 1) /
-                             (uint64_t)o->accum_steps));
+        "per step; %llu steps per epoch", o->model, model_num_params(r->m),
+        r->rc.opt.kind == OPTIM_SGD ? "sgd" : "adadelta", r->rc.lr, o->gamma, r->rc.batch, world,
+        world == 1 ? "" : "s", o->accum_steps, (unsigned long long)per_step, (unsigned long long)steps);
+}
 
+/* One epoch of training, the replica check and the evaluation, with their report. Returns 1 when the run
+ * stops early (--max-steps, --dry-run). */
+static int run_epoch(run *r, int epoch, eval_result *ev)
+{
+    double lr = r->rc.lr * pow(r->o->gamma, epoch - 1), train_loss, t0 = clock_now();
+    double s0 = r->train_s, i0 = r->images;
+    int stop = train_epoch(r, epoch, lr, &train_loss);
+    char when[64];
+    snprintf(when, sizeof when, "after epoch %d", epoch);
+    sync_and_check(r, when);
+    *ev = evaluate(r->m, r->test_images, r->test_labels, r->test_count, r->x, MPI_COMM_WORLD);
+    double epoch_s = clock_now() - t0, ips = (r->images - i0) / (r->train_s - s0);
+    say("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%ld/%ld), %.1f s, %.0f images/s",
+        epoch, train_loss, ev->loss, 100 * ev->accuracy, ev->correct, ev->total, epoch_s, ips);
+    metrics("{\"type\":\"epoch\",\"epoch\":%d,\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_accuracy\":%.6f,"
+            "\"correct\":%ld,\"epoch_s\":%.3f,\"images_per_s\":%.1f}", epoch, train_loss, ev->loss, ev->accuracy,
+            ev->correct, epoch_s, ips);
+    if (stop)
+        say("stopping: %s", r->o->dry_run ? "--dry-run" : "--max-steps reached");
+    return stop;
+}
+
+/* The end of a run: replicas checked once more, the overlap and summary lines, the saved model. */
+static void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
+{
+    const options *o = r->o;
+    int world = r->env->world;
+    sync_and_check(r, "at the end");
+    uint64_t fingerprint = buffer_fingerprint(r->host_params, model_num_params(r->m));
+    comm_stats cs = r->cb->stats(r->comm);
+    double exposed = comm_exposed_per_step(&cs), hidden = comm_hidden_fraction(exposed, cs.blocking_s);
+    double ips = r->train_s > 0 ? r->images / r->train_s : 0;
+    if (world > 1)
+        say("all-reduce: %.2f ms blocking for %.1f MB, %.2f ms exposed per step in %d bucket%s: %.0f%% hidden behind "
+            "backward", 1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r->m), 1e3 * exposed, cs.buckets,
+            cs.buckets == 1 ? "" : "s", 100 * hidden);
+    say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s",
+        100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->train_s, total_s, ips, world,
+        world == 1 ? "" : "s");
+    metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
+            "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
+            "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
+            "\"fingerprint\":\"%016llx\"}",
+            o->model, r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
+            1e3 * cs.blocking_s, 1e3 * exposed, hidden, (unsigned long long)fingerprint);
+    if (o->verbose)
+        say("replica fingerprint %016llx", (unsigned long long)fingerprint);
+    if (o->save_model && r->env->rank == 0) {
+        checkpoint_save_model(o->save_model, r->m, epochs, ev->accuracy);
+        say("model saved to %s", o->save_model);
+    }
+}
+
+static void run_teardown(run *r)
+{
+    const nn_backend *be = r->be;
+    r->cb->destroy(r->comm);
+    optim_free(r->opt);
+    model_free(r->m);
+    void *device[] = {r->x, r->y, r->perm, r->train_images, r->train_labels, r->test_images, r->test_labels};
+    for (size_t i = 0; i < sizeof device / sizeof *device; i++)
+        be->free(device[i]);
+    free(r->host_perm);
+    free(r->host_params);
+}
+
+int train_run(const options *o, const ddp_env *env, int gpu)
+{
+    run r = {.o = o, .env = env, .rc = resolve_recipe(o, env->world)};
+    run_setup(&r, gpu);
     double t_start = clock_now();
     eval_result ev = {0};
     int epoch = 0;
@@ -339,58 +315,9 @@ int train_run(const options *o, const ddp_env *env, int gpu)
         say("evaluation: test loss %.4f, test accuracy %.2f%% (%ld/%ld)", ev.loss, 100 * ev.accuracy, ev.correct,
             ev.total);
     }
-    for (epoch = 1; epoch <= o->epochs; epoch++) {
-        double lr = r.rc.lr * pow(o->gamma, epoch - 1), train_loss, t0 = clock_now(), s0 = r.train_s, i0 = r.images;
-        int stop = train_epoch(&r, epoch, lr, &train_loss);
-        char when[64];
-        snprintf(when, sizeof when, "after epoch %d", epoch);
-        sync_and_check(&r, when);
-        ev = evaluate(r.m, r.test_images, r.test_labels, r.test_count, r.x, MPI_COMM_WORLD);
-        double epoch_s = clock_now() - t0, ips = (r.images - i0) / (r.train_s - s0);
-        say("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%ld/%ld), %.1f s, %.0f images/s",
-            epoch, train_loss, ev.loss, 100 * ev.accuracy, ev.correct, ev.total, epoch_s, ips);
-        metrics("{\"type\":\"epoch\",\"epoch\":%d,\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_accuracy\":%.6f,"
-                "\"correct\":%ld,\"epoch_s\":%.3f,\"images_per_s\":%.1f}", epoch, train_loss, ev.loss, ev.accuracy,
-                ev.correct, epoch_s, ips);
-        if (stop) {
-            say("stopping: %s", o->dry_run ? "--dry-run" : "--max-steps reached");
-            break;
-        }
-    }
-    if (epoch > o->epochs)
-        epoch = o->epochs;
-    double total_s = clock_now() - t_start;
-    sync_and_check(&r, "at the end");
-    uint64_t fingerprint = buffer_fingerprint(r.host_params, model_num_params(r.m));
-    grad_comm_stats cs = comm_stats(&r);
-    double exposed = cs.reductions ? cs.exposed_s / (double)cs.reductions : 0;
-    double hidden = cs.blocking_s > 0 ? 1 - exposed / cs.blocking_s : 0;
-    hidden = hidden < 0 ? 0 : hidden;
-    double ips = r.train_s > 0 ? r.images / r.train_s : 0;
-    if (env->world > 1)
-        say("all-reduce: %.2f ms blocking for %.1f MB, %.2f ms exposed per step in %d bucket%s: %.0f%% hidden behind "
-            "backward", 1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r.m), 1e3 * exposed, cs.buckets,
-            cs.buckets == 1 ? "" : "s", 100 * hidden);
-    say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s",
-        100 * ev.accuracy, epoch, epoch == 1 ? "" : "s", r.step, r.train_s, total_s, ips, env->world,
-        env->world == 1 ? "" : "s");
-    metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
-            "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
-            "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
-            "\"fingerprint\":\"%016llx\"}",
-            o->model, r.be->name, env->world, epoch, r.step, ev.accuracy, ev.loss, r.train_s, total_s, ips,
-            1e3 * cs.blocking_s, 1e3 * exposed, hidden, (unsigned long long)fingerprint);
-    if (o->verbose)
-        say("replica fingerprint %016llx", (unsigned long long)fingerprint);
-    if (o->save_model && env->rank == 0) {
-        checkpoint_save_model(o->save_model, r.m, epoch, ev.accuracy);
-        say("model saved to %s", o->save_model);
-    }
-    comm_stop(&r);
-    optim_free(r.opt);
-    model_free(r.m);
-    r.be->free(r.x), r.be->free(r.y), r.be->free(r.perm);
-    r.be->free(r.train_images), r.be->free(r.train_labels), r.be->free(r.test_images), r.be->free(r.test_labels);
-    free(r.host_perm), free(r.host_params);
+    while (epoch < o->epochs && !run_epoch(&r, ++epoch, &ev))
+        ;
+    run_summary(&r, &ev, epoch, clock_now() - t_start);
+    run_teardown(&r);
     return 0;
 }

@@ -2,7 +2,7 @@
 src_libmnistddp_a_SOURCES += \
 	src/options.c src/options.h \
 	src/bootstrap.c src/bootstrap.h \
-	src/comm.h src/comm_mpi.c \
+	src/comm.h src/comm_mpi.c src/comm_plan.h src/comm_plan.c \
 	src/train.c src/train.h \
 	src/evaluate.c src/evaluate.h \
 	src/checkpoint.c src/checkpoint.h \

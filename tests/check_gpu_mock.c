@@ -110,7 +110,7 @@ START_TEST(test_grad_allreduce)
     const size_t buckets[] = {0, 1024 * sizeof(float), 20000 * sizeof(float), (size_t)1 << 30};
     for (size_t b = 0; b < sizeof buckets / sizeof *buckets; b++) {
         gpu_grad_comm *g = gpu_grad_comm_create(c, d, n, buckets[b]);
-        gpu_grad_stats st = gpu_grad_comm_get_stats(g);
+        comm_stats st = gpu_grad_comm_get_stats(g);
         ck_assert_msg(st.blocking_s > 0, "no blocking reference measured");
         enum { STEPS = 4 };
         for (int step = 0; step < STEPS; step++) {

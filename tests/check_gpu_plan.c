@@ -1,7 +1,7 @@
 /* The pure decisions of the GPU path (src/gpu_plan.c), testable without a GPU: device index, why no GPU
  * is usable, duplicate-GPU detection from gathered PCI bus IDs, --bootstrap-addr parsing and its
- * precedence against NCCL_COMM_ID, the port probe (a real listener on 127.0.0.1), the bucket rule,
- * and the bandwidth formulas. */
+ * precedence against NCCL_COMM_ID, the port probe (a real listener on 127.0.0.1) and the bandwidth
+ * formulas. */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <check.h>
@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "gpu_plan.h"
-#include "rng.h"
 #include "check_run.h"
 
 #define ck_assert_contains(hay, needle)                                                                   \
@@ -256,121 +255,12 @@ START_TEST(test_probe_not_local)
 }
 END_TEST
 
-/* Applies a sequence of ready ranges and the flush; returns the started ranges in order. */
-typedef struct {
-    size_t start, count;
-} range;
-
-static int run_plan(size_t n, size_t bucket, const range *ready, int nready, range *out)
-{
-    gpu_bucket_plan b;
-    gpu_bucket_init(&b, n, bucket);
-    int k = 0;
-    for (int i = 0; i < nready; i++) {
-        size_t s[2], c[2];
-        int m = gpu_bucket_ready(&b, ready[i].start, ready[i].count, s, c);
-        ck_assert_int_le(m, 2);
-        for (int j = 0; j < m; j++)
-            out[k++] = (range){s[j], c[j]};
-    }
-    size_t s, c;
-    if (gpu_bucket_flush(&b, &s, &c))
-        out[k++] = (range){s, c};
-    ck_assert_int_eq(gpu_bucket_flush(&b, &s, &c), 0);
-    return k;
-}
-
-START_TEST(test_buckets_fixed)
-{
-    range out[16];
-    /* Back to front, adjacent: a bucket starts once it holds 30 floats. */
-    const range a[] = {{90, 10}, {70, 20}, {50, 20}, {0, 50}};
-    ck_assert_int_eq(run_plan(100, 30, a, 4, out), 2);
-    ck_assert_uint_eq(out[0].start, 70);
-    ck_assert_uint_eq(out[0].count, 30);
-    ck_assert_uint_eq(out[1].start, 0);
-    ck_assert_uint_eq(out[1].count, 70);
-    /* A gap (70..90 not reported yet): the pending range starts, a new one begins; the flush sends the rest. */
-    const range b[] = {{90, 10}, {50, 20}, {70, 20}, {0, 50}};
-    int k = run_plan(100, 1000, b, 4, out);
-    ck_assert_int_eq(k, 4);
-    ck_assert_uint_eq(out[0].start, 90);
-    ck_assert_uint_eq(out[1].start, 50);
-    ck_assert_uint_eq(out[1].count, 20);
-    ck_assert_uint_eq(out[2].start, 70);
-    ck_assert_uint_eq(out[2].count, 20);
-    ck_assert_uint_eq(out[3].start, 0);
-    ck_assert_uint_eq(out[3].count, 50);
-    /* bucket 0: every range starts at once; empty ranges start nothing. */
-    const range c[] = {{90, 10}, {90, 0}, {0, 90}};
-    ck_assert_int_eq(run_plan(100, 0, c, 3, out), 2);
-    ck_assert_uint_eq(out[0].count, 10);
-    ck_assert_uint_eq(out[1].count, 90);
-    /* One bucket larger than the model: a single all-reduce at the flush. */
-    const range d[] = {{60, 40}, {20, 40}, {0, 20}};
-    ck_assert_int_eq(run_plan(100, 1u << 30, d, 3, out), 1);
-    ck_assert_uint_eq(out[0].start, 0);
-    ck_assert_uint_eq(out[0].count, 100);
-}
-END_TEST
-
-/* Random layer sizes, random order perturbations, random bucket sizes: every gradient is reduced exactly
- * once, which is what the GPU test checks numerically. */
-START_TEST(test_buckets_cover_once)
-{
-    enum { N = 5000, MAXL = 64 };
-    static unsigned char hits[N];
-    range layers[MAXL], out[4 * MAXL];
-    for (uint64_t trial = 0; trial < 300; trial++) {
-        uint64_t key = rng_key(42, trial);
-        int nl = 1 + (int)(rng_uniform(key, 0) * (MAXL - 1));
-        /* Cut [0, N) into nl layers. */
-        size_t cut[MAXL + 1];
-        cut[0] = 0;
-        cut[nl] = N;
-        for (int i = 1; i < nl; i++)
-            cut[i] = (size_t)(rng_uniform(key, (uint64_t)i) * N);
-        for (int i = 1; i < nl; i++) /* insertion sort */
-            for (int j = i; j > 1 && cut[j] < cut[j - 1]; j--) {
-                size_t t = cut[j];
-                cut[j] = cut[j - 1];
-                cut[j - 1] = t;
-            }
-        for (int i = 0; i < nl; i++) /* back to front */
-            layers[i] = (range){cut[nl - 1 - i], cut[nl - i] - cut[nl - 1 - i]};
-        if (nl > 2 && rng_uniform(key, 1000) < 0.5) { /* a layer reported late */
-            range t = layers[1];
-            layers[1] = layers[2];
-            layers[2] = t;
-        }
-        size_t bucket = (size_t)(rng_uniform(key, 2000) * 2 * N / (1 + trial % 7));
-        int k = run_plan(N, bucket, layers, nl, out);
-        memset(hits, 0, sizeof hits);
-        for (int i = 0; i < k; i++) {
-            ck_assert_uint_gt(out[i].count, 0);
-            ck_assert_uint_le(out[i].start + out[i].count, N);
-            for (size_t e = out[i].start; e < out[i].start + out[i].count; e++)
-                hits[e]++;
-        }
-        size_t bad = N;
-        for (size_t e = 0; e < N && bad == N; e++)
-            if (hits[e] != 1)
-                bad = e;
-        ck_assert_msg(bad == N, "trial %llu: element %zu reduced %d times", (unsigned long long)trial, bad,
-                      bad < N ? hits[bad] : 1);
-    }
-}
-END_TEST
-
 START_TEST(test_figures)
 {
     ck_assert_double_eq_tol(gpu_plan_algbw(1e9, 0.5), 2e9, 1);
     ck_assert_double_eq_tol(gpu_plan_busbw_allreduce(1e9, 1.0, 2), 1e9, 1);
     ck_assert_double_eq_tol(gpu_plan_busbw_allreduce(1e9, 1.0, 8), 1.75e9, 1);
     ck_assert_double_eq_tol(gpu_plan_busbw_allreduce(1e9, 1.0, 1), 0, 1e-9);
-    ck_assert_double_eq_tol(gpu_plan_hidden_fraction(0.25e-3, 1e-3), 0.75, 1e-12);
-    ck_assert_double_eq_tol(gpu_plan_hidden_fraction(2e-3, 1e-3), 0, 1e-12);
-    ck_assert_double_eq_tol(gpu_plan_hidden_fraction(0, 0), 0, 1e-12);
     char buf[32];
     gpu_plan_nccl_version_string(22809, buf, sizeof buf);
     ck_assert_str_eq(buf, "2.28.9");
@@ -401,8 +291,6 @@ int main(void)
     tcase_add_test(tc, test_comm_id_precedence);
     tcase_add_loop_test(tc, test_probe_port, 0, 2);
     tcase_add_test(tc, test_probe_not_local);
-    tcase_add_test(tc, test_buckets_fixed);
-    tcase_add_test(tc, test_buckets_cover_once);
     tcase_add_test(tc, test_figures);
     suite_add_tcase(s, tc);
     return check_run(s);

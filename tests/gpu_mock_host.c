@@ -78,7 +78,7 @@ static void one_step(gpu_comm *c)
     for (int i = 0; i < N; i++)
         if (out[i] != 2 * h[i])
             die(EX_SOFTWARE, "gradient %d is %g, expected %g", i, (double)out[i], 2.0 * h[i]);
-    gpu_grad_stats st = gpu_grad_comm_get_stats(g);
+    comm_stats st = gpu_grad_comm_get_stats(g);
     say("one step: %d buckets, blocking %.3f ms (simulated)", st.buckets, 1e3 * st.blocking_s);
     gpu_grad_comm_free(g);
     cudaFree(d);

@@ -116,7 +116,7 @@ static void test_grad_comm(gpu_comm *c, size_t bucket_bytes, float *dgrads, floa
                     bucket_bytes, step, i, (double)host[i], (double)want, env.world);
         }
     }
-    gpu_grad_stats st = gpu_grad_comm_get_stats(g);
+    comm_stats st = gpu_grad_comm_get_stats(g);
     if (st.reductions != STEPS)
         die(EX_SOFTWARE, "%ld reductions counted, expected %d", st.reductions, STEPS);
     if (bucket_bytes == 0 && st.buckets != NT)
@@ -126,7 +126,7 @@ static void test_grad_comm(gpu_comm *c, size_t bucket_bytes, float *dgrads, floa
     double exposed = st.exposed_s / (double)st.reductions;
     say("bucketed all-reduce, bucket %9zu bytes: exact on %d ranks; %2d bucket%s, blocking %.3f ms, exposed %.3f ms "
         "per step, %.0f%% hidden", bucket_bytes, env.world, st.buckets, st.buckets == 1 ? "" : "s",
-        1e3 * st.blocking_s, 1e3 * exposed, 100 * gpu_plan_hidden_fraction(exposed, st.blocking_s));
+        1e3 * st.blocking_s, 1e3 * exposed, 100 * comm_hidden_fraction(exposed, st.blocking_s));
     gpu_grad_comm_free(g);
 }
 

@@ -18,3 +18,9 @@ check-long:
 .PHONY: bench
 bench: all $(check_DATA)
 	@$(AM_TESTS_ENVIRONMENT) $(SHELL) $(srcdir)/tests/bench.sh
+
+# The collectives' pure decisions (bucket rule, overlap figure), shared by the MPI and NCCL paths.
+check_PROGRAMS += tests/check_comm_plan
+TESTS += tests/check_comm_plan
+tests_check_comm_plan_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_comm_plan_LDADD = $(LDADD) $(CHECK_LIBS)

@@ -1,0 +1,48 @@
+/* What the gradient all-reduce decides without a network, shared by the MPI path (comm_mpi.c) and the
+ * NCCL path (cuda/comm_nccl.cu): the bucket rule, and the overlap figures both report. MPI- and
+ * CUDA-free, so nvcc includes it and the CPU-only build tests it. */
+#ifndef MNIST_COMM_PLAN_H
+#define MNIST_COMM_PLAN_H
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The bucket rule: backward reports final gradient ranges back to front; adjacent ranges merge into a
+ * pending range, which starts (all-reduce posted) once it holds bucket_floats, or when a non-adjacent
+ * range arrives; bucket_flush() starts the remainder. */
+typedef struct {
+    size_t n, bucket_floats;
+    size_t lo, hi; /* pending range [lo, hi), empty when lo == hi */
+} bucket_plan;
+
+void bucket_init(bucket_plan *b, size_t n, size_t bucket_floats);
+/* Forgets the pending range (start of a pass). */
+void bucket_reset(bucket_plan *b);
+/* [offset, offset + count) is final. Returns how many ranges (0, 1 or 2) to start now, in order, as
+ * start[i] (first element) and counts[i]. */
+int bucket_ready(bucket_plan *b, size_t offset, size_t count, size_t start[2], size_t counts[2]);
+/* The pending remainder: returns 1 and the range, or 0 when nothing is pending. Resets the plan. */
+int bucket_flush(bucket_plan *b, size_t *start, size_t *count);
+
+/* The gradient all-reduce's figures, on either device. */
+typedef struct {
+    long reductions;   /* armed passes reduced (optimizer steps) */
+    double exposed_s;  /* summed over reductions: time from the end of backward to the completion of the
+                          last bucket (communication not hidden behind backward) */
+    double blocking_s; /* one isolated all-reduce of the whole gradient, measured at create: best of 3,
+                          maximum over ranks (0 with one rank) */
+    int buckets;       /* buckets in the last reduction */
+    long launched;     /* all-reduce operations posted in total */
+} comm_stats;
+
+/* Exposed seconds per reduction. */
+double comm_exposed_per_step(const comm_stats *s);
+/* Share of the isolated all-reduce time hidden behind backward: 1 - exposed / blocking, within [0, 1]. */
+double comm_hidden_fraction(double exposed_s, double blocking_s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
