@@ -32,9 +32,9 @@ srun_like() {
     exec "$@"' sh "$ntasks" "$procid_shift" "$np" "$@"
 }
 
-# A value that is not a non-negative integer: a corrupted environment.
 # shellcheck disable=SC2086
 {
+  # A value that is not a non-negative integer: a corrupted environment.
   launch_fails "SLURM_NTASKS='abc'" run_np 2 -x SLURM_NTASKS=abc $run
   launch_fails "OMPI_COMM_WORLD_LOCAL_RANK='-1'" run_np 2 env OMPI_COMM_WORLD_LOCAL_RANK=-1 $run
   # mpirun's variables against MPI (mpirun overrides -x for its own, so env sets them in the rank).
@@ -46,7 +46,8 @@ srun_like() {
   # srun's variables against MPI.
   launch_fails SLURM_NTASKS=3 srun_like 2 3 0 $run
   launch_fails SLURM_PROCID srun_like 2 2 1 $run
-  # srun --mpi=none with PMI missing from MPI: each task is a world of 1 ...
+  # srun --mpi=none starts singletons (run here as srun would, without mpirun); PMI missing from MPI:
+  # each task is a world of 1 ...
   launch_fails "Slurm started 2 tasks but MPI sees each as a world of 1" \
     env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=2 $run
   # ... or, seen before MPI_Init from SLURM_STEP_NUM_TASKS, task 0 says so and the others exit silently.
