@@ -10,6 +10,13 @@
 
 static int log_rank, log_verbose;
 static FILE *metrics_file;
+static const char *metrics_name;
+
+/* A full disk or a lost file system stops the run (74) at the first failed line, never passes silently. */
+static _Noreturn void metrics_failed(void)
+{
+    die(EX_IOERR, "--metrics %s: write failed: %s", metrics_name, strerror(errno));
+}
 
 void log_init(int rank, int verbose, const char *metrics_path)
 {
@@ -17,6 +24,7 @@ void log_init(int rank, int verbose, const char *metrics_path)
     log_verbose = verbose;
     if (!metrics_path)
         return;
+    metrics_name = metrics_path;
     /* A log, not a result: written as the run goes, so a killed job keeps what it reached. */
     int err = 0;
     if (rank == 0 && !(metrics_file = fopen(metrics_path, "w")))
@@ -49,12 +57,14 @@ void metrics(const char *fmt, ...)
     vfprintf(metrics_file, fmt, ap);
     va_end(ap);
     fputc('\n', metrics_file);
-    fflush(metrics_file);
+    if (fflush(metrics_file) != 0 || ferror(metrics_file))
+        metrics_failed();
 }
 
 void log_close(void)
 {
-    if (metrics_file && fclose(metrics_file) != 0)
-        die(EX_IOERR, "--metrics: write failed: %s", strerror(errno));
+    FILE *f = metrics_file;
     metrics_file = NULL;
+    if (f && fclose(f) != 0)
+        metrics_failed();
 }

@@ -39,11 +39,38 @@ expect_fail 65 "not an HDF5 file" "$MNIST_DDP" --data "$TMP/small" --batch-size 
   >"$TMP/log" 2>&1 || { cat "$TMP/log"; fail "tiny convnet run"; }
 expect_fail 65 "holds model 'convnet'" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 \
   --load-model "$TMP/convnet.h5"
+# A model file (cut from a real one) that lacks a tensor or has one of another shape.
+"$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 0 --save-model "$TMP/net.h5" >"$TMP/log" 2>&1 ||
+  { cat "$TMP/log"; fail "saving an initial model"; }
+"$PYTHON3" - "$TMP" <<'PY'
+import shutil, sys, h5py
+d = sys.argv[1]
+for name in ("missing", "shape"):
+    shutil.copy(f"{d}/net.h5", f"{d}/{name}.h5")
+with h5py.File(f"{d}/missing.h5", "a") as f:
+    del f["fc1.bias"]
+with h5py.File(f"{d}/shape.h5", "a") as f:
+    w = f["conv2.weight"][()]
+    del f["conv2.weight"]
+    f["conv2.weight"] = w[:, :, :, :2]
+PY
+one_error() { [ "$(grep -c 'error:' "$TMP/err")" -eq 1 ] || { cat "$TMP/err" >&2; fail "not exactly one error line"; }; }
+expect_fail 65 "--load-model $TMP/missing.h5: tensor 'fc1.bias' is missing" run_np 2 "$MNIST_DDP" --data "$TMP/small" \
+  --batch-size 10 --load-model "$TMP/missing.h5"
+one_error
+expect_fail 65 "--load-model $TMP/shape.h5: tensor 'conv2.weight' has another shape" run_np 2 "$MNIST_DDP" \
+  --data "$TMP/small" --batch-size 10 --load-model "$TMP/shape.h5"
+one_error
 
 # Outputs: checked before training, so no run is lost at its end.
 expect_fail 73 "--save-model" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 \
   --save-model "$TMP/no/such/dir/m.h5"
 expect_fail 73 "--metrics" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --metrics "$TMP/no/such/m.json"
+# A metrics file that stops taking lines mid-run (a full disk): 74 at the first line lost, not success.
+[ -c /dev/full ] || fail "/dev/full is missing: it stands for a full disk here"
+expect_fail 74 "--metrics /dev/full: write failed" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 \
+  --epochs 1 --max-steps 1 --metrics /dev/full
+one_error
 ls "$TMP"/no 2>/dev/null && fail "a failed run created output"
 [ -z "$(find "$TMP" -name '*.tmp.*')" ] || fail "temporary files left behind"
 echo "all bad-input cases behave"

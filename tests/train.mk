@@ -1,10 +1,11 @@
-# Trainer integration tests: options and bad input, world-size invariance, identical replicas,
-# accuracy after one epoch cross-checked by PyTorch, whole short runs replayed by a PyTorch DDP reference.
-TESTS += tests/train-options.sh tests/train-invariance.sh tests/train-replicas.sh \
-	tests/train-accuracy.sh tests/train-replay.sh
-EXTRA_DIST += tests/train-options.sh tests/train-invariance.sh tests/train-replicas.sh \
-	tests/train-accuracy.sh tests/train-14epochs.sh tests/reference/eval_saved_model.py \
-	tests/train-replay.sh tests/reference/replay_ddp.py
+# Trainer integration tests: options and bad input, launcher environments, options reaching the run,
+# world-size invariance, identical replicas, accuracy after one epoch cross-checked by PyTorch, whole
+# short runs replayed by a PyTorch DDP reference.
+trainer_tests = tests/train-options.sh tests/train-launch.sh tests/train-cli.sh tests/train-invariance.sh \
+	tests/train-replicas.sh tests/train-accuracy.sh tests/train-replay.sh
+TESTS += $(trainer_tests)
+EXTRA_DIST += $(trainer_tests) tests/train-14epochs.sh tests/reference/eval_saved_model.py \
+	tests/reference/replay_ddp.py
 EXTRA_DIST += tests/bench.sh tests/reference/pytorch_ddp_mnist.py
 
 # The full recipe (14 epochs, ~7 minutes on 2 cores): not in make check, whose short runs check what it

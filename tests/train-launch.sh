@@ -1,0 +1,85 @@
+#!/bin/sh
+# The launcher's environment, cross-checked with MPI (src/bootstrap.c): every way it can disagree with
+# MPI or be corrupt ends every rank with 78 and a line naming the variable, before any data is read;
+# consistent srun- and mpirun-style environments run, and SLURM_CPUS_PER_TASK sets the threads per rank.
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+need_data
+# Only the variables each case sets may be seen, whatever job this test itself runs in.
+unset SLURM_NTASKS SLURM_PROCID SLURM_LOCALID SLURM_STEP_ID SLURM_STEP_NUM_TASKS SLURM_CPUS_PER_TASK \
+  PMIX_RANK PMI_RANK PMI_FD OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_LOCAL_RANK
+small_mnist "$TMP/small" 100 50
+run="$MNIST_DDP --data $TMP/small --batch-size 10 --epochs 0"
+
+# launch_fails VAR CMD...: exit 78, and each error line (one per rank that sees the problem) names VAR.
+launch_fails() {
+  var=$1; shift
+  expect_fail 78 "error: .*$var" "$@"
+  if grep 'error:' "$TMP/err" | grep -v -q -e "$var"; then
+    cat "$TMP/err" >&2
+    fail "an error line of '$*' does not name $var"
+  fi
+}
+
+# srun_like NP NTASKS PROCID_SHIFT CMD...: NP ranks started by mpirun, dressed as srun's tasks (srun sets
+# no OMPI_* variables): SLURM_NTASKS=NTASKS, SLURM_PROCID = (MPI rank + PROCID_SHIFT) mod NP.
+srun_like() {
+  np=$1 ntasks=$2 procid_shift=$3; shift 3
+  # shellcheck disable=SC2016 # expanded by the rank's shell
+  run_np "$np" sh -c 'n=$1 s=$2 np=$3; shift 3
+    unset OMPI_COMM_WORLD_SIZE
+    export SLURM_STEP_ID=0 SLURM_NTASKS="$n" SLURM_PROCID=$(( (OMPI_COMM_WORLD_RANK + s) % np ))
+    exec "$@"' sh "$ntasks" "$procid_shift" "$np" "$@"
+}
+
+# shellcheck disable=SC2086
+{
+  # A value that is not a non-negative integer: a corrupted environment.
+  launch_fails "SLURM_NTASKS='abc'" run_np 2 -x SLURM_NTASKS=abc $run
+  launch_fails "OMPI_COMM_WORLD_LOCAL_RANK='-1'" run_np 2 env OMPI_COMM_WORLD_LOCAL_RANK=-1 $run
+  # mpirun's variables against MPI (mpirun overrides -x for its own, so env sets them in the rank).
+  launch_fails OMPI_COMM_WORLD_SIZE=3 run_np 2 env OMPI_COMM_WORLD_SIZE=3 $run
+  # shellcheck disable=SC2016 # expanded by the rank's shell: ranks 0 and 1 swap their numbers
+  launch_fails OMPI_COMM_WORLD_RANK run_np 2 sh -c \
+    'export OMPI_COMM_WORLD_RANK=$((1 - OMPI_COMM_WORLD_RANK)); exec "$@"' sh $run
+  launch_fails OMPI_COMM_WORLD_LOCAL_RANK=1 run_np 2 env OMPI_COMM_WORLD_LOCAL_RANK=1 $run
+  # srun's variables against MPI.
+  launch_fails SLURM_NTASKS=3 srun_like 2 3 0 $run
+  launch_fails SLURM_PROCID srun_like 2 2 1 $run
+  # srun --mpi=none starts singletons (run here as srun would, without mpirun); PMI missing from MPI:
+  # each task is a world of 1 ...
+  launch_fails "Slurm started 2 tasks but MPI sees each as a world of 1" \
+    env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=2 $run
+  # ... or, seen before MPI_Init from SLURM_STEP_NUM_TASKS, task 0 says so and the others exit silently.
+  launch_fails "Slurm started 2 tasks without PMI" env SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 $run
+  rc=0
+  env SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 $run >"$TMP/out" 2>"$TMP/err" || rc=$?
+  if [ "$rc" -ne 78 ] || [ -s "$TMP/err" ]; then
+    cat "$TMP/err" >&2
+    fail "task 1 without PMI: exit $rc (expected 78, silently)"
+  fi
+  launch_fails "SLURM_CPUS_PER_TASK='2x'" run_np 2 -x SLURM_CPUS_PER_TASK=2x $run
+}
+
+# threads_of LOG: the threads column of the start-up table, one line per rank.
+threads_of() {
+  awk '/^ *rank +host +local +device +threads$/ {t = 1; next} t && $1 ~ /^[0-9]+$/ {print $NF; next} {t = 0}' "$1"
+}
+# runs_with THREADS LAUNCHER CMD...: CMD succeeds, launched by LAUNCHER, with THREADS on each of 2 ranks.
+runs_with() {
+  want=$1 launcher=$2; shift 2
+  "$@" >"$TMP/out" 2>&1 || { cat "$TMP/out" >&2; fail "'$*' failed"; }
+  grep -q "2 ranks on 1 node (launched by $launcher)" "$TMP/out" || { cat "$TMP/out" >&2; fail "not launched by $launcher: $*"; }
+  [ "$(threads_of "$TMP/out" | tr '\n' ' ')" = "$want $want " ] ||
+    { cat "$TMP/out" >&2; fail "expected $want threads on each rank: $*"; }
+  echo "ok: $want threads per rank, launched by $launcher: $*"
+}
+# shellcheck disable=SC2086
+{
+  runs_with 1 mpirun run_np 2 $run
+  runs_with 3 mpirun run_np 2 -x SLURM_CPUS_PER_TASK=3 $run
+  runs_with 2 mpirun run_np 2 -x SLURM_CPUS_PER_TASK=3 $run --threads 2
+  # mpirun inside an allocation: Slurm's task count describes mpirun's daemons, not the ranks.
+  runs_with 1 mpirun run_np 2 -x SLURM_NTASKS=5 -x SLURM_STEP_ID=0 -x SLURM_PROCID=0 $run
+  runs_with 3 srun srun_like 2 2 0 env SLURM_CPUS_PER_TASK=3 $run
+}
