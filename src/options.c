@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "errors.h"
+#include "gpu_plan.h"
 
 static const char usage_text[] =
     "Usage: mnist_ddp [OPTION]...\n"
@@ -133,13 +134,14 @@ static _Noreturn void print_and_exit(const char *text)
     exit_all(0);
 }
 
-/* HOST:PORT with a non-empty host and a port in 1..65535. */
+/* The rule NCCL's bootstrap address follows (gpu_plan.c), checked here so a typo is a usage error at once. */
 static const char *parse_hostport(const char *opt, const char *s)
 {
-    const char *colon = strrchr(s, ':');
-    if (!colon || colon == s)
-        die_all(EX_USAGE, "option %s: '%s' is not HOST:PORT", opt, s);
-    parse_long(opt, colon + 1, 1, 65535);
+    char host[256];
+    int port;
+    const char *err;
+    if (gpu_plan_parse_hostport(s, host, sizeof host, &port, &err) != 0)
+        die_all(EX_USAGE, "option %s: '%s': %s", opt, s, err);
     return s;
 }
 
