@@ -1,19 +1,15 @@
+#include "config.h"
+
 #include "bootstrap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
-#include "config.h"
 #include "errors.h"
+#include "threads.h"
 
-#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
-void openblas_set_num_threads(int);
-#endif
 
 /* -1 when unset; dies on a value that is not a non-negative integer (a corrupted environment). */
 static long env_long(const char *name)
@@ -120,12 +116,8 @@ int bootstrap_threads(const ddp_env *e, int requested)
         long cpus = env_long("SLURM_CPUS_PER_TASK");
         threads = cpus > 0 ? (int)cpus : 1;
     }
-#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(threads);
-#endif
-#ifdef _OPENMP
     omp_set_num_threads(threads);
-#endif
     return threads;
 }
 

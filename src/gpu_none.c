@@ -1,7 +1,6 @@
 /* The GPU entry points in a CPU-only build (no CUDA): there is never a GPU. gpu_available() and
  * gpu_decide() say so; the others are stubs that main.c and train.c call only after gpu_decide() chose
  * the GPU, which it never does here, so reaching one is a bug. */
-#include "config.h"
 
 #include <stdio.h>
 

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
 #include "bootstrap.h"
 #include "errors.h"
 #include "gpu.h"

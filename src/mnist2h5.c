@@ -1,5 +1,5 @@
 /* mnist2h5: convert a pair of MNIST IDX files into HDF5 shards (see src/shards.h for the layout). */
-#include <config.h>
+#include "config.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,5 @@
+#include "config.h"
+
 #include "options.h"
 
 #include <errno.h>
@@ -7,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
 #include "errors.h"
 #include "gpu_plan.h"
 
