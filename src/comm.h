@@ -28,7 +28,8 @@ void grad_comm_finish(grad_comm *g);
 grad_comm_stats grad_comm_get_stats(const grad_comm *g);
 void grad_comm_free(grad_comm *g);
 
-/* Order-independent fingerprint of a float buffer's bits. */
+/* Fingerprint of a float buffer's bits (FNV-1a over the 32-bit patterns): any change to one element
+ * changes it, and it depends on the order of the elements too. */
 uint64_t buffer_fingerprint(const float *p, size_t n);
 /* Every rank compares its fingerprint with rank 0's; a difference stops the job naming the ranks. */
 void comm_check_replicas(MPI_Comm comm, const float *p, size_t n, const char *when);
