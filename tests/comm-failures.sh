@@ -1,0 +1,82 @@
+#!/bin/sh
+# The collectives' failures end the job with the right status and one line, and never hang
+# (tests/comm_fail.c for the scenarios):
+# - one rank's parameters differ by one bit: 70, rank 0 names that rank (2 and 3 ranks);
+# - a rank sleeps or leaves instead of joining the gradient all-reduce: the others stop with 69 at the
+#   --comm-timeout deadline, not before it;
+# - the trainer with rank 1 frozen (SIGSTOP) once training has begun: 69, rank 0 naming --comm-timeout,
+#   and the frozen rank does not outlive the job.
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+need_data
+P=$abs_top_builddir/tests/comm_fail
+[ -x "$P" ] || fail "tests/comm_fail not built"
+# Far below comm_fail's 120 s sleep: a missed deadline is a failure, not a stuck job.
+RUN_TIMEOUT=60
+
+# one_line: the error was printed once, not by every rank.
+one_line() {
+  n=$(grep -c ': error: ' "$TMP/err" || true)
+  [ "$n" -eq 1 ] || { cat "$TMP/err" >&2; fail "$n error lines, expected 1"; }
+}
+
+expect_fail 70 'replicas diverged after step 7: the parameters of rank 1 differ' run_np 2 "$P" diverge 1
+one_line
+expect_fail 70 'replicas diverged after step 7: the parameters of rank 2 differ' run_np 3 "$P" diverge 2
+one_line
+
+for how in stall leave; do
+  t0=$(date +%s)
+  expect_fail 69 'gradient all-reduce at step 3 did not complete within --comm-timeout 2 s' run_np 2 "$P" "$how" 2
+  [ $(($(date +%s) - t0)) -ge 2 ] || fail "$how: stopped before the 2 s deadline"
+  one_line
+done
+
+# The trainer: rank 1 records its PID and becomes mnist_ddp (exec keeps the PID). It is frozen once it
+# prints its model line (--verbose), the last one before the training loop; without progress lines
+# (--log-interval) the loop's only collective is the gradient all-reduce, so rank 0 must be stopped by
+# its deadline.
+pidfile=$TMP/rank1.pid
+# If the test fails half-way, the frozen rank must not be left behind (its PID, if it is still ours).
+cleanup() {
+  if [ -s "$pidfile" ] && [ "$(ps -o comm= -p "$(cat "$pidfile")")" = mnist_ddp ]; then
+    kill -KILL "$(cat "$pidfile")" 2>/dev/null || true
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+# shellcheck disable=SC2016
+run_np 2 sh -c '[ "$OMPI_COMM_WORLD_RANK" != 1 ] || echo $$ >"$0"; exec "$@"' "$pidfile" \
+  "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --log-interval 1000000 --comm-timeout 3 --verbose \
+  >"$TMP/train.out" 2>"$TMP/train.err" &
+job=$!
+i=0
+until grep -q '^\[rank 1\] model ' "$TMP/train.out" && [ -s "$pidfile" ]; do
+  i=$((i + 1))
+  [ "$i" -le 600 ] || { cat "$TMP/train.out" "$TMP/train.err" >&2; fail "the trainer did not start within 60 s"; }
+  sleep 0.1
+done
+kill -STOP "$(cat "$pidfile")"
+t0=$(date +%s)
+set +e
+wait "$job"
+rc=$?
+set -e
+[ "$rc" -eq 69 ] || { cat "$TMP/train.out" "$TMP/train.err" >&2; fail "frozen rank: exit $rc, expected 69"; }
+[ $(($(date +%s) - t0)) -ge 3 ] || fail "frozen rank: stopped before the 3 s deadline"
+# One line from rank 0, naming the deadline. Open MPI sends SIGCONT before it kills, so rank 1, if frozen
+# in its own wait, may wake past its deadline and say so too; no other error line.
+deadline='did not complete within --comm-timeout 3 s: '
+n=$(grep -c ": error: .*$deadline.*\[rank 0/2 " "$TMP/train.err" || true)
+[ "$n" -eq 1 ] || { cat "$TMP/train.err" >&2; fail "frozen rank: $n deadline lines from rank 0, expected 1"; }
+if grep ': error: ' "$TMP/train.err" | grep -v -e "$deadline.*\[rank [01]/2 " >&2; then
+  fail "frozen rank: an error line other than the deadline's"
+fi
+# The job's end takes the frozen rank with it: gone, or a zombie not yet reaped.
+i=0
+while st=$(ps -o stat= -p "$(cat "$pidfile")") && [ "${st#Z}" = "$st" ]; do
+  i=$((i + 1))
+  [ "$i" -le 100 ] || fail "the frozen rank outlived the job (state $st)"
+  sleep 0.1
+done
+echo "ok: frozen rank 1, exit 69, '$(grep -m1 'comm-timeout' "$TMP/train.err")'"

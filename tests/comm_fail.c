@@ -1,0 +1,80 @@
+/* The failures of src/comm_mpi.c that end the job (die() calls MPI_Abort, so they cannot run inside a
+ * Check suite): one scenario per run, driven under mpirun by tests/comm-failures.sh.
+ *   diverge R    rank R's parameters differ from rank 0's in one bit: comm_check_replicas stops every
+ *                rank with 70, rank 0 naming rank R
+ *   stall S      the last rank sleeps instead of joining the gradient all-reduce of step 3: the others
+ *                stop with 69 at the --comm-timeout deadline of S seconds
+ *   leave S      the last rank leaves the training loop before step 3 and finalises: the same
+ * A scenario that does not fail says so on stdout and exits 0. */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "errors.h"
+
+enum { N = 1000, STEPS = 5, MISSED_STEP = 3 };
+
+static int rank, world;
+
+static void fill(float *p)
+{
+    for (size_t i = 0; i < N; i++)
+        p[i] = (float)i * 0.001f - 0.3f;
+}
+
+static void diverge(int odd_rank)
+{
+    float p[N];
+    fill(p);
+    if (rank == odd_rank) {
+        uint32_t u;
+        memcpy(&u, &p[N / 2], sizeof u);
+        u ^= 1u; /* the last bit of the mantissa: the smallest possible difference */
+        memcpy(&p[N / 2], &u, sizeof u);
+    }
+    comm_check_replicas(MPI_COMM_WORLD, p, N, "after step 7");
+}
+
+/* A few training steps through the bucketed all-reduce; the last rank misses step MISSED_STEP. */
+static void stall(double timeout_s, int leave)
+{
+    float grads[N];
+    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, N, 256 * sizeof(float), timeout_s);
+    for (int step = 0; step < STEPS; step++) {
+        if (rank == world - 1 && step == MISSED_STEP) {
+            if (leave)
+                break;
+            sleep(120); /* far past the deadline and tests/comm-failures.sh's time limit */
+        }
+        fill(grads);
+        grad_comm_arm(g, 1, step);
+        for (size_t lo = N; lo > 0; lo -= 100) /* ten layers, back to front */
+            grad_comm_ready(g, lo - 100, 100);
+        grad_comm_finish(g);
+    }
+    grad_comm_free(g);
+}
+
+int main(int argc, char **argv)
+{
+    error_set_program("comm_fail");
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    const char *mode = argc == 3 ? argv[1] : "";
+    if (!strcmp(mode, "diverge"))
+        diverge(atoi(argv[2]));
+    else if (!strcmp(mode, "stall") || !strcmp(mode, "leave"))
+        stall(atof(argv[2]), !strcmp(mode, "leave"));
+    else
+        die(EX_USAGE, "usage: comm_fail diverge RANK | stall SECONDS | leave SECONDS");
+    if (rank == 0)
+        printf("comm_fail %s: no failure\n", mode);
+    MPI_Finalize();
+    return 0;
+}

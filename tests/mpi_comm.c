@@ -1,0 +1,272 @@
+/* The CPU collectives of src/comm_mpi.c on 2 or more ranks (tests/run-test: mpirun, CK_FORK=no):
+ * - comm_average averages, not sums (exactly, for values chosen so);
+ * - the bucketed gradient all-reduce sums rank-dependent gradients for bucket sizes 0, small, the whole
+ *   buffer and more, with ranges back to front and out of order; the bucket count follows the rule (a
+ *   bucket starts once it holds bucket_bytes, and a range not adjacent to the pending one starts it);
+ *   an unarmed pass does not communicate, and only armed passes count as reductions;
+ * - buffer_fingerprint: equal buffers agree, any one-bit flip and any swap of two different elements
+ *   change it; comm_check_replicas lets identical replicas through.
+ * Every rank makes the same collective calls before it checks anything, so a failed check on one rank
+ * cannot leave the others waiting. The failures that end the job are in tests/comm-failures.sh. */
+#include <check.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "comm.h"
+
+static int rank, world;
+
+/* Layers of a toy model in memory order; backward reports them back to front. */
+static const size_t sizes[] = {5, 3, 8, 2, 6, 4};
+enum { NL = sizeof sizes / sizeof *sizes, N = 28, STEPS = 3 };
+static const int back_to_front[NL] = {5, 4, 3, 2, 1, 0};
+/* Layer 2 before 4 and 3, layer 0 before 1: every other range misses the pending one. */
+static const int shuffled[NL] = {5, 2, 4, 3, 0, 1};
+
+/* A generous deadline: a bug shows as an abort with 69, never as a hang. */
+static const double TIMEOUT_S = 60;
+
+static size_t offset_of(int layer)
+{
+    size_t o = 0;
+    for (int t = 0; t < layer; t++)
+        o += sizes[t];
+    return o;
+}
+
+/* Rank-dependent and exact in float: the sum over ranks is (1 + .. + world) times the rank-free part. */
+static float grad_value(int r, size_t i, int step)
+{
+    return (float)(r + 1) * (float)((i + 3 * (size_t)step) % 7 + 1) * 0.25f;
+}
+
+static float grad_sum(size_t i, int step)
+{
+    return (float)((i + 3 * (size_t)step) % 7 + 1) * 0.25f * (float)(world * (world + 1) / 2);
+}
+
+/* One backward pass: each layer's gradients are written just before they are reported final; the rest
+ * is NaN until then, so a bucket started over gradients not yet final would reduce the poison. */
+static void backward(grad_comm *g, float *grads, const int *order, int step)
+{
+    for (size_t i = 0; i < N; i++)
+        grads[i] = NAN;
+    for (int k = 0; k < NL; k++) {
+        size_t o = offset_of(order[k]), n = sizes[order[k]];
+        for (size_t i = o; i < o + n; i++)
+            grads[i] = grad_value(rank, i, step);
+        grad_comm_ready(g, o, n);
+    }
+}
+
+/* Gradients that differ from the sum over ranks (reduce = 1) or from this rank's own (reduce = 0). */
+static int count_wrong(const float *grads, int step, int reduce, size_t *first)
+{
+    int bad = 0;
+    for (size_t i = N; i-- > 0;)
+        if (grads[i] != (reduce ? grad_sum(i, step) : grad_value(rank, i, step))) {
+            *first = i;
+            bad++;
+        }
+    return bad;
+}
+
+typedef struct {
+    const char *name;
+    size_t bucket_floats;
+    const int *order;
+    int buckets; /* what the rule gives, worked out by hand below */
+} bucket_case;
+
+static const bucket_case cases[] = {
+    /* Size 0: every range is a bucket of its own. */
+    {"bucket 0, back to front", 0, back_to_front, 6},
+    /* 4 floats: [24,28) fills one exactly (>=, not >), [18,24), then [8,18) with layer 3, [0,8) with
+     * layer 1. */
+    {"bucket 4 floats, back to front", 4, back_to_front, 4},
+    /* 8 floats: [18,28), [8,18), [0,8). */
+    {"bucket 8 floats, back to front", 8, back_to_front, 3},
+    /* Exactly the buffer, and more: one bucket. */
+    {"bucket = buffer, back to front", N, back_to_front, 1},
+    {"bucket > buffer, back to front", 4 * N, back_to_front, 1},
+    /* The range misses the pending one at layers 2, 4, 0 and 1 (3 joins 4): [24,28), [8,16), [16,24),
+     * [0,5) are started by the next range, [5,8) by grad_comm_finish. */
+    {"bucket > buffer, out of order", 4 * N, shuffled, 5},
+    {"bucket 0, out of order", 0, shuffled, 6},
+};
+enum { NCASES = sizeof cases / sizeof *cases };
+
+START_TEST(test_grad_buckets)
+{
+    const bucket_case *c = &cases[_i];
+    float grads[N];
+    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, N, c->bucket_floats * sizeof(float), TIMEOUT_S);
+    int wrong[STEPS];
+    size_t first[STEPS] = {0};
+    for (int step = 0; step < STEPS; step++) {
+        grad_comm_arm(g, 1, step);
+        backward(g, grads, c->order, step);
+        grad_comm_finish(g);
+        wrong[step] = count_wrong(grads, step, 1, &first[step]);
+    }
+    comm_stats st = grad_comm_get_stats(g);
+    grad_comm_free(g);
+    for (int step = 0; step < STEPS; step++)
+        ck_assert_msg(wrong[step] == 0, "%s, step %d: %d of %d gradients are not the sum over %d ranks "
+                      "(first at %zu)", c->name, step, wrong[step], N, world, first[step]);
+    ck_assert_msg(st.buckets == c->buckets, "%s: %d buckets, the rule gives %d", c->name, st.buckets, c->buckets);
+    ck_assert_msg(st.reductions == STEPS, "%s: %ld reductions after %d armed steps", c->name, st.reductions, STEPS);
+    ck_assert_msg(st.blocking_s > 0 && st.blocking_s < 60, "%s: blocking all-reduce time %g s", c->name,
+                  st.blocking_s);
+}
+END_TEST
+
+/* Gradient accumulation: the first micro-batch runs unarmed and must keep this rank's own gradients. */
+START_TEST(test_unarmed_pass_is_local)
+{
+    float grads[N];
+    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, N, 8 * sizeof(float), TIMEOUT_S);
+    size_t first = 0;
+    grad_comm_arm(g, 0, 0);
+    backward(g, grads, back_to_front, 0);
+    grad_comm_finish(g);
+    int local_wrong = count_wrong(grads, 0, 0, &first);
+    long unarmed_reductions = grad_comm_get_stats(g).reductions;
+    grad_comm_arm(g, 1, 0);
+    backward(g, grads, back_to_front, 1);
+    grad_comm_finish(g);
+    int sum_wrong = count_wrong(grads, 1, 1, &first);
+    long reductions = grad_comm_get_stats(g).reductions;
+    grad_comm_free(g);
+    ck_assert_msg(local_wrong == 0, "an unarmed pass changed %d of this rank's %d gradients", local_wrong, N);
+    ck_assert_msg(unarmed_reductions == 0, "an unarmed pass counted as %ld reductions", unarmed_reductions);
+    ck_assert_msg(sum_wrong == 0, "the armed pass after an unarmed one: %d gradients are not the sum", sum_wrong);
+    ck_assert_msg(reductions == 1, "%ld reductions after one armed pass", reductions);
+}
+END_TEST
+
+/* Values whose sum over ranks and mean are exact: (i + 1) (r + 1) / 2 averages to (i + 1) (W + 1) / 4. */
+START_TEST(test_average)
+{
+    enum { M = 10 };
+    float p[M + 1];
+    for (size_t i = 0; i < M; i++)
+        p[i] = (float)(i + 1) * (float)(rank + 1) * 0.5f;
+    p[M] = -1; /* past n: must stay */
+    comm_average(MPI_COMM_WORLD, p, M);
+    comm_average(MPI_COMM_WORLD, p + M, 0);
+    for (size_t i = 0; i < M; i++) {
+        float want = (float)(i + 1) * (float)(world + 1) * 0.25f;
+        ck_assert_msg(p[i] == want, "element %zu: %g, the mean over %d ranks is %g (the sum %g)", i, (double)p[i],
+                      world, (double)want, (double)(want * (float)world));
+    }
+    ck_assert_msg(p[M] == -1, "comm_average wrote past n");
+}
+END_TEST
+
+START_TEST(test_replicas_identical_pass)
+{
+    float p[N];
+    for (size_t i = 0; i < N; i++)
+        p[i] = grad_value(0, i, 0);
+    comm_check_replicas(MPI_COMM_WORLD, p, N, "in the test"); /* stops the job with 70 if it disagrees */
+}
+END_TEST
+
+enum { FP_N = 16 };
+
+/* Distinct values, signs and magnitudes, a zero and a subnormal. */
+static void fp_buffer(float *p)
+{
+    for (size_t i = 0; i < FP_N; i++)
+        p[i] = (float)((int)i - 5) * 0.37f + (float)i * 1e-3f;
+    p[3] = 0.0f;
+    p[9] = 1e-40f;
+}
+
+static float flip_bit(float x, int bit)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u ^= (uint32_t)1 << bit;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+START_TEST(test_fingerprint_equal_buffers)
+{
+    float a[FP_N], b[FP_N];
+    fp_buffer(a);
+    fp_buffer(b);
+    ck_assert_uint_eq(buffer_fingerprint(a, FP_N), buffer_fingerprint(b, FP_N));
+}
+END_TEST
+
+START_TEST(test_fingerprint_every_bit)
+{
+    float p[FP_N];
+    fp_buffer(p);
+    uint64_t base = buffer_fingerprint(p, FP_N);
+    for (size_t i = 0; i < FP_N; i++)
+        for (int bit = 0; bit < 32; bit++) {
+            float keep = p[i];
+            p[i] = flip_bit(keep, bit);
+            uint64_t h = buffer_fingerprint(p, FP_N);
+            p[i] = keep;
+            ck_assert_msg(h != base, "flipping bit %d of element %zu leaves the fingerprint unchanged", bit, i);
+        }
+}
+END_TEST
+
+/* The documented contract (comm.h): the fingerprint depends on the order of the elements. */
+START_TEST(test_fingerprint_order)
+{
+    float p[FP_N];
+    fp_buffer(p);
+    uint64_t base = buffer_fingerprint(p, FP_N);
+    for (size_t i = 0; i < FP_N; i++)
+        for (size_t j = i + 1; j < FP_N; j++) {
+            float t = p[i];
+            p[i] = p[j], p[j] = t;
+            uint64_t h = buffer_fingerprint(p, FP_N);
+            p[j] = p[i], p[i] = t;
+            ck_assert_msg(h != base, "swapping elements %zu and %zu leaves the fingerprint unchanged", i, j);
+        }
+}
+END_TEST
+
+static Suite *comm_suite(void)
+{
+    Suite *s = suite_create("comm_mpi");
+    TCase *tc = tcase_create("collectives");
+    tcase_add_loop_test(tc, test_grad_buckets, 0, NCASES);
+    tcase_add_test(tc, test_unarmed_pass_is_local);
+    tcase_add_test(tc, test_average);
+    tcase_add_test(tc, test_replicas_identical_pass);
+    suite_add_tcase(s, tc);
+    TCase *fp = tcase_create("fingerprint");
+    tcase_add_test(fp, test_fingerprint_equal_buffers);
+    tcase_add_test(fp, test_fingerprint_every_bit);
+    tcase_add_test(fp, test_fingerprint_order);
+    suite_add_tcase(s, fp);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world < 2) {
+        fprintf(stderr, "mpi_comm: needs 2 or more ranks: run it through make check (tests/run-test), or "
+                "under mpirun -np 2\n");
+        MPI_Finalize();
+        return EXIT_FAILURE;
+    }
+    int rc = check_run(comm_suite());
+    MPI_Finalize();
+    return rc;
+}
