@@ -2,6 +2,7 @@
 # The collectives' failures end the job with the right status and one line, and never hang
 # (tests/comm_fail.c for the scenarios):
 # - one rank's parameters differ by one bit: 70, rank 0 names that rank (2 and 3 ranks);
+# - a failing MPI call: 70 and our one line naming the call (MPI_ERRORS_RETURN), not Open MPI's banner;
 # - a rank sleeps or leaves instead of joining the gradient all-reduce: the others stop with 69 at the
 #   --comm-timeout deadline, not before it;
 # - the trainer with rank 1 frozen (SIGSTOP) once training has begun: 69, rank 0 naming --comm-timeout,
@@ -24,6 +25,12 @@ expect_fail 70 'replicas diverged after step 7: the parameters of rank 1 differ'
 one_line
 expect_fail 70 'replicas diverged after step 7: the parameters of rank 2 differ' run_np 3 "$P" diverge 2
 one_line
+
+# A failing MPI call comes back to MPI_CHECK: our line and status, on the world and node communicators.
+for comm in W L; do
+  expect_fail 70 'MPI_Send(&x, 1, MPI_INT, size + 1, 0, comm) failed: MPI_ERR_RANK' run_np 2 "$P" mpierr "$comm"
+  one_line
+done
 
 for how in stall leave; do
   t0=$(date +%s)

@@ -5,6 +5,9 @@
  *   stall S      the last rank sleeps instead of joining the gradient all-reduce of step 3: the others
  *                stop with 69 at the --comm-timeout deadline of S seconds
  *   leave S      the last rank leaves the training loop before step 3 and finalises: the same
+ *   mpierr W|L   an MPI call fails (a send to a rank that does not exist, on the world (W) or the
+ *                node-local (L) communicator): MPI_CHECK stops the job with 70 and our one line naming the
+ *                call, not Open MPI's banner (bootstrap sets MPI_ERRORS_RETURN on both)
  * A scenario that does not fail says so on stdout and exits 0. */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bootstrap.h"
 #include "comm.h"
 #include "errors.h"
 
@@ -60,21 +64,33 @@ static void stall(double timeout_s, int leave)
     grad_comm_free(g);
 }
 
+static void mpi_error(const ddp_env *env, const char *which)
+{
+    MPI_Comm comm = !strcmp(which, "L") ? env->local : MPI_COMM_WORLD;
+    int size, x = 0;
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    if (rank == 0)
+        MPI_CHECK(MPI_Send(&x, 1, MPI_INT, size + 1, 0, comm));
+}
+
 int main(int argc, char **argv)
 {
+    ddp_env env;
     error_set_program("comm_fail");
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    bootstrap_init(&argc, &argv, &env);
+    rank = env.rank;
+    world = env.world;
     const char *mode = argc == 3 ? argv[1] : "";
     if (!strcmp(mode, "diverge"))
         diverge(atoi(argv[2]));
     else if (!strcmp(mode, "stall") || !strcmp(mode, "leave"))
         stall(atof(argv[2]), !strcmp(mode, "leave"));
+    else if (!strcmp(mode, "mpierr"))
+        mpi_error(&env, argv[2]);
     else
-        die(EX_USAGE, "usage: comm_fail diverge RANK | stall SECONDS | leave SECONDS");
+        die(EX_USAGE, "usage: comm_fail diverge RANK | stall SECONDS | leave SECONDS | mpierr W|L");
     if (rank == 0)
         printf("comm_fail %s: no failure\n", mode);
-    MPI_Finalize();
+    bootstrap_finalize(&env);
     return 0;
 }
