@@ -1,9 +1,9 @@
-/* Where the model computes: a table of the layer kernels of layers.h plus memory functions. The model,
+/* Where the model computes: a table of the layer kernels of nn_cpu.h plus memory functions. The model,
  * optimizer, trainer and evaluation call only through it, so one model.c drives both devices:
- * nn_cpu (src/layers.c: CBLAS and loops over ops.h) and nn_cuda() (cuda/layers.cu: cuBLAS and grid-stride
+ * nn_cpu (src/nn_cpu.c: CBLAS and loops over ops.h) and nn_cuda() (cuda/layers.cu: cuBLAS and grid-stride
  * kernels over the same ops.h functions). Pointers handed to a backend's functions are its own memory
  * (alloc); host data crosses only through upload/download. Semantics of every entry are those of the
- * layers.h function of the same name. The CUDA backend queues work on gpu_compute_stream(); only
+ * nn_cpu.h function cpu_<entry>. The CUDA backend queues work on gpu_compute_stream(); only
  * download and the functions returning a host value wait for it. */
 #ifndef MNIST_BACKEND_H
 #define MNIST_BACKEND_H

@@ -6,14 +6,18 @@
 
 #include "errors.h"
 #include "layers.h"
+#include "nn_cpu.h"
+#include "ops.h"
 #include "rng.h"
 
 #define BN_MOMENTUM 0.1f
 #define BN_EPS 1e-5f
-#define CLASSES 10
-#define MAX_TENSORS 10
-#define MAX_BUFFERS 6
+#define MAX_LAYERS 5 /* layers with parameters */
+#define MAX_STATS 2  /* BatchNorm layers */
 #define MAX_ALLOCS 40
+
+/* The input: IN_C channels of IN_SIDE x IN_SIDE pixels; CLASSES outputs. */
+enum { IN_C = 1, IN_SIDE = 28, CLASSES = 10 };
 
 /* How a tensor is created and initialised: fan_in > 0 draws U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
  * fan_in 0 fills with value. */
@@ -25,29 +29,74 @@ typedef struct {
     float value;
 } tensor_spec;
 
-static const tensor_spec net_params[] = {
-    {"conv1.weight", 4, {32, 1, 3, 3}, 9, 0}, {"conv1.bias", 1, {32}, 9, 0},
-    {"conv2.weight", 4, {64, 32, 3, 3}, 288, 0}, {"conv2.bias", 1, {64}, 288, 0},
-    {"fc1.weight", 2, {128, 9216}, 9216, 0}, {"fc1.bias", 1, {128}, 9216, 0},
-    {"fc2.weight", 2, {10, 128}, 128, 0}, {"fc2.bias", 1, {10}, 128, 0},
-};
+/* Every layer with parameters has a weight and a bias: layer L's are parameter tensors WEIGHT(L) and
+ * BIAS(L), in state_dict order. BatchNorm layer S's running statistics are buffer tensors STATS(S)
+ * (running_mean), + 1 (running_var) and + 2 (num_batches_tracked). */
+#define LAYER_TENSORS 2
+#define STATS_TENSORS 3
+#define WEIGHT(L) (LAYER_TENSORS * (L))
+#define BIAS(L) (WEIGHT(L) + 1)
+#define STATS(S) (STATS_TENSORS * (S))
 
-static const tensor_spec convnet_params[] = {
-    {"layer1.0.weight", 4, {16, 1, 5, 5}, 25, 0}, {"layer1.0.bias", 1, {16}, 25, 0},
-    {"layer1.1.weight", 1, {16}, 0, 1}, {"layer1.1.bias", 1, {16}, 0, 0},
-    {"layer2.0.weight", 4, {32, 16, 5, 5}, 400, 0}, {"layer2.0.bias", 1, {32}, 400, 0},
-    {"layer2.1.weight", 1, {32}, 0, 1}, {"layer2.1.bias", 1, {32}, 0, 0},
-    {"fc.weight", 2, {10, 1568}, 1568, 0}, {"fc.bias", 1, {10}, 1568, 0},
-};
+/* state_dict entries of a layer, PyTorch's shapes and default init: a convolution's or linear layer's
+ * weight and bias draw with fan_in = inputs per output; BatchNorm starts at weight 1, bias 0, running
+ * mean 0, var 1. */
+#define CONV_PARAMS(L, name, F, C, k) \
+    [WEIGHT(L)] = {name ".weight", 4, {F, C, k, k}, (C) * (k) * (k), 0}, {name ".bias", 1, {F}, (C) * (k) * (k), 0}
+#define LINEAR_PARAMS(L, name, out, in) \
+    [WEIGHT(L)] = {name ".weight", 2, {out, in}, in, 0}, {name ".bias", 1, {out}, in, 0}
+#define BN_PARAMS(L, name, C) [WEIGHT(L)] = {name ".weight", 1, {C}, 0, 1}, {name ".bias", 1, {C}, 0, 0}
+#define BN_BUFFERS(S, name, C)                                                                                     \
+    [STATS(S)] = {name ".running_mean", 1, {C}, 0, 0}, {name ".running_var", 1, {C}, 0, 1},                        \
+    {name ".num_batches_tracked", 0, {0}, 0, 0}
 
-static const tensor_spec convnet_buffers[] = {
-    {"layer1.1.running_mean", 1, {16}, 0, 0}, {"layer1.1.running_var", 1, {16}, 0, 1},
-    {"layer1.1.num_batches_tracked", 0, {0}, 0, 0},
-    {"layer2.1.running_mean", 1, {32}, 0, 0}, {"layer2.1.running_var", 1, {32}, 0, 1},
-    {"layer2.1.num_batches_tracked", 0, {0}, 0, 0},
-};
+/* A stride-1 convolution (layers.h): input C x H x W, F filters of k x k, zero padding pad, wide output. */
+typedef struct {
+    int C, H, W, F, k, pad, wide;
+} conv_shape;
 
-enum { NET, CONVNET };
+/* net: every size derives from these. Sides S of square planes, P their areas (conv2's in wide rows). */
+enum {
+    NET_K = 3, NET_C1 = 32, NET_C2 = 64, NET_HIDDEN = 128,
+    NET_S1 = CONV_OUT(IN_SIDE, NET_K, 0), /* conv1's output */
+    NET_S2 = CONV_OUT(NET_S1, NET_K, 0),  /* conv2's output, in rows of NET_S1 */
+    NET_SP = NET_S2 / 2,                  /* after the pool */
+    NET_P1 = NET_S1 * NET_S1, NET_P2 = NET_S2 * NET_S1, NET_PP = NET_SP * NET_SP,
+    NET_FLAT = NET_C2 * NET_PP, /* fc1's inputs */
+};
+enum { NET_CONV1, NET_CONV2, NET_FC1, NET_FC2, NET_LAYERS };
+
+static const tensor_spec net_params[LAYER_TENSORS * NET_LAYERS] = {
+    CONV_PARAMS(NET_CONV1, "conv1", NET_C1, IN_C, NET_K), CONV_PARAMS(NET_CONV2, "conv2", NET_C2, NET_C1, NET_K),
+    LINEAR_PARAMS(NET_FC1, "fc1", NET_HIDDEN, NET_FLAT), LINEAR_PARAMS(NET_FC2, "fc2", CLASSES, NET_HIDDEN),
+};
+static const conv_shape net_conv1 = {.C = IN_C, .H = IN_SIDE, .W = IN_SIDE, .F = NET_C1, .k = NET_K},
+                        net_conv2 = {.C = NET_C1, .H = NET_S1, .W = NET_S1, .F = NET_C2, .k = NET_K, .wide = 1};
+
+/* convnet: every size derives from these. */
+enum {
+    CNN_K = 5, CNN_PAD = 2, CNN_C1 = 16, CNN_C2 = 32,
+    CNN_S1 = CONV_OUT(IN_SIDE, CNN_K, CNN_PAD), /* conv1's output */
+    CNN_SP1 = CNN_S1 / 2,                       /* after pool 1 */
+    CNN_S2 = CONV_OUT(CNN_SP1, CNN_K, CNN_PAD), /* conv2's output */
+    CNN_SP2 = CNN_S2 / 2,                       /* after pool 2 */
+    CNN_P1 = CNN_S1 * CNN_S1, CNN_PP1 = CNN_SP1 * CNN_SP1, CNN_P2 = CNN_S2 * CNN_S2, CNN_PP2 = CNN_SP2 * CNN_SP2,
+    CNN_FLAT = CNN_C2 * CNN_PP2, /* fc's inputs */
+};
+enum { CNN_CONV1, CNN_BN1, CNN_CONV2, CNN_BN2, CNN_FC, CNN_LAYERS };
+enum { CNN_STATS1, CNN_STATS2, CNN_STATS };
+
+static const tensor_spec convnet_params[LAYER_TENSORS * CNN_LAYERS] = {
+    CONV_PARAMS(CNN_CONV1, "layer1.0", CNN_C1, IN_C, CNN_K), BN_PARAMS(CNN_BN1, "layer1.1", CNN_C1),
+    CONV_PARAMS(CNN_CONV2, "layer2.0", CNN_C2, CNN_C1, CNN_K), BN_PARAMS(CNN_BN2, "layer2.1", CNN_C2),
+    LINEAR_PARAMS(CNN_FC, "fc", CLASSES, CNN_FLAT),
+};
+static const tensor_spec convnet_buffers[STATS_TENSORS * CNN_STATS] = {
+    BN_BUFFERS(CNN_STATS1, "layer1.1", CNN_C1), BN_BUFFERS(CNN_STATS2, "layer2.1", CNN_C2),
+};
+static const conv_shape
+    convnet_conv1 = {.C = IN_C, .H = IN_SIDE, .W = IN_SIDE, .F = CNN_C1, .k = CNN_K, .pad = CNN_PAD},
+    convnet_conv2 = {.C = CNN_C1, .H = CNN_SP1, .W = CNN_SP1, .F = CNN_C2, .k = CNN_K, .pad = CNN_PAD};
 
 /* Activations (forward) and their gradients (backward); buffers are reused where the forward value
  * is dead by the time its gradient is written. */
@@ -62,16 +111,37 @@ typedef struct {
     int32_t *arg1, *arg2;
 } convnet_acts;
 
+/* A network: its state_dict tables and passes. forward applies dropout (if the network has any, keyed
+ * by ids and key) only when train; backward follows a forward with train set. */
+typedef struct {
+    const char *name;
+    const tensor_spec *params, *buffers;
+    int nlayers, nstats;
+    void (*alloc)(model *m); /* activations and im2col scratch */
+    void (*forward)(model *m, const float *x, int n, const uint64_t *ids, uint64_t key, int train);
+    void (*backward)(model *m, const float *x, int n);
+} architecture;
+
+/* Named views into the flat buffers: a layer's parameters and gradients, a BatchNorm's running stats. */
+typedef struct {
+    float *w, *b, *dw, *db;
+} layer_params;
+
+typedef struct {
+    float *mean, *var, *tracked;
+} bn_stats;
+
 struct model {
     const nn_backend *be;
-    int kind, capacity, chunk;
-    const char *name;
-    const tensor_spec *pspec, *bspec;
+    const architecture *arch;
+    int capacity, chunk;
     int ntensors, nbuffers;
-    tensor_desc tensors[MAX_TENSORS], buffers[MAX_BUFFERS];
+    tensor_desc tensors[LAYER_TENSORS * MAX_LAYERS], buffers[STATS_TENSORS * MAX_STATS];
     size_t nparams, nbufs;
     float *params, *grads, *bufs, *col;
-    float *logits, *logp, *dlogits; /* [capacity][10] */
+    layer_params layer[MAX_LAYERS];
+    bn_stats stats[MAX_STATS];
+    float *logits, *logp, *dlogits; /* [capacity][CLASSES] */
     float *loss;                    /* [capacity] */
     grad_ready_fn hook;
     void *hook_ctx;
@@ -109,91 +179,254 @@ static size_t describe(const tensor_spec *spec, int n, tensor_desc *desc)
     return offset;
 }
 
+static void bind_tensors(model *m)
+{
+    for (int L = 0; L < m->arch->nlayers; L++) {
+        size_t w = m->tensors[WEIGHT(L)].offset, b = m->tensors[BIAS(L)].offset;
+        m->layer[L] = (layer_params){m->params + w, m->params + b, m->grads + w, m->grads + b};
+    }
+    for (int S = 0; S < m->arch->nstats; S++) {
+        const tensor_desc *t = &m->buffers[STATS(S)];
+        m->stats[S] = (bn_stats){m->bufs + t[0].offset, m->bufs + t[1].offset, m->bufs + t[2].offset};
+    }
+}
+
+/* im2col scratch for the larger of a network's two convolutions. */
+static float *col_scratch(model *m, const conv_shape *s1, const conv_shape *s2)
+{
+    size_t a = conv_scratch(s1->C, s1->H, s1->W, s1->k, s1->pad, m->chunk, s1->wide),
+           b = conv_scratch(s2->C, s2->H, s2->W, s2->k, s2->pad, m->chunk, s2->wide);
+    return floats(m, a > b ? a : b);
+}
+
 static void net_alloc(model *m)
 {
     size_t N = (size_t)m->capacity;
     net_acts *a = &m->a.net;
-    a->h1 = floats(m, 32 * N * 676);
-    a->a2 = floats(m, 64 * N * 24 * 26); /* wide: rows of 26, 24 used */
-    a->p2 = floats(m, 64 * N * 144);
-    a->arg2 = model_mem(m, 64 * N * 144 * sizeof(int32_t));
-    a->f = floats(m, N * 9216);
-    a->mask1 = floats(m, N * 9216);
-    a->h3 = floats(m, N * 128);
-    a->mask2 = floats(m, N * 128);
-    a->dh3 = floats(m, N * 128);
-    a->df = floats(m, N * 9216);
-    a->dp = floats(m, 64 * N * 144);
-    a->dh1 = floats(m, 32 * N * 676);
-    size_t s1 = conv_scratch(1, 28, 28, 3, 0, m->chunk, 0), s2 = conv_scratch(32, 26, 26, 3, 0, m->chunk, 1);
-    m->col = floats(m, s1 > s2 ? s1 : s2);
+    a->h1 = floats(m, NET_C1 * N * NET_P1);
+    a->a2 = floats(m, NET_C2 * N * NET_P2); /* wide */
+    a->p2 = floats(m, NET_C2 * N * NET_PP);
+    a->arg2 = model_mem(m, NET_C2 * N * NET_PP * sizeof(int32_t));
+    a->f = floats(m, N * NET_FLAT);
+    a->mask1 = floats(m, N * NET_FLAT);
+    a->h3 = floats(m, N * NET_HIDDEN);
+    a->mask2 = floats(m, N * NET_HIDDEN);
+    a->dh3 = floats(m, N * NET_HIDDEN);
+    a->df = floats(m, N * NET_FLAT);
+    a->dp = floats(m, NET_C2 * N * NET_PP);
+    a->dh1 = floats(m, NET_C1 * N * NET_P1);
+    m->col = col_scratch(m, &net_conv1, &net_conv2);
 }
 
 static void convnet_alloc(model *m)
 {
     size_t N = (size_t)m->capacity;
     convnet_acts *a = &m->a.cnn;
-    a->a1 = floats(m, 16 * N * 784);
-    a->b1 = floats(m, 16 * N * 784);
-    a->p1 = floats(m, 16 * N * 196);
-    a->arg1 = model_mem(m, 16 * N * 196 * sizeof(int32_t));
-    a->a2 = floats(m, 32 * N * 196);
-    a->b2 = floats(m, 32 * N * 196);
-    a->p2 = floats(m, 32 * N * 49);
-    a->arg2 = model_mem(m, 32 * N * 49 * sizeof(int32_t));
-    a->f = floats(m, N * 1568);
-    a->df = floats(m, N * 1568);
-    a->dp2 = floats(m, 32 * N * 49);
-    a->dp1 = floats(m, 16 * N * 196);
-    a->mean1 = floats(m, 16);
-    a->invstd1 = floats(m, 16);
-    a->mean2 = floats(m, 32);
-    a->invstd2 = floats(m, 32);
-    size_t s1 = conv_scratch(1, 28, 28, 5, 2, m->chunk, 0), s2 = conv_scratch(16, 14, 14, 5, 2, m->chunk, 0);
-    m->col = floats(m, s1 > s2 ? s1 : s2);
+    a->a1 = floats(m, CNN_C1 * N * CNN_P1);
+    a->b1 = floats(m, CNN_C1 * N * CNN_P1);
+    a->p1 = floats(m, CNN_C1 * N * CNN_PP1);
+    a->arg1 = model_mem(m, CNN_C1 * N * CNN_PP1 * sizeof(int32_t));
+    a->a2 = floats(m, CNN_C2 * N * CNN_P2);
+    a->b2 = floats(m, CNN_C2 * N * CNN_P2);
+    a->p2 = floats(m, CNN_C2 * N * CNN_PP2);
+    a->arg2 = model_mem(m, CNN_C2 * N * CNN_PP2 * sizeof(int32_t));
+    a->f = floats(m, N * CNN_FLAT);
+    a->df = floats(m, N * CNN_FLAT);
+    a->dp2 = floats(m, CNN_C2 * N * CNN_PP2);
+    a->dp1 = floats(m, CNN_C1 * N * CNN_PP1);
+    a->mean1 = floats(m, CNN_C1);
+    a->invstd1 = floats(m, CNN_C1);
+    a->mean2 = floats(m, CNN_C2);
+    a->invstd2 = floats(m, CNN_C2);
+    m->col = col_scratch(m, &convnet_conv1, &convnet_conv2);
 }
+
+/* Layer L's parameter gradients are final: hand their range to the hook. */
+static void grads_ready(model *m, int L)
+{
+    if (m->hook) {
+        const tensor_desc *w = &m->tensors[WEIGHT(L)], *b = &m->tensors[BIAS(L)];
+        m->hook(m->hook_ctx, w->offset, b->offset + b->count - w->offset);
+    }
+}
+
+/* The layers on the model's backend and scratch; each backward releases its layer's gradients. */
+static void conv_fwd(model *m, const conv_shape *s, const float *x, const float *w, const float *b, float *y, int n)
+{
+    conv_forward(m->be, x, w, b, y, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk, s->wide);
+}
+
+static void conv_bwd(model *m, int L, const conv_shape *s, const float *x, const float *dy, float *dx, int n)
+{
+    const layer_params *p = &m->layer[L];
+    conv_backward(m->be, x, p->w, dy, p->dw, p->db, dx, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk,
+                  s->wide);
+    grads_ready(m, L);
+}
+
+static void linear_fwd(model *m, int L, const float *x, float *y, int n, int in, int out)
+{
+    linear_forward(m->be, x, m->layer[L].w, m->layer[L].b, y, n, in, out);
+}
+
+static void linear_bwd(model *m, int L, const float *x, const float *dy, float *dx, int n, int in, int out)
+{
+    const layer_params *p = &m->layer[L];
+    linear_backward(m->be, x, p->w, dy, p->dw, p->db, dx, n, in, out);
+    grads_ready(m, L);
+}
+
+/* Training: batch statistics (saved in mean, invstd) that update the running ones S; else those. */
+static void batchnorm_fwd(model *m, int L, int S, const float *x, float *y, float *mean, float *invstd, int C,
+                          size_t count, int train)
+{
+    const layer_params *p = &m->layer[L];
+    const bn_stats *s = &m->stats[S];
+    if (train)
+        m->be->batchnorm_forward_train(x, p->w, p->b, y, mean, invstd, s->mean, s->var, s->tracked, C, count,
+                                       BN_MOMENTUM, BN_EPS);
+    else
+        m->be->batchnorm_forward_eval(x, p->w, p->b, s->mean, s->var, y, C, count, BN_EPS);
+}
+
+static void batchnorm_bwd(model *m, int L, const float *x, const float *dy, const float *mean, const float *invstd,
+                          float *dx, int C, size_t count)
+{
+    const layer_params *p = &m->layer[L];
+    m->be->batchnorm_backward(x, dy, p->w, mean, invstd, dx, p->dw, p->db, C, count);
+    grads_ready(m, L);
+}
+
+/* net: conv1 -> ReLU -> conv2 -> ReLU -> max-pool -> dropout(.25) -> fc1 -> ReLU -> dropout(.5) -> fc2.
+ * conv2's bias and ReLU run after the pool, on a quarter of the values: max(x) + b = max(x + b),
+ * and max and ReLU commute (gradients agree too: the argmax is the same). conv2 uses the wide
+ * layout (rows of NET_S1, NET_S2 used); the pool reads only the used columns and its backward zeroes
+ * the rest, as conv_backward requires. */
+static void net_forward(model *m, const float *x, int n, const uint64_t *ids, uint64_t key, int train)
+{
+    const nn_backend *be = m->be;
+    net_acts *a = &m->a.net;
+    size_t N = (size_t)n;
+    conv_fwd(m, &net_conv1, x, m->layer[NET_CONV1].w, NULL, a->h1, n);
+    be->bias_relu_forward(a->h1, m->layer[NET_CONV1].b, NET_C1, N * NET_P1);
+    conv_fwd(m, &net_conv2, a->h1, m->layer[NET_CONV2].w, NULL, a->a2, n);
+    be->maxpool2_forward(a->a2, a->p2, a->arg2, NET_C2 * n, NET_S2, NET_S2, NET_S1);
+    be->bias_relu_forward(a->p2, m->layer[NET_CONV2].b, NET_C2, N * NET_PP);
+    be->flatten_cnhw(a->p2, a->f, NET_C2, n, NET_PP);
+    if (train)
+        be->dropout_forward(a->f, a->mask1, n, NET_FLAT, ids, key, 0, 0.25f);
+    linear_fwd(m, NET_FC1, a->f, a->h3, n, NET_FLAT, NET_HIDDEN);
+    be->relu_forward(a->h3, N * NET_HIDDEN);
+    if (train)
+        be->dropout_forward(a->h3, a->mask2, n, NET_HIDDEN, ids, key, 1, 0.5f);
+    linear_fwd(m, NET_FC2, a->h3, m->logits, n, NET_HIDDEN, CLASSES);
+}
+
+static void net_backward(model *m, const float *x, int n)
+{
+    const nn_backend *be = m->be;
+    net_acts *a = &m->a.net;
+    size_t N = (size_t)n;
+    linear_bwd(m, NET_FC2, a->h3, m->dlogits, a->dh3, n, NET_HIDDEN, CLASSES);
+    be->dropout_backward(a->dh3, a->mask2, N * NET_HIDDEN);
+    be->relu_backward(a->dh3, a->h3, N * NET_HIDDEN); /* h3 after dropout: positive exactly where kept and active */
+    linear_bwd(m, NET_FC1, a->f, a->dh3, a->df, n, NET_FLAT, NET_HIDDEN);
+    be->dropout_backward(a->df, a->mask1, N * NET_FLAT);
+    be->unflatten_cnhw(a->df, a->dp, NET_C2, n, NET_PP);
+    be->relu_backward(a->dp, a->p2, NET_C2 * N * NET_PP);
+    /* conv2's output gradient replaces a2 */
+    be->maxpool2_backward(a->dp, a->arg2, a->a2, NET_C2 * n, NET_S2, NET_S2, NET_S1);
+    conv_bwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->dh1, n);
+    be->relu_backward(a->dh1, a->h1, NET_C1 * N * NET_P1);
+    conv_bwd(m, NET_CONV1, &net_conv1, x, a->dh1, NULL, n);
+}
+
+/* convnet: [conv 5x5 pad 2 -> BatchNorm -> ReLU -> max-pool] x 2 -> fc. ReLU after the pool as in net.
+ * No dropout: ids and key are unused. */
+static void convnet_forward(model *m, const float *x, int n, const uint64_t *ids, uint64_t key, int train)
+{
+    (void)ids, (void)key;
+    const nn_backend *be = m->be;
+    convnet_acts *a = &m->a.cnn;
+    size_t N = (size_t)n;
+    conv_fwd(m, &convnet_conv1, x, m->layer[CNN_CONV1].w, m->layer[CNN_CONV1].b, a->a1, n);
+    batchnorm_fwd(m, CNN_BN1, CNN_STATS1, a->a1, a->b1, a->mean1, a->invstd1, CNN_C1, N * CNN_P1, train);
+    be->maxpool2_forward(a->b1, a->p1, a->arg1, CNN_C1 * n, CNN_S1, CNN_S1, CNN_S1);
+    be->relu_forward(a->p1, CNN_C1 * N * CNN_PP1);
+    conv_fwd(m, &convnet_conv2, a->p1, m->layer[CNN_CONV2].w, m->layer[CNN_CONV2].b, a->a2, n);
+    batchnorm_fwd(m, CNN_BN2, CNN_STATS2, a->a2, a->b2, a->mean2, a->invstd2, CNN_C2, N * CNN_P2, train);
+    be->maxpool2_forward(a->b2, a->p2, a->arg2, CNN_C2 * n, CNN_S2, CNN_S2, CNN_S2);
+    be->relu_forward(a->p2, CNN_C2 * N * CNN_PP2);
+    be->flatten_cnhw(a->p2, a->f, CNN_C2, n, CNN_PP2);
+    linear_fwd(m, CNN_FC, a->f, m->logits, n, CNN_FLAT, CLASSES);
+}
+
+static void convnet_backward(model *m, const float *x, int n)
+{
+    const nn_backend *be = m->be;
+    convnet_acts *a = &m->a.cnn;
+    size_t N = (size_t)n;
+    linear_bwd(m, CNN_FC, a->f, m->dlogits, a->df, n, CNN_FLAT, CLASSES);
+    be->unflatten_cnhw(a->df, a->dp2, CNN_C2, n, CNN_PP2);
+    be->relu_backward(a->dp2, a->p2, CNN_C2 * N * CNN_PP2);
+    /* Gradients w.r.t. the BatchNorm outputs, then (in place) inputs, replace b2 and b1. */
+    be->maxpool2_backward(a->dp2, a->arg2, a->b2, CNN_C2 * n, CNN_S2, CNN_S2, CNN_S2);
+    batchnorm_bwd(m, CNN_BN2, a->a2, a->b2, a->mean2, a->invstd2, a->b2, CNN_C2, N * CNN_P2);
+    conv_bwd(m, CNN_CONV2, &convnet_conv2, a->p1, a->b2, a->dp1, n);
+    be->relu_backward(a->dp1, a->p1, CNN_C1 * N * CNN_PP1);
+    be->maxpool2_backward(a->dp1, a->arg1, a->b1, CNN_C1 * n, CNN_S1, CNN_S1, CNN_S1);
+    batchnorm_bwd(m, CNN_BN1, a->a1, a->b1, a->mean1, a->invstd1, a->b1, CNN_C1, N * CNN_P1);
+    conv_bwd(m, CNN_CONV1, &convnet_conv1, x, a->b1, NULL, n);
+}
+
+static const architecture architectures[] = {
+    {.name = "net", .params = net_params, .nlayers = NET_LAYERS, .alloc = net_alloc, .forward = net_forward,
+     .backward = net_backward},
+    {.name = "convnet", .params = convnet_params, .buffers = convnet_buffers, .nlayers = CNN_LAYERS,
+     .nstats = CNN_STATS, .alloc = convnet_alloc, .forward = convnet_forward, .backward = convnet_backward},
+};
+_Static_assert(NET_LAYERS <= MAX_LAYERS && CNN_LAYERS <= MAX_LAYERS && CNN_STATS <= MAX_STATS,
+               "model tables too small");
 
 model *model_create(const char *name, int capacity)
 {
     return model_create_on(&nn_cpu, name, capacity);
 }
 
+static const architecture *find_architecture(const char *name)
+{
+    for (size_t i = 0; i < sizeof architectures / sizeof *architectures; i++)
+        if (strcmp(name, architectures[i].name) == 0)
+            return &architectures[i];
+    return NULL;
+}
+
 model *model_create_on(const nn_backend *be, const char *name, int capacity)
 {
-    int kind;
-    if (strcmp(name, "net") == 0)
-        kind = NET;
-    else if (strcmp(name, "convnet") == 0)
-        kind = CONVNET;
-    else
+    const architecture *arch = find_architecture(name);
+    if (!arch)
         return NULL;
     if (capacity < 1)
         die(EX_SOFTWARE, "model capacity must be positive, not %d", capacity);
     model *m = xcalloc(1, sizeof *m);
     m->be = be;
-    m->kind = kind;
-    m->name = kind == NET ? "net" : "convnet";
+    m->arch = arch;
     m->capacity = capacity;
     m->chunk = capacity < be->chunk ? capacity : be->chunk;
-    m->pspec = kind == NET ? net_params : convnet_params;
-    m->ntensors = kind == NET ? (int)(sizeof net_params / sizeof *net_params)
-                              : (int)(sizeof convnet_params / sizeof *convnet_params);
-    m->bspec = kind == NET ? NULL : convnet_buffers;
-    m->nbuffers = kind == NET ? 0 : (int)(sizeof convnet_buffers / sizeof *convnet_buffers);
-    m->nparams = describe(m->pspec, m->ntensors, m->tensors);
-    m->nbufs = describe(m->bspec, m->nbuffers, m->buffers);
+    m->ntensors = LAYER_TENSORS * arch->nlayers;
+    m->nbuffers = STATS_TENSORS * arch->nstats;
+    m->nparams = describe(arch->params, m->ntensors, m->tensors);
+    m->nbufs = describe(arch->buffers, m->nbuffers, m->buffers);
     m->params = floats(m, m->nparams);
     m->grads = floats(m, m->nparams);
     m->bufs = floats(m, m->nbufs);
+    bind_tensors(m);
     be->zero(m->grads, m->nparams * sizeof(float));
     m->logits = floats(m, (size_t)capacity * CLASSES);
     m->logp = floats(m, (size_t)capacity * CLASSES);
     m->dlogits = floats(m, (size_t)capacity * CLASSES);
     m->loss = floats(m, (size_t)capacity);
-    if (kind == NET)
-        net_alloc(m);
-    else
-        convnet_alloc(m);
+    arch->alloc(m);
     model_init_params(m, 0);
     return m;
 }
@@ -207,7 +440,7 @@ void model_free(model *m)
     free(m);
 }
 
-const char *model_name(const model *m) { return m->name; }
+const char *model_name(const model *m) { return m->arch->name; }
 const nn_backend *model_backend(const model *m) { return m->be; }
 int model_capacity(const model *m) { return m->capacity; }
 int model_num_tensors(const model *m) { return m->ntensors; }
@@ -232,19 +465,23 @@ static void init_tensors(const tensor_spec *spec, const tensor_desc *desc, int n
 {
     for (int i = 0; i < n; i++) {
         float *p = base + desc[i].offset;
-        if (spec[i].fan_in > 0)
-            init_uniform(p, desc[i].count, rng_key(seed, (uint64_t)i), 1.0f / sqrtf((float)spec[i].fan_in));
-        else
+        if (spec[i].fan_in > 0) {
+            uint64_t key = rng_key(seed, (uint64_t)i);
+            float bound = 1.0f / sqrtf((float)spec[i].fan_in);
+            for (size_t j = 0; j < desc[i].count; j++)
+                p[j] = op_init_uniform(key, j, bound);
+        } else {
             for (size_t j = 0; j < desc[i].count; j++)
                 p[j] = spec[i].value;
+        }
     }
 }
 
 void model_init_params(model *m, uint64_t seed)
 {
     float *p = xmalloc(m->nparams * sizeof *p), *b = xmalloc((m->nbufs + 1) * sizeof *b);
-    init_tensors(m->pspec, m->tensors, m->ntensors, p, seed);
-    init_tensors(m->bspec, m->buffers, m->nbuffers, b, seed);
+    init_tensors(m->arch->params, m->tensors, m->ntensors, p, seed);
+    init_tensors(m->arch->buffers, m->buffers, m->nbuffers, b, seed);
     model_upload(m, p, b);
     free(p);
     free(b);
@@ -274,118 +511,7 @@ void model_set_grad_hook(model *m, grad_ready_fn fn, void *ctx)
 
 void model_normalize(const uint8_t *images, size_t count, float *x)
 {
-    normalize_images(images, count, x);
-}
-
-/* Parameter tensors first .. last are final: hand their range to the hook. */
-static void grads_ready(model *m, int first, int last)
-{
-    if (m->hook) {
-        size_t off = m->tensors[first].offset;
-        m->hook(m->hook_ctx, off, m->tensors[last].offset + m->tensors[last].count - off);
-    }
-}
-
-#define W(i) (m->params + m->tensors[i].offset)
-#define G(i) (m->grads + m->tensors[i].offset)
-#define B(i) (m->bufs + m->buffers[i].offset)
-
-/* net: conv1 -> ReLU -> conv2 -> ReLU -> max-pool -> dropout(.25) -> fc1 -> ReLU -> dropout(.5) -> fc2.
- * conv2's bias and ReLU run after the pool, on a quarter of the values: max(x) + b = max(x + b),
- * and max and ReLU commute (gradients agree too: the argmax is the same). conv2 uses the wide
- * layout (rows of 26, 24 used); the pool reads only the used columns and its backward zeroes the
- * rest, as conv_backward requires. */
-static void net_forward(model *m, const float *x, int n, const uint64_t *ids, uint64_t key, int train)
-{
-    const nn_backend *be = m->be;
-    net_acts *a = &m->a.net;
-    size_t N = (size_t)n;
-    conv_forward(be, x, W(0), NULL, a->h1, n, 1, 28, 28, 32, 3, 0, m->col, m->chunk, 0);
-    be->bias_relu_forward(a->h1, W(1), 32, N * 676);
-    conv_forward(be, a->h1, W(2), NULL, a->a2, n, 32, 26, 26, 64, 3, 0, m->col, m->chunk, 1);
-    be->maxpool2_forward(a->a2, a->p2, a->arg2, 64 * n, 24, 24, 26);
-    be->bias_relu_forward(a->p2, W(3), 64, N * 144);
-    be->flatten_cnhw(a->p2, a->f, 64, n, 144);
-    if (train)
-        be->dropout_forward(a->f, a->mask1, n, 9216, ids, key, 0, 0.25f);
-    linear_forward(be, a->f, W(4), W(5), a->h3, n, 9216, 128);
-    be->relu_forward(a->h3, N * 128);
-    if (train)
-        be->dropout_forward(a->h3, a->mask2, n, 128, ids, key, 1, 0.5f);
-    linear_forward(be, a->h3, W(6), W(7), m->logits, n, 128, CLASSES);
-}
-
-static void net_backward(model *m, const float *x, int n)
-{
-    const nn_backend *be = m->be;
-    net_acts *a = &m->a.net;
-    size_t N = (size_t)n;
-    linear_backward(be, a->h3, W(6), m->dlogits, G(6), G(7), a->dh3, n, 128, CLASSES);
-    grads_ready(m, 6, 7);
-    be->dropout_backward(a->dh3, a->mask2, N * 128);
-    be->relu_backward(a->dh3, a->h3, N * 128); /* h3 after dropout: positive exactly where kept and active */
-    linear_backward(be, a->f, W(4), a->dh3, G(4), G(5), a->df, n, 9216, 128);
-    grads_ready(m, 4, 5);
-    be->dropout_backward(a->df, a->mask1, N * 9216);
-    be->unflatten_cnhw(a->df, a->dp, 64, n, 144);
-    be->relu_backward(a->dp, a->p2, 64 * N * 144);
-    be->maxpool2_backward(a->dp, a->arg2, a->a2, 64 * n, 24, 24, 26); /* conv2's output gradient replaces a2 */
-    conv_backward(be, a->h1, W(2), a->a2, G(2), G(3), a->dh1, n, 32, 26, 26, 64, 3, 0, m->col, m->chunk, 1);
-    grads_ready(m, 2, 3);
-    be->relu_backward(a->dh1, a->h1, 32 * N * 676);
-    conv_backward(be, x, W(0), a->dh1, G(0), G(1), NULL, n, 1, 28, 28, 32, 3, 0, m->col, m->chunk, 0);
-    grads_ready(m, 0, 1);
-}
-
-/* convnet: [conv 5x5 pad 2 -> BatchNorm -> ReLU -> max-pool] x 2 -> fc. ReLU after the pool as in net. */
-static void convnet_forward(model *m, const float *x, int n, int train)
-{
-    const nn_backend *be = m->be;
-    convnet_acts *a = &m->a.cnn;
-    size_t N = (size_t)n;
-    conv_forward(be, x, W(0), W(1), a->a1, n, 1, 28, 28, 16, 5, 2, m->col, m->chunk, 0);
-    if (train) {
-        be->batchnorm_forward_train(a->a1, W(2), W(3), a->b1, a->mean1, a->invstd1, B(0), B(1), B(2), 16,
-                                       N * 784, BN_MOMENTUM, BN_EPS);
-    } else {
-        be->batchnorm_forward_eval(a->a1, W(2), W(3), B(0), B(1), a->b1, 16, N * 784, BN_EPS);
-    }
-    be->maxpool2_forward(a->b1, a->p1, a->arg1, 16 * n, 28, 28, 28);
-    be->relu_forward(a->p1, 16 * N * 196);
-    conv_forward(be, a->p1, W(4), W(5), a->a2, n, 16, 14, 14, 32, 5, 2, m->col, m->chunk, 0);
-    if (train) {
-        be->batchnorm_forward_train(a->a2, W(6), W(7), a->b2, a->mean2, a->invstd2, B(3), B(4), B(5), 32,
-                                       N * 196, BN_MOMENTUM, BN_EPS);
-    } else {
-        be->batchnorm_forward_eval(a->a2, W(6), W(7), B(3), B(4), a->b2, 32, N * 196, BN_EPS);
-    }
-    be->maxpool2_forward(a->b2, a->p2, a->arg2, 32 * n, 14, 14, 14);
-    be->relu_forward(a->p2, 32 * N * 49);
-    be->flatten_cnhw(a->p2, a->f, 32, n, 49);
-    linear_forward(be, a->f, W(8), W(9), m->logits, n, 1568, CLASSES);
-}
-
-static void convnet_backward(model *m, const float *x, int n)
-{
-    const nn_backend *be = m->be;
-    convnet_acts *a = &m->a.cnn;
-    size_t N = (size_t)n;
-    linear_backward(be, a->f, W(8), m->dlogits, G(8), G(9), a->df, n, 1568, CLASSES);
-    grads_ready(m, 8, 9);
-    be->unflatten_cnhw(a->df, a->dp2, 32, n, 49);
-    be->relu_backward(a->dp2, a->p2, 32 * N * 49);
-    /* Gradients w.r.t. the BatchNorm outputs, then (in place) inputs, replace b2 and b1. */
-    be->maxpool2_backward(a->dp2, a->arg2, a->b2, 32 * n, 14, 14, 14);
-    be->batchnorm_backward(a->a2, a->b2, W(6), a->mean2, a->invstd2, a->b2, G(6), G(7), 32, N * 196);
-    grads_ready(m, 6, 7);
-    conv_backward(be, a->p1, W(4), a->b2, G(4), G(5), a->dp1, n, 16, 14, 14, 32, 5, 2, m->col, m->chunk, 0);
-    grads_ready(m, 4, 5);
-    be->relu_backward(a->dp1, a->p1, 16 * N * 196);
-    be->maxpool2_backward(a->dp1, a->arg1, a->b1, 16 * n, 28, 28, 28);
-    be->batchnorm_backward(a->a1, a->b1, W(2), a->mean1, a->invstd1, a->b1, G(2), G(3), 16, N * 784);
-    grads_ready(m, 2, 3);
-    conv_backward(be, x, W(0), a->b1, G(0), G(1), NULL, n, 1, 28, 28, 16, 5, 2, m->col, m->chunk, 0);
-    grads_ready(m, 0, 1);
+    cpu_normalize(images, count, x);
 }
 
 /* Labels are not checked here (they may live on the GPU): the shard reader rejects any above 9. */
@@ -401,21 +527,14 @@ double model_forward_backward(model *m, const float *x, const uint8_t *labels, c
     const nn_backend *be = m->be;
     check_batch(m, n);
     if (n == 0) {
-        /* Every layer's parameters are a (weight, bias) pair, released back to front as in backward. */
-        for (int i = m->ntensors - 2; i >= 0; i -= 2)
-            grads_ready(m, i, i + 1);
+        for (int L = m->arch->nlayers - 1; L >= 0; L--) /* back to front, as in backward */
+            grads_ready(m, L);
         return 0.0;
     }
-    if (m->kind == NET)
-        net_forward(m, x, n, ids, dropout_key, 1);
-    else
-        convnet_forward(m, x, n, 1);
+    m->arch->forward(m, x, n, ids, dropout_key, 1);
     be->log_softmax_nll_forward(m->logits, labels, m->logp, m->loss, n, CLASSES);
     be->log_softmax_nll_backward(m->logp, labels, m->dlogits, n, CLASSES, grad_scale);
-    if (m->kind == NET)
-        net_backward(m, x, n);
-    else
-        convnet_backward(m, x, n);
+    m->arch->backward(m, x, n);
     return be->sum_losses(m->loss, n); /* after backward is queued: a GPU waits here, not mid-pass */
 }
 
@@ -425,10 +544,7 @@ double model_evaluate(model *m, const float *x, const uint8_t *labels, int n, lo
     check_batch(m, n);
     if (n == 0)
         return 0.0;
-    if (m->kind == NET)
-        net_forward(m, x, n, NULL, 0, 0);
-    else
-        convnet_forward(m, x, n, 0);
+    m->arch->forward(m, x, n, NULL, 0, 0);
     be->log_softmax_nll_forward(m->logits, labels, m->logp, m->loss, n, CLASSES);
     *correct += be->count_correct(m->logp, labels, n, CLASSES);
     return be->sum_losses(m->loss, n);

@@ -1,5 +1,5 @@
 /* The model's elementwise and reduction math, one output element (or one channel / sample row for
- * reductions) per call. layers.c runs these in plain loops; CUDA kernels call the same functions
+ * reductions) per call. nn_cpu.c runs these in plain loops; CUDA kernels call the same functions
  * from grid-stride loops, so the CPU tests check the GPU math. Rules: pure functions of their
  * arguments, no allocation, no static state, no host-only library calls. Index decomposition
  * (which element a thread owns) is the caller's job; the functions get coordinates. */

@@ -1,4 +1,4 @@
-/* The GPU's per-thread index math (src/kernels.h) against the CPU layers (nn_cpu, src/layers.c):
+/* The GPU's per-thread index math (src/kernels.h) against the CPU layers (nn_cpu, src/nn_cpu.c):
  * each kern_* function runs in a plain loop, one call per flat index as a grid-stride loop would,
  * and must agree with the CPU function bit for bit. Destinations start as an all-ones byte pattern
  * (a NaN for floats, -1 for argmaxes, 0xff for labels) in both copies, so an element either side
@@ -10,6 +10,7 @@
 
 #include "kernels.h"
 #include "layers.h"
+#include "nn_cpu.h"
 #include "rng.h"
 #include "check_run.h"
 #include "model_testutil.h"
@@ -67,7 +68,7 @@ static void gather_case(int use_idx, int use_y)
     uint8_t ye[n], yg[n];
     memset(ye, 0xff, n);
     memset(yg, 0xff, n);
-    gather_samples(images, labels, ip, n, xe, use_y ? ye : NULL);
+    cpu_gather(images, labels, ip, n, xe, use_y ? ye : NULL);
     for (size_t i = 0; i < nx; i++)
         kern_gather(i, images, labels, ip, xg, use_y ? yg : NULL);
     same_floats("gather x", xe, xg, nx);
@@ -114,7 +115,7 @@ START_TEST(test_im2col)
     size_t nx = (size_t)s->C * s->N * s->H * s->W, nc = col_count(s);
     float *x = random_floats(nx, rng_key(10, (uint64_t)_i), -1, 1);
     float *ce = sentinel(nc * sizeof(float)), *cg = sentinel(nc * sizeof(float));
-    im2col_cpu(x, ce, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
+    cpu_im2col(x, ce, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     for (size_t i = 0; i < nc; i++)
         kern_im2col(i, x, cg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     same_floats("im2col", ce, cg, nc);
@@ -132,7 +133,7 @@ START_TEST(test_col2im)
     size_t HW = (size_t)s->H * s->W, nx = (size_t)s->C * s->N * HW, nc = col_count(s);
     float *dcol = random_floats(nc, rng_key(11, (uint64_t)_i), -1, 1);
     float *de = sentinel(nx * sizeof(float)), *dg = sentinel(nx * sizeof(float));
-    col2im_cpu(dcol, de, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
+    cpu_col2im(dcol, de, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     for (size_t i = 0; i < (size_t)s->C * s->ns * HW; i++)
         kern_col2im(i, dcol, dg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     same("col2im", de, dg, nx, sizeof(float), 0, 0);
@@ -161,7 +162,7 @@ START_TEST(test_fill)
             size_t n = rows * lds[t];
             float *b = random_floats(by_row ? rows : cols[t], rng_key(12, (uint64_t)t), -1, 1);
             float *ye = sentinel(n * sizeof(float)), *yg = sentinel(n * sizeof(float));
-            fill_cpu(ye, b, rows, cols[t], lds[t], by_row);
+            cpu_fill(ye, b, rows, cols[t], lds[t], by_row);
             for (size_t i = 0; i < rows * cols[t]; i++)
                 kern_fill(i, yg, b, cols[t], lds[t], by_row);
             same("fill", ye, yg, n, sizeof(float), 0, 0);
@@ -191,7 +192,7 @@ static void maxpool_case(int planes, int H, int W, int ld, uint64_t seed)
     }
     float *ye = sentinel(ny * sizeof(float)), *yg = sentinel(ny * sizeof(float));
     int32_t *ae = sentinel(ny * sizeof(int32_t)), *ag = sentinel(ny * sizeof(int32_t));
-    maxpool2_forward(x, ye, ae, planes, H, W, ld);
+    cpu_maxpool2_forward(x, ye, ae, planes, H, W, ld);
     for (size_t i = 0; i < ny; i++)
         kern_maxpool2(i, x, yg, ag, H, W, ld);
     same_floats("maxpool y", ye, yg, ny);
@@ -202,7 +203,7 @@ static void maxpool_case(int planes, int H, int W, int ld, uint64_t seed)
     /* Backward with the CPU's argmaxes: every element of dx written, 0 outside the windows. */
     float *dy = random_floats(ny, rng_key(seed, 2), -1, 1);
     float *de = sentinel(nx * sizeof(float)), *dg = sentinel(nx * sizeof(float));
-    maxpool2_backward(dy, ae, de, planes, H, W, ld);
+    cpu_maxpool2_backward(dy, ae, de, planes, H, W, ld);
     for (size_t i = 0; i < nx; i++)
         kern_maxpool2_grad(i, dy, ae, dg, H, W, ld);
     same_floats("maxpool dx", de, dg, nx);
@@ -244,7 +245,7 @@ START_TEST(test_dropout)
         float *xe = random_floats((size_t)N * D, rng_key(31, (uint64_t)t), -2, 2), *xg = malloc((size_t)N * D * sizeof *xg);
         memcpy(xg, xe, (size_t)N * D * sizeof *xg);
         float *me = sentinel((size_t)N * D * sizeof(float)), *mg = sentinel((size_t)N * D * sizeof(float));
-        dropout_forward(xe, me, N, D, ids, 0x5eedULL, 2, ps[t]);
+        cpu_dropout_forward(xe, me, N, D, ids, 0x5eedULL, 2, ps[t]);
         for (size_t i = 0; i < (size_t)N * D; i++)
             kern_dropout(i, xg, mg, D, ids, 0x5eedULL, 2, ps[t]);
         same_floats("dropout mask", me, mg, (size_t)N * D);
@@ -266,12 +267,12 @@ static void flatten_case(int C, int N, int HW, uint64_t seed)
     size_t n = (size_t)C * N * HW;
     float *x = random_floats(n, rng_key(seed, 1), -1, 1);
     float *ye = sentinel(n * sizeof(float)), *yg = sentinel(n * sizeof(float));
-    flatten_cnhw(x, ye, C, N, HW);
+    cpu_flatten_cnhw(x, ye, C, N, HW);
     for (size_t i = 0; i < n; i++)
         yg[i] = x[kern_cnhw_index(i, C, N, HW)];
     same_floats("flatten", ye, yg, n);
     float *xe = sentinel(n * sizeof(float)), *xg = sentinel(n * sizeof(float));
-    unflatten_cnhw(ye, xe, C, N, HW);
+    cpu_unflatten_cnhw(ye, xe, C, N, HW);
     for (size_t i = 0; i < n; i++)
         xg[kern_cnhw_index(i, C, N, HW)] = ye[i];
     same_floats("unflatten", xe, xg, n);

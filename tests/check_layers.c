@@ -10,6 +10,7 @@
 
 #include "layers.h"
 #include "model.h"
+#include "nn_cpu.h"
 #include "ops.h"
 #include "rng.h"
 #include "check_run.h"
@@ -229,7 +230,7 @@ static double relu_loss(void *p)
 {
     relu_ctx *c = p;
     memcpy(c->y, c->x, c->n * sizeof *c->x);
-    relu_forward(c->y, c->n);
+    cpu_relu_forward(c->y, c->n);
     return dot(c->r, c->y, c->n);
 }
 
@@ -242,7 +243,7 @@ START_TEST(test_relu)
     relu_loss(&c);
     float *dy = malloc(50 * sizeof *dy);
     memcpy(dy, c.r, 50 * sizeof *dy);
-    relu_backward(dy, c.y, c.n);
+    cpu_relu_backward(dy, c.y, c.n);
     fd_check("relu dx", relu_loss, &c, c.x, dy, c.n, 0, 0.05f, 1e-5, 1e-6, 0);
     free(c.x), free(c.y), free(c.r), free(dy);
 }
@@ -259,7 +260,7 @@ typedef struct {
 static double pool_loss(void *p)
 {
     pool_ctx *c = p;
-    maxpool2_forward(c->x, c->y, c->arg, c->planes, c->H, c->W, c->W);
+    cpu_maxpool2_forward(c->x, c->y, c->arg, c->planes, c->H, c->W, c->W);
     return dot(c->r, c->y, (size_t)c->planes * (c->H / 2) * (c->W / 2));
 }
 
@@ -291,13 +292,13 @@ START_TEST(test_maxpool)
     const float tie[16] = {1, 1, 0, 3, 1, 1, 3, 3, 2, 5, 4, 4, 5, 0, 4, 4};
     float ty[4];
     int32_t targ[4];
-    maxpool2_forward(tie, ty, targ, 1, 4, 4, 4);
+    cpu_maxpool2_forward(tie, ty, targ, 1, 4, 4, 4);
     ck_assert_int_eq(targ[0], 0);
     ck_assert_int_eq(targ[1], 3);
     ck_assert_int_eq(targ[2], 9);
     ck_assert_int_eq(targ[3], 10);
     float *dx = zeros(nx);
-    maxpool2_backward(c.r, c.arg, dx, 3, 7, 6, 6);
+    cpu_maxpool2_backward(c.r, c.arg, dx, 3, 7, 6, 6);
     fd_check("maxpool dx", pool_loss, &c, c.x, dx, nx, 0, 0.02f, 1e-5, 1e-5, 0);
     /* Planes with rows of ld = 9 > W (the wide convolution layout): same results, junk columns of
      * dx zeroed. */
@@ -305,9 +306,9 @@ START_TEST(test_maxpool)
     int32_t argw[27];
     for (int i = 0; i < 3 * 7; i++)
         memcpy(xw + i * 9, c.x + i * 6, 6 * sizeof(float));
-    maxpool2_forward(xw, yw, argw, 3, 7, 6, 9);
+    cpu_maxpool2_forward(xw, yw, argw, 3, 7, 6, 9);
     ck_assert_mem_eq(yw, c.y, sizeof yw);
-    maxpool2_backward(c.r, argw, dxw, 3, 7, 6, 9);
+    cpu_maxpool2_backward(c.r, argw, dxw, 3, 7, 6, 9);
     for (int i = 0; i < 3 * 7 * 9; i++)
         ck_assert_float_eq(dxw[i], i % 9 < 6 ? dx[i / 9 * 6 + i % 9] : 0.0f);
     free(xw), free(dxw);
@@ -331,7 +332,7 @@ START_TEST(test_dropout)
         float *x = random_floats(N * D, 51, 0.5f, 1.0f), *y = malloc(N * D * sizeof *y), *z = malloc(N * D * sizeof *z);
         float *mask = malloc(N * D * sizeof *mask), *mask_rev = malloc(N * D * sizeof *mask);
         memcpy(y, x, N * D * sizeof *x);
-        dropout_forward(y, mask, N, D, ids, key, layer, p);
+        cpu_dropout_forward(y, mask, N, D, ids, key, layer, p);
         long kept = 0;
         for (int n = 0; n < N; n++) {
             uint64_t sk = rng_key(rng_key(key, ids[n]), (uint64_t)layer);
@@ -349,12 +350,12 @@ START_TEST(test_dropout)
         /* Same samples in reverse order: the same masks, reversed. */
         for (int n = 0; n < N; n++)
             memcpy(z + (size_t)n * D, x + (size_t)(N - 1 - n) * D, D * sizeof *x);
-        dropout_forward(z, mask_rev, N, D, rev, key, layer, p);
+        cpu_dropout_forward(z, mask_rev, N, D, rev, key, layer, p);
         for (int n = 0; n < N; n++)
             ck_assert_mem_eq(mask_rev + (size_t)n * D, mask + (size_t)(N - 1 - n) * D, D * sizeof *mask);
         /* Backward: dy times the same multipliers. */
         memcpy(z, x, N * D * sizeof *x);
-        dropout_backward(z, mask, N * D);
+        cpu_dropout_backward(z, mask, N * D);
         ck_assert_mem_eq(z, y, N * D * sizeof *y);
         free(x), free(y), free(z), free(mask), free(mask_rev);
     }
@@ -362,8 +363,8 @@ START_TEST(test_dropout)
     float a[64], b[64], ma[64], mb[64];
     for (int i = 0; i < 64; i++)
         a[i] = b[i] = 1.0f;
-    dropout_forward(a, ma, 1, 64, (const uint64_t[]){5}, key, 0, 0.5f);
-    dropout_forward(b, mb, 1, 64, (const uint64_t[]){5}, key, 1, 0.5f);
+    cpu_dropout_forward(a, ma, 1, 64, (const uint64_t[]){5}, key, 0, 0.5f);
+    cpu_dropout_forward(b, mb, 1, 64, (const uint64_t[]){5}, key, 1, 0.5f);
     ck_assert(memcmp(ma, mb, sizeof ma) != 0);
 }
 END_TEST
@@ -379,8 +380,8 @@ typedef struct {
 static double bn_loss(void *p)
 {
     bn_ctx *c = p;
-    batchnorm_forward_train(c->x, c->gamma, c->beta, c->y, c->mean, c->invstd, c->rm, c->rv, &c->tracked, c->C,
-                            c->count, 0.1f, 1e-5f);
+    cpu_batchnorm_forward_train(c->x, c->gamma, c->beta, c->y, c->mean, c->invstd, c->rm, c->rv, &c->tracked, c->C,
+                                c->count, 0.1f, 1e-5f);
     return dot(c->r, c->y, (size_t)c->C * c->count);
 }
 
@@ -412,21 +413,21 @@ START_TEST(test_batchnorm)
         }
     }
     float *ye = zeros(n);
-    batchnorm_forward_eval(c.x, c.gamma, c.beta, c.rm, c.rv, ye, 3, 20, 1e-5f);
+    cpu_batchnorm_forward_eval(c.x, c.gamma, c.beta, c.rm, c.rv, ye, 3, 20, 1e-5f);
     for (size_t i = 0; i < n; i++) {
         int ch = (int)(i / 20);
         double want = (c.x[i] - c.rm[ch]) / sqrt(c.rv[ch] + 1e-5) * c.gamma[ch] + c.beta[ch];
         ck_assert_double_eq_tol(ye[i], want, 1e-5);
     }
     float *dx = zeros(n), *dg = zeros(3), *dbeta = zeros(3);
-    batchnorm_backward(c.x, c.r, c.gamma, c.mean, c.invstd, dx, dg, dbeta, 3, 20);
+    cpu_batchnorm_backward(c.x, c.r, c.gamma, c.mean, c.invstd, dx, dg, dbeta, 3, 20);
     fd_check("bn dx", bn_loss, &c, c.x, dx, n, 0, 1e-2f, 2e-3, 2e-4, 0);
     fd_check("bn dgamma", bn_loss, &c, c.gamma, dg, 3, 0, 1e-2f, 2e-3, 2e-4, 0);
     fd_check("bn dbeta", bn_loss, &c, c.beta, dbeta, 3, 0, 1e-2f, 2e-3, 2e-4, 0);
     /* The input gradient may overwrite dy (the model does this). */
     float *dy = malloc(n * sizeof *dy), *dg2 = zeros(3), *db2 = zeros(3);
     memcpy(dy, c.r, n * sizeof *dy);
-    batchnorm_backward(c.x, dy, c.gamma, c.mean, c.invstd, dy, dg2, db2, 3, 20);
+    cpu_batchnorm_backward(c.x, dy, c.gamma, c.mean, c.invstd, dy, dg2, db2, 3, 20);
     ck_assert_mem_eq(dy, dx, n * sizeof *dx);
     free(c.x), free(c.gamma), free(c.beta), free(c.y), free(c.r), free(c.mean), free(c.invstd), free(c.rm),
         free(c.rv), free(ye), free(dx), free(dg), free(dbeta), free(dy), free(dg2), free(db2);
@@ -443,8 +444,8 @@ typedef struct {
 static double nll_loss(void *p)
 {
     nll_ctx *c = p;
-    log_softmax_nll_forward(c->z, c->labels, c->logp, c->loss, 4, 10);
-    return 0.7 * sum_losses(c->loss, 4);
+    cpu_log_softmax_nll_forward(c->z, c->labels, c->logp, c->loss, 4, 10);
+    return 0.7 * cpu_sum_losses(c->loss, 4);
 }
 
 /* Loss against the direct formula in double; gradient of 0.7 * sum of losses by differences with
@@ -461,11 +462,11 @@ START_TEST(test_log_softmax_nll)
     }
     ck_assert_double_eq_tol(loss, want, 1e-5);
     float *dz = zeros(40);
-    log_softmax_nll_backward(c.logp, c.labels, dz, 4, 10, 0.7f);
+    cpu_log_softmax_nll_backward(c.logp, c.labels, dz, 4, 10, 0.7f);
     fd_check("nll dz", nll_loss, &c, c.z, dz, 40, 0, 1e-2f, 1e-3, 1e-4, 0);
     /* Predictions: sample 1's label 0 made the maximum. */
     c.z[10] = 10.0f;
-    ck_assert_int_eq(count_correct(c.z, c.labels, 4, 10) >= 1, 1);
+    ck_assert_int_eq(cpu_count_correct(c.z, c.labels, 4, 10) >= 1, 1);
     long correct = 0;
     for (int n = 0; n < 4; n++) {
         int best = 0;
@@ -473,7 +474,7 @@ START_TEST(test_log_softmax_nll)
             best = c.z[n * 10 + j] > c.z[n * 10 + best] ? j : best;
         correct += best == c.labels[n];
     }
-    ck_assert_int_eq(count_correct(c.z, c.labels, 4, 10), correct);
+    ck_assert_int_eq(cpu_count_correct(c.z, c.labels, 4, 10), correct);
     free(c.z), free(c.logp), free(dz);
 }
 END_TEST
