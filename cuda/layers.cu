@@ -290,7 +290,7 @@ __global__ void k_count_correct(const float *z, const uint8_t *labels, int n, in
 
 static void cu_gather(const uint8_t *images, const uint8_t *labels, const uint64_t *idx, int n, float *x, uint8_t *y)
 {
-    LAUNCH(k_gather, (size_t)n * 784, images, labels, idx, x, y);
+    LAUNCH(k_gather, (size_t)n * MNIST_PIXELS, images, labels, idx, x, y);
 }
 
 static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide)

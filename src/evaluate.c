@@ -1,8 +1,8 @@
 #include "evaluate.h"
 
 #include "errors.h"
+#include "mnist.h"
 
-enum { PIXELS = 28 * 28 };
 
 void evaluate_share(uint64_t n, int world, int rank, uint64_t *first, uint64_t *count)
 {
@@ -17,7 +17,7 @@ eval_result evaluate(model *m, const uint8_t *images, const uint8_t *labels, siz
     size_t cap = (size_t)model_capacity(m);
     for (size_t i = 0; i < count; i += cap) {
         int n = (int)(count - i < cap ? count - i : cap);
-        model_backend(m)->gather(images + i * PIXELS, NULL, NULL, n, x, NULL);
+        model_backend(m)->gather(images + i * MNIST_PIXELS, NULL, NULL, n, x, NULL);
         loss += model_evaluate(m, x, labels + i, n, &correct);
     }
     long counts[2] = {correct, total};

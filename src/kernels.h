@@ -8,15 +8,16 @@
 #include <stdint.h>
 
 #include "hd.h"
+#include "mnist.h"
 #include "ops.h"
 
-/* i < n * 784: pixel i % 784 of batch sample i / 784, which is sample idx[i / 784] (idx NULL: i / 784). */
+/* i < n * MNIST_PIXELS: pixel p of batch sample i / MNIST_PIXELS, which is sample idx[that] (idx NULL: itself). */
 static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t *labels, const uint64_t *idx,
                                   float *x, uint8_t *y)
 {
-    size_t n = i / 784, p = i % 784;
+    size_t n = i / MNIST_PIXELS, p = i % MNIST_PIXELS;
     uint64_t s = idx ? idx[n] : (uint64_t)n;
-    x[i] = op_normalize(images[s * 784 + p]);
+    x[i] = op_normalize(images[s * MNIST_PIXELS + p]);
     if (y && p == 0)
         y[n] = labels[s];
 }

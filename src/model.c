@@ -6,6 +6,7 @@
 
 #include "errors.h"
 #include "layers.h"
+#include "mnist.h"
 #include "nn_cpu.h"
 #include "ops.h"
 #include "rng.h"
@@ -16,8 +17,8 @@
 #define MAX_STATS 2  /* BatchNorm layers */
 #define MAX_ALLOCS 40
 
-/* The input: IN_C channels of IN_SIDE x IN_SIDE pixels; CLASSES outputs. */
-enum { IN_C = 1, IN_SIDE = 28, CLASSES = 10 };
+/* The input: IN_C channels of IN_SIDE x IN_SIDE pixels (mnist.h); CLASSES outputs. */
+enum { IN_C = 1, IN_SIDE = MNIST_ROWS, CLASSES = MNIST_CLASSES };
 
 /* How a tensor is created and initialised: fan_in > 0 draws U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
  * fan_in 0 fills with value. */

@@ -1,2 +1,2 @@
-src_libmnistddp_a_SOURCES += src/backend.h src/ops.h src/kernels.h src/gemm.h src/gemm.c src/layers.h src/layers.c \
+src_libmnistddp_a_SOURCES += src/backend.h src/ops.h src/kernels.h src/gemm.h src/gemm.c src/mnist.h src/layers.h src/layers.c \
 	src/nn_cpu.h src/nn_cpu.c src/model.h src/model.c src/optim.h src/optim.c

@@ -7,6 +7,7 @@
 #include "errors.h"
 #include "gemm.h"
 #include "layers.h"
+#include "mnist.h"
 #include "ops.h"
 
 /* Marks a CPU loop whose iterations are independent, to be vectorised where OpenMP is enabled
@@ -47,7 +48,7 @@ void cpu_gather(const uint8_t *images, const uint8_t *labels, const uint64_t *id
 {
     for (int i = 0; i < n; i++) {
         uint64_t s = idx ? idx[i] : (uint64_t)i;
-        cpu_normalize(images + s * 784, 784, x + (size_t)i * 784);
+        cpu_normalize(images + s * MNIST_PIXELS, MNIST_PIXELS, x + (size_t)i * MNIST_PIXELS);
         if (y)
             y[i] = labels[s];
     }

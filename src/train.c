@@ -12,13 +12,13 @@
 #include "errors.h"
 #include "evaluate.h"
 #include "log.h"
+#include "mnist.h"
 #include "model.h"
 #include "optim.h"
 #include "rng.h"
 #include "sampler.h"
 #include "shards.h"
 
-enum { PIXELS = 28 * 28 };
 /* Domain separation of the seed: shuffles and dropout masks draw from unrelated streams. */
 #define DROPOUT_SALT 0x64726f706f757421ULL
 
@@ -87,12 +87,12 @@ static void load_data(run *r)
     /* Every rank may need any training sample during an epoch: read the set once (47 MB for MNIST). */
     uint64_t first;
     evaluate_share(r->n_test, r->env->world, r->env->rank, &first, &r->test_count);
-    uint8_t *images = xmalloc_aligned(r->n_train * PIXELS), *labels = xmalloc(r->n_train);
+    uint8_t *images = xmalloc_aligned(r->n_train * MNIST_PIXELS), *labels = xmalloc(r->n_train);
     shards_read_range(train, 0, r->n_train, images, labels);
-    r->train_images = to_backend(r->be, images, r->n_train * PIXELS);
+    r->train_images = to_backend(r->be, images, r->n_train * MNIST_PIXELS);
     r->train_labels = to_backend(r->be, labels, r->n_train);
     shards_read_range(test, first, r->test_count, images, labels); /* the test share fits where train was */
-    r->test_images = to_backend(r->be, images, r->test_count * PIXELS);
+    r->test_images = to_backend(r->be, images, r->test_count * MNIST_PIXELS);
     r->test_labels = to_backend(r->be, labels, r->test_count);
     free(images);
     free(labels);
@@ -221,7 +221,7 @@ static void run_setup(run *r, int gpu)
     comm_start(r);
     init_model(r);
     r->opt = optim_create_on(r->be, &r->rc.opt, model_num_params(r->m));
-    r->x = r->be->alloc((size_t)capacity * PIXELS * sizeof(float));
+    r->x = r->be->alloc((size_t)capacity * MNIST_PIXELS * sizeof(float));
     r->y = r->be->alloc((size_t)capacity);
     r->perm = r->be->alloc(r->n_train * sizeof *r->perm);
     r->host_perm = xmalloc(r->n_train * sizeof *r->host_perm);
