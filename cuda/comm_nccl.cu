@@ -181,9 +181,7 @@ extern "C" gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], in
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0; // returns at once; we poll with a deadline instead of hanging in the bootstrap
     ncclResult_t r = ncclCommInitRankConfig(&c->comm, nranks, uid, rank, &config);
-    if (r != ncclSuccess && r != ncclInProgress)
-        nccl_fail(c, r, "communicator initialisation (ncclCommInitRankConfig)", __FILE__, __LINE__);
-    NCCL_ENQUEUE(c, r, "communicator initialisation (ncclCommInitRankConfig)");
+    NCCL_ENQUEUE(c, r, "communicator initialisation (ncclCommInitRankConfig)"); // an error result fails here too
     c->initialised = 1;
     return c;
 }
@@ -201,6 +199,10 @@ static void comm_after_compute(gpu_comm *c)
 static void compute_after_comm(gpu_comm *c, const char *op, const char *file, int line)
 {
     CUDA_CHECK(cudaEventRecord(c->done, c->stream));
+    // Redundant while the host waits for the same event just below (an equivalent mutant: the simulation
+    // cannot see it removed): wait_event() returns only once 'done' has completed, so nothing queued on
+    // the compute stream afterwards can start earlier. Kept so the device order does not rest on the host
+    // wait alone.
     CUDA_CHECK(cudaStreamWaitEvent(c->compute, c->done, 0));
     wait_event(c, c->done, op, file, line);
 }
@@ -263,6 +265,11 @@ extern "C" void gpu_comm_free(gpu_comm *c)
     if (!c)
         return;
     const char *op = "communicator shutdown (ncclCommFinalize)";
+    // With the order of gpu.h the comm stream is idle here (an equivalent mutant: the simulation cannot see
+    // this record removed): every function that queues work on it waits for that work before returning,
+    // but for the bucket launches, which gpu_grad_comm_finish() or gpu_grad_comm_free() (called first)
+    // wait for; and ncclCommFinalize flushes the collectives still queued, under the same deadline and
+    // message. Kept for a caller that frees the communicator first.
     CUDA_CHECK(cudaEventRecord(c->done, c->stream));
     WAIT_EVENT(c, c->done, op);
     NCCL_ENQUEUE(c, ncclCommFinalize(c->comm), op); // flushes and waits for peers: deadline applies
@@ -361,7 +368,9 @@ extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
     if (bucket_flush(&g->plan, &start, &count))
         launch(g, start, count);
     CUDA_CHECK(cudaEventRecord(g->done, c->stream));
-    CUDA_CHECK(cudaStreamWaitEvent(c->compute, g->done, 0)); // the optimizer waits on the last bucket only
+    // The optimizer waits on the last bucket only. Redundant while the host waits for 'done' just below (an
+    // equivalent mutant, as in compute_after_comm()); kept so the device order does not rest on that wait.
+    CUDA_CHECK(cudaStreamWaitEvent(c->compute, g->done, 0));
     WAIT_EVENT(c, g->done, "gradient all-reduce");
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, g->bwd_end, g->done));

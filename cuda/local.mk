@@ -11,7 +11,8 @@ src_libmnistddp_a_SOURCES += src/gpu_none.c
 endif
 # make dist ships every GPU file whatever this tree was configured with.
 EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/cuda_check.h cuda/gpu_host.c src/gpu_none.c \
-	tests/check_gpu_plan.c tests/check_gpu_mock.c tests/gpu_mock.c tests/gpu_mock.h \
+	tests/check_gpu_plan.c tests/check_gpu_mock.c tests/check_gpu_errors.c tests/gpu_mock.c tests/gpu_mock_stream.c \
+	tests/gpu_mock.h \
 	tests/gpu_mock_host.c tests/gpu-mock-host.sh tests/mpi_gpu_device.c tests/mpi_gpu_allreduce.c \
 	tests/gpu_backend.c tests/gpu-train.sh tests/bench-gpu.sh
 
@@ -29,21 +30,25 @@ tests_check_gpu_plan_LDADD = $(LDADD) $(CHECK_LIBS)
 endif
 
 if HAVE_CUDA
-# The CUDA translation units and their MPI glue against a simulated CUDA runtime and NCCL
-# (tests/gpu_mock.c defines the cuda*/nccl* functions; libcudart and libnccl are not linked): control
-# flow, stream/event ordering, deadlines, abort paths, device agreement and the bootstrap address, on
-# machines without a GPU.
+# The CUDA translation units and their MPI glue against a simulated CUDA runtime, cuBLAS and NCCL
+# (tests/gpu_mock*.c define the cuda*/cublas*/nccl* functions; libcudart and libnccl are not linked):
+# control flow, stream/event ordering (race detector), deadlines, error and abort paths, device agreement
+# and the bootstrap address, on machines without a GPU.
+mock_sources = tests/gpu_mock.c tests/gpu_mock_stream.c tests/gpu_mock.h
 mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(BLAS_LIBS) -lm
 check_PROGRAMS += tests/gpu_mock_host
-tests_gpu_mock_host_SOURCES = tests/gpu_mock_host.c tests/gpu_mock.c tests/gpu_mock.h
+tests_gpu_mock_host_SOURCES = tests/gpu_mock_host.c $(mock_sources)
 tests_gpu_mock_host_LDADD = $(mock_ldadd)
 TESTS += tests/gpu-mock-host.sh
 if HAVE_CHECK
-check_PROGRAMS += tests/check_gpu_mock
-TESTS += tests/check_gpu_mock
-tests_check_gpu_mock_SOURCES = tests/check_gpu_mock.c tests/gpu_mock.c tests/gpu_mock.h
+check_PROGRAMS += tests/check_gpu_mock tests/check_gpu_errors
+TESTS += tests/check_gpu_mock tests/check_gpu_errors
+tests_check_gpu_mock_SOURCES = tests/check_gpu_mock.c $(mock_sources)
 tests_check_gpu_mock_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_gpu_mock_LDADD = $(mock_ldadd) $(CHECK_LIBS)
+tests_check_gpu_errors_SOURCES = tests/check_gpu_errors.c $(mock_sources)
+tests_check_gpu_errors_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_gpu_errors_LDADD = $(mock_ldadd) $(CHECK_LIBS)
 endif
 
 # On a GPU machine: 2 ranks each (tests/run-test runs mpi_* under mpirun); exit 77 (SKIP) with a
@@ -64,7 +69,7 @@ endif
 if HAVE_CUDA
 gpu_tests = tests/gpu-mock-host.sh tests/mpi_gpu_device tests/mpi_gpu_allreduce tests/gpu_backend tests/gpu-train.sh
 if HAVE_CHECK
-gpu_tests += tests/check_gpu_mock
+gpu_tests += tests/check_gpu_mock tests/check_gpu_errors
 endif
 endif
 .PHONY: check-gpu

@@ -1,6 +1,8 @@
-/* The simulated CUDA runtime and NCCL of gpu_mock.h. */
+/* The simulated devices, NCCL and cuBLAS of gpu_mock.h, and the failures a test injects into them
+ * (streams, events and memory: tests/gpu_mock_stream.c). */
 #include "gpu_mock.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,10 +10,13 @@
 
 gpu_mock_state mock;
 
-static void violate(const char *what)
+void mock_violate(const char *fmt, ...)
 {
-    mock.violations++;
-    snprintf(mock.violation, sizeof mock.violation, "%s", what);
+    va_list ap;
+    va_start(ap, fmt);
+    if (!mock.violations++) /* the first one: what follows may be its consequence */
+        vsnprintf(mock.violation, sizeof mock.violation, fmt, ap);
+    va_end(ap);
 }
 
 void mock_reset(int policy)
@@ -22,109 +27,37 @@ void mock_reset(int policy)
     mock.driver = 13000;
     mock.init_polls = 3;
     mock.coll_polls = 0;
+    mock.finalize_polls = 2;
     mock.init_result = ncclSuccess;
+    mock.coll_result = ncclSuccess;
     mock.async_error_after = -1;
+    mock.async_error = ncclRemoteError;
+    mock.peer_max = 0.25f;
     mock.init_device_seen = -1;
 }
 
-static int eager(const struct CUstream_st *s)
+void mock_fail(const char *call, long skip, int err, int sticky)
 {
-    int comm = (s->flags & cudaStreamNonBlocking) != 0;
-    return mock.policy == EAGER_COMM ? comm : !comm;
+    mock.fail.call = call;
+    mock.fail.skip = skip;
+    mock.fail.err = err;
+    mock.fail.sticky = sticky;
 }
 
-static int runnable(const struct CUstream_st *s)
+int mock_injected(const char *call)
 {
-    if (s->done >= s->n)
+    if (!mock.fail.call || strcmp(call, mock.fail.call) != 0 || mock.fail.skip-- > 0)
         return 0;
-    const mock_op *o = &s->q[s->done];
-    if (o->kind == OP_HANG)
-        return 0;
-    if (o->kind == OP_WAIT)
-        return o->wait_stream->done >= o->wait_pos;
-    return 1;
+    if (mock.fail.sticky)
+        mock.sticky = (cudaError_t)mock.fail.err;
+    return mock.fail.err;
 }
 
-static void execute(struct CUstream_st *s)
+cudaError_t mock_cuda_status(const char *call)
 {
-    mock_op *o = &s->q[s->done];
-    mock.time++;
-    switch (o->kind) {
-    case OP_MEMCPY:
-        memcpy(o->dst, o->src, o->bytes);
-        break;
-    case OP_MEMSET:
-        memset(o->dst, o->value, o->bytes);
-        break;
-    case OP_RECORD:
-        if (o->ev->gen == o->gen)
-            o->ev->time = mock.time;
-        break;
-    case OP_ALLREDUCE: /* 2 ranks holding the same data */
-        if (o->redop == ncclSum)
-            for (size_t i = 0; i < o->count; i++)
-                o->buf[i] *= 2.0f;
-        break;
-    case OP_GEMM:
-        for (int j = 0; j < o->n; j++)
-            for (int i = 0; i < o->m; i++) {
-                double acc = 0;
-                for (int p = 0; p < o->k; p++)
-                    acc += (double)(o->ta ? o->a[p + (size_t)i * o->lda] : o->a[i + (size_t)p * o->lda]) *
-                         (o->tb ? o->b[j + (size_t)p * o->ldb] : o->b[p + (size_t)j * o->ldb]);
-                float *cij = &o->c[i + (size_t)j * o->ldc];
-                *cij = (float)(o->alpha * acc + (o->beta == 0 ? 0.0 : (double)o->beta * *cij));
-            }
-        break;
-    case OP_BCAST: /* the root's data arrives */
-        if (o->root != o->rank)
-            for (size_t i = 0; i < o->count; i++)
-                o->buf[i] = 1000.0f + (float)i;
-        break;
-    default:
-        break;
-    }
-    s->done++;
+    cudaError_t e = (cudaError_t)mock_injected(call);
+    return mock.sticky ? mock.sticky : e;
 }
-
-/* Eager streams run as far as they can; a poll also moves one lazy stream by one operation. */
-static void progress(int poll)
-{
-    for (int again = 1; again;) {
-        again = 0;
-        for (int i = 0; i < mock.nstreams; i++)
-            while (eager(mock.streams[i]) && runnable(mock.streams[i])) {
-                execute(mock.streams[i]);
-                again = 1;
-            }
-        if (poll) {
-            for (int i = 0; i < mock.nstreams; i++)
-                if (!eager(mock.streams[i]) && runnable(mock.streams[i])) {
-                    execute(mock.streams[i]);
-                    again = 1;
-                    break;
-                }
-            poll = 0;
-        }
-    }
-}
-
-static cudaError_t enqueue(struct CUstream_st *s, mock_op o)
-{
-    if (!s) {
-        violate("operation on the legacy default stream");
-        return cudaErrorInvalidResourceHandle;
-    }
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 64;
-        s->q = realloc(s->q, (size_t)s->cap * sizeof *s->q);
-    }
-    s->q[s->n++] = o;
-    progress(0);
-    return cudaSuccess;
-}
-
-static int event_complete(const struct CUevent_st *e) { return !e->s || e->s->done >= e->pos; }
 
 /* ---- CUDA runtime ----------------------------------------------------------------------------- */
 
@@ -180,10 +113,21 @@ cudaError_t cudaRuntimeGetVersion(int *v)
     *v = 13000;
     return cudaSuccess;
 }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return mock.sticky; }
 const char *cudaGetErrorName(cudaError_t e)
 {
+    static const struct {
+        cudaError_t e;
+        const char *name;
+    } names[] = {{cudaErrorIllegalAddress, "cudaErrorIllegalAddress"},
+                 {cudaErrorECCUncorrectable, "cudaErrorECCUncorrectable"},
+                 {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation"},
+                 {cudaErrorDevicesUnavailable, "cudaErrorDevicesUnavailable"},
+                 {cudaErrorInvalidDevice, "cudaErrorInvalidDevice"}};
     static char buf[32];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (names[i].e == e)
+            return names[i].name;
     snprintf(buf, sizeof buf, "cudaError%d", (int)e);
     return buf;
 }
@@ -195,6 +139,9 @@ const char *cudaGetErrorString(cudaError_t e)
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
     int phys[16], n = visible(phys);
+    cudaError_t r = mock_cuda_status("cudaGetDeviceProperties");
+    if (r != cudaSuccess)
+        return r;
     if (device < 0 || device >= n)
         return cudaErrorInvalidDevice;
     memset(prop, 0, sizeof *prop);
@@ -214,109 +161,19 @@ cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int device)
 cudaError_t cudaSetDevice(int device)
 {
     int phys[16];
+    cudaError_t r = mock_cuda_status("cudaSetDevice");
+    if (r != cudaSuccess)
+        return r;
     if (device < 0 || device >= visible(phys))
         return cudaErrorInvalidDevice;
     mock.current_device = device;
     return cudaSuccess;
 }
-cudaError_t cudaFree(void *p)
-{
-    free(p);
-    return cudaSuccess;
-}
-cudaError_t cudaMalloc(void **p, size_t bytes)
-{
-    *p = malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
-cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
 {
     *least = 0;
     *greatest = -5;
     return cudaSuccess;
-}
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int priority)
-{
-    struct CUstream_st *st = calloc(1, sizeof *st);
-    st->flags = flags;
-    st->priority = priority;
-    if (flags & cudaStreamNonBlocking) {
-        mock.comm_flags_ok = 1;
-        mock.comm_priority_seen = priority;
-    }
-    mock.streams[mock.nstreams++] = st;
-    *s = st;
-    return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s)
-{
-    (void)s; /* kept: late operations would still find it */
-    return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t s)
-{
-    while (s->done < s->n) {
-        long before = mock.time;
-        progress(1);
-        if (mock.time == before)
-            return cudaErrorLaunchTimeout; /* nothing can run: a deadlock */
-    }
-    return cudaSuccess;
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
-{
-    *e = calloc(1, sizeof **e);
-    (*e)->flags = flags;
-    return cudaSuccess;
-}
-cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
-cudaError_t cudaEventDestroy(cudaEvent_t e)
-{
-    free(e);
-    return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
-{
-    if (!s) {
-        violate("event recorded on the legacy default stream");
-        return cudaErrorInvalidResourceHandle;
-    }
-    e->gen++;
-    e->s = s;
-    e->pos = s->n + 1;
-    return enqueue(s, (mock_op){.kind = OP_RECORD, .ev = e, .gen = e->gen});
-}
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
-{
-    (void)flags;
-    if (!e->s)
-        return cudaSuccess; /* never recorded: nothing to wait for */
-    return enqueue(s, (mock_op){.kind = OP_WAIT, .wait_stream = e->s, .wait_pos = e->pos});
-}
-cudaError_t cudaEventQuery(cudaEvent_t e)
-{
-    progress(1);
-    return event_complete(e) ? cudaSuccess : cudaErrorNotReady;
-}
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
-{
-    if ((a->flags | b->flags) & cudaEventDisableTiming)
-        return cudaErrorInvalidResourceHandle;
-    if (!a->s || !b->s || !event_complete(a) || !event_complete(b))
-        return cudaErrorNotReady;
-    *ms = 0.01f * (float)(b->time - a->time);
-    return cudaSuccess;
-}
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s)
-{
-    (void)kind;
-    return enqueue(s, (mock_op){.kind = OP_MEMCPY, .dst = dst, .src = src, .bytes = bytes});
-}
-cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
-{
-    return enqueue(s, (mock_op){.kind = OP_MEMSET, .dst = dst, .value = value, .bytes = bytes});
 }
 
 /* ---- NCCL ------------------------------------------------------------------------------------- */
@@ -328,6 +185,9 @@ ncclResult_t ncclGetVersion(int *v)
 }
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
+    ncclResult_t r = (ncclResult_t)mock_injected("ncclGetUniqueId");
+    if (r != ncclSuccess)
+        return r;
     for (size_t i = 0; i < sizeof *id; i++) /* differs per process: a broadcast must carry it */
         id->internal[i] = (char)(getpid() + (int)i);
     return ncclSuccess;
@@ -346,15 +206,12 @@ const char *ncclGetLastError(ncclComm_t c)
 
 static int usable(ncclComm_t c, const char *call)
 {
-    char what[128];
     if (!c || c->aborted) {
-        snprintf(what, sizeof what, "%s on an aborted or missing communicator", call);
-        violate(what);
+        mock_violate("%s on an aborted or missing communicator", call);
         return 0;
     }
     if (c->state == ncclInProgress) {
-        snprintf(what, sizeof what, "%s while the communicator is still ncclInProgress", call);
-        violate(what);
+        mock_violate("%s while the communicator is still ncclInProgress", call);
         return 0;
     }
     return 1;
@@ -372,6 +229,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
     memcpy(mock.last_id, &id, sizeof mock.last_id);
     mock.init_blocking_seen = config->blocking;
     mock.init_device_seen = mock.current_device;
+    ncclResult_t r = (ncclResult_t)mock_injected("ncclCommInitRankConfig");
+    if (r != ncclSuccess) { /* rejected at once: no communicator */
+        *comm = NULL;
+        return r;
+    }
     ncclComm_t c = calloc(1, sizeof *c);
     c->rank = rank;
     c->nranks = nranks;
@@ -383,13 +245,16 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *state)
 {
     if (!c || c->aborted) {
-        violate("ncclCommGetAsyncError on an aborted or missing communicator");
+        mock_violate("ncclCommGetAsyncError on an aborted or missing communicator");
         return ncclInvalidArgument;
     }
+    ncclResult_t r = (ncclResult_t)mock_injected("ncclCommGetAsyncError");
+    if (r != ncclSuccess)
+        return r;
     if (c->state == ncclInProgress && c->pending > 0 && --c->pending == 0)
         c->state = c->next;
     if (c->state == ncclSuccess && mock.async_error_after >= 0 && mock.polls_running++ >= mock.async_error_after)
-        c->state = ncclRemoteError;
+        c->state = mock.async_error;
     *state = c->state;
     return ncclSuccess;
 }
@@ -398,12 +263,16 @@ static ncclResult_t collective(ncclComm_t c, mock_op o, cudaStream_t s, const ch
 {
     if (!usable(c, call))
         return ncclInvalidUsage;
+    ncclResult_t r = (ncclResult_t)mock_injected(call);
+    if (r != ncclSuccess)
+        return r;
+    if (mock.sticky)
+        return ncclUnhandledCudaError;
     mock.collectives++;
     o.rank = c->rank;
-    if (mock.hang_collectives)
-        o.kind = OP_HANG;
-    enqueue(s, o);
-    go_in_progress(c, mock.coll_polls, ncclSuccess);
+    o.hang = mock.hang_collectives;
+    mock_enqueue(s, o);
+    go_in_progress(c, mock.coll_polls, mock.coll_result);
     return c->state == ncclInProgress ? ncclInProgress : ncclSuccess;
 }
 
@@ -411,15 +280,16 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
                            ncclComm_t c, cudaStream_t s)
 {
     if (send != recv || type != ncclFloat)
-        violate("all-reduce not in place or not float");
-    return collective(c, (mock_op){.kind = OP_ALLREDUCE, .buf = recv, .count = count, .redop = redop}, s, "ncclAllReduce");
+        mock_violate("all-reduce not in place or not float");
+    mock_op o = {.kind = OP_ALLREDUCE, .buf = recv, .count = count, .redop = redop};
+    return collective(c, o, s, "ncclAllReduce");
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root, ncclComm_t c,
                            cudaStream_t s)
 {
     if (send != recv || type != ncclFloat)
-        violate("broadcast not in place or not float");
+        mock_violate("broadcast not in place or not float");
     return collective(c, (mock_op){.kind = OP_BCAST, .buf = recv, .count = count, .root = root}, s, "ncclBroadcast");
 }
 
@@ -435,8 +305,11 @@ ncclResult_t ncclCommFinalize(ncclComm_t c)
 {
     if (!usable(c, "ncclCommFinalize"))
         return ncclInvalidUsage;
+    ncclResult_t r = (ncclResult_t)mock_injected("ncclCommFinalize");
+    if (r != ncclSuccess)
+        return r;
     c->finalized = 1;
-    go_in_progress(c, 2, ncclSuccess);
+    go_in_progress(c, mock.finalize_polls, ncclSuccess);
     return ncclInProgress;
 }
 
@@ -445,11 +318,13 @@ ncclResult_t ncclCommDestroy(ncclComm_t c)
     if (!usable(c, "ncclCommDestroy"))
         return ncclInvalidUsage;
     if (!c->finalized)
-        violate("ncclCommDestroy before ncclCommFinalize");
+        mock_violate("ncclCommDestroy before ncclCommFinalize");
+    ncclResult_t r = (ncclResult_t)mock_injected("ncclCommDestroy");
+    if (r != ncclSuccess)
+        return r;
     free(c);
     return ncclSuccess;
 }
-
 
 /* ---- cuBLAS ----------------------------------------------------------------------------------- */
 
@@ -459,6 +334,9 @@ struct cublasContext {
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
 {
+    cublasStatus_t r = (cublasStatus_t)mock_injected("cublasCreate");
+    if (r != CUBLAS_STATUS_SUCCESS)
+        return r;
     *h = calloc(1, sizeof **h);
     mock.blas_handles++;
     return CUBLAS_STATUS_SUCCESS;
@@ -500,9 +378,9 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
     if (m < 0 || n < 0 || k < 0 || lda < (ra > 1 ? ra : 1) || ldb < (rb > 1 ? rb : 1) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
     mock.gemms++;
-    enqueue(h->stream, (mock_op){.kind = OP_GEMM, .ta = ta != CUBLAS_OP_N, .tb = tb != CUBLAS_OP_N, .m = m, .n = n,
-                                 .k = k, .alpha = alpha, .a = a, .lda = lda, .b = b, .ldb = ldb, .beta = beta,
-                                 .c = c, .ldc = ldc});
+    mock_enqueue(h->stream, (mock_op){.kind = OP_GEMM, .ta = ta != CUBLAS_OP_N, .tb = tb != CUBLAS_OP_N, .m = m,
+                                      .n = n, .k = k, .alpha = alpha, .a = a, .lda = lda, .b = b, .ldb = ldb,
+                                      .beta = beta, .c = c, .ldc = ldc});
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -1,6 +1,7 @@
-/* A simulated CUDA runtime and NCCL for tests on machines without a GPU (tests/gpu_mock.c defines the
- * cuda* and nccl* functions cuda/device.cu and cuda/comm_nccl.cu call; programs using it link without
- * libcudart and libnccl). See tests/check_gpu_mock.c for what it models. */
+/* A simulated CUDA runtime, cuBLAS and NCCL for tests on machines without a GPU: programs linking
+ * tests/gpu_mock_stream.c (streams, events, memory: the scheduler and the race detector) and
+ * tests/gpu_mock.c (devices, NCCL, cuBLAS, injected failures) get the cuda*, cublas* and nccl* functions
+ * that the CUDA sources call, without libcudart and libnccl. See tests/check_gpu_mock.c for what it models. */
 #ifndef MNIST_GPU_MOCK_H
 #define MNIST_GPU_MOCK_H
 #include <cublas_v2.h>
@@ -11,12 +12,14 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
-enum { OP_MEMCPY, OP_MEMSET, OP_WAIT, OP_RECORD, OP_ALLREDUCE, OP_BCAST, OP_HANG, OP_GEMM };
+enum { OP_MEMCPY, OP_MEMSET, OP_WAIT, OP_RECORD, OP_ALLREDUCE, OP_BCAST, OP_GEMM, OP_FAULT };
 /* Scheduling policies: which stream runs as early as it can while the other lags. */
 enum { EAGER_COMM, EAGER_COMPUTE };
+enum { MOCK_STREAMS = 16 };
 
 typedef struct {
     int kind;
+    int hang; /* a collective whose peer is gone: never completes */
     void *dst;
     const void *src;
     size_t bytes;
@@ -29,6 +32,7 @@ typedef struct {
     size_t count;
     ncclRedOp_t redop;
     int root, rank;
+    cudaError_t fault; /* OP_FAULT: the sticky error the kernel raises */
     /* column-major GEMM, as cuBLAS received it */
     int ta, tb, m, n, k, lda, ldb, ldc;
     float alpha, beta;
@@ -36,17 +40,21 @@ typedef struct {
     float *c;
 } mock_op;
 
+/* Happens-before: vc[t] operations of stream t (by position) complete before the next operation here. */
 struct CUstream_st {
     unsigned flags;
-    int priority;
+    int priority, id;
     mock_op *q;
     long n, cap, done;
+    long vc[MOCK_STREAMS];
 };
 
 struct CUevent_st {
     unsigned flags;
+    int destroyed;
     struct CUstream_st *s; /* NULL: never recorded */
     long pos, gen, time;
+    long vc[MOCK_STREAMS]; /* what completes before the last record */
 };
 
 struct ncclComm {
@@ -62,13 +70,24 @@ typedef struct {
     cudaError_t count_err;
     int current_device;
     long time;
-    struct CUstream_st *streams[16];
+    struct CUstream_st *streams[MOCK_STREAMS];
     int nstreams;
+    long host_vc[MOCK_STREAMS];            /* what the host has seen complete (event query, synchronise) */
+    cudaError_t sticky;                    /* a device fault: every later runtime call returns it */
+    struct {
+        const char *call;                  /* the function that fails, NULL: none */
+        long skip;                         /* calls that still succeed first */
+        int err;                           /* cudaError_t, ncclResult_t or cublasStatus_t */
+        int sticky;                        /* a CUDA error that corrupts the context */
+    } fail;
     /* NCCL behaviour */
     long init_polls, coll_polls;           /* ncclInProgress polls after init / each collective; -1 forever */
-    ncclResult_t init_result;              /* state init ends in */
-    long async_error_after;                /* polls while running before ncclRemoteError; -1 never */
+    long finalize_polls;
+    ncclResult_t init_result, coll_result; /* state init / a collective ends in */
+    long async_error_after;                /* polls while running before async_error; -1 never */
+    ncclResult_t async_error;
     int hang_collectives;                  /* collectives never complete */
+    float peer_max;                        /* the other rank's values in a max all-reduce */
     int init_blocking_seen, init_device_seen, comm_flags_ok, comm_priority_seen;
     int abort_called, violations, collectives;
     long polls_running;
@@ -84,7 +103,22 @@ typedef struct {
 
 extern gpu_mock_state mock;
 
-/* Defaults: 2 devices, driver 13.0, init in progress for 3 polls, collectives complete at once. */
+/* Defaults: 2 devices, driver 13.0, init in progress for 3 polls, collectives complete at once, the
+ * peer's values in a max all-reduce 0.25. */
 void mock_reset(int policy);
+/* From now on, call fails with err after skip successful calls (sticky: a CUDA error that every later
+ * runtime call returns too, like cudaErrorIllegalAddress). */
+void mock_fail(const char *call, long skip, int err, int sticky);
+/* A kernel on s that faults when it runs: e becomes sticky, reported by the calls after it ran. */
+void mock_fault_kernel(cudaStream_t s, cudaError_t e);
+
+/* For the simulation's own files. */
+void mock_violate(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The injected failure for call (0: none), counting the call. */
+int mock_injected(const char *call);
+/* What a CUDA runtime call returns before doing anything: the sticky error, or its injected failure. */
+cudaError_t mock_cuda_status(const char *call);
+/* Queues o on s after checking it against unordered work of the other streams (a race is a violation). */
+cudaError_t mock_enqueue(struct CUstream_st *s, mock_op o);
 
 #endif

@@ -1,0 +1,386 @@
+/* The simulated CUDA streams, events and memory of gpu_mock.h.
+ * - Streams are queues run by a scheduler that is adversarial on purpose (gpu_mock_state.policy): one
+ *   kind of stream runs as far as its dependencies allow at once, the other only one operation per host
+ *   poll. Events and cudaStreamWaitEvent have CUDA's snapshot semantics.
+ * - A race detector: every operation names the memory it reads and writes; when it is queued, each
+ *   earlier operation of another stream touching the same memory (one of them writing) must happen
+ *   before it, through an event the stream waits on or a completion the host observed before queueing it.
+ *   Otherwise some legal schedule runs them in the other order, whatever this run's policy did: a
+ *   violation. Vector clocks (vc) carry "happens before" along streams, events and host waits.
+ * - Device faults: a faulting kernel sets a sticky error when it runs; from then on nothing runs and every
+ *   runtime call returns the error. */
+#include "gpu_mock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_name[] = {"memcpy", "memset", "stream wait", "event record", "all-reduce",
+                                        "broadcast", "GEMM", "kernel"};
+
+static const char *stream_name(const struct CUstream_st *s)
+{
+    return s->flags & cudaStreamNonBlocking ? "communication stream" : "compute stream";
+}
+
+/* ---- Scheduler -------------------------------------------------------------------------------- */
+
+static int eager(const struct CUstream_st *s)
+{
+    int comm = (s->flags & cudaStreamNonBlocking) != 0;
+    return mock.policy == EAGER_COMM ? comm : !comm;
+}
+
+static int runnable(const struct CUstream_st *s)
+{
+    if (s->done >= s->n || mock.sticky)
+        return 0;
+    const mock_op *o = &s->q[s->done];
+    if (o->hang)
+        return 0;
+    if (o->kind == OP_WAIT)
+        return o->wait_stream->done >= o->wait_pos;
+    return 1;
+}
+
+static void gemm_run(const mock_op *o)
+{
+    for (int j = 0; j < o->n; j++)
+        for (int i = 0; i < o->m; i++) {
+            double acc = 0;
+            for (int p = 0; p < o->k; p++)
+                acc += (double)(o->ta ? o->a[p + (size_t)i * o->lda] : o->a[i + (size_t)p * o->lda]) *
+                       (o->tb ? o->b[j + (size_t)p * o->ldb] : o->b[p + (size_t)j * o->ldb]);
+            float *cij = &o->c[i + (size_t)j * o->ldc];
+            *cij = (float)(o->alpha * acc + (o->beta == 0 ? 0.0 : (double)o->beta * *cij));
+        }
+}
+
+/* A 2-rank job: for a sum the peer holds the same data (each value doubles), for a max it holds
+ * peer_max; a broadcast from the other rank brings 1000 + i. */
+static void execute(struct CUstream_st *s)
+{
+    mock_op *o = &s->q[s->done];
+    mock.time++;
+    switch (o->kind) {
+    case OP_MEMCPY:
+        memcpy(o->dst, o->src, o->bytes);
+        break;
+    case OP_MEMSET:
+        memset(o->dst, o->value, o->bytes);
+        break;
+    case OP_RECORD:
+        if (o->ev->gen == o->gen)
+            o->ev->time = mock.time;
+        break;
+    case OP_ALLREDUCE:
+        for (size_t i = 0; i < o->count; i++)
+            if (o->redop == ncclSum)
+                o->buf[i] *= 2.0f;
+            else if (o->redop == ncclMax && mock.peer_max > o->buf[i])
+                o->buf[i] = mock.peer_max;
+        break;
+    case OP_GEMM:
+        gemm_run(o);
+        break;
+    case OP_BCAST:
+        if (o->root != o->rank)
+            for (size_t i = 0; i < o->count; i++)
+                o->buf[i] = 1000.0f + (float)i;
+        break;
+    case OP_FAULT:
+        mock.sticky = o->fault;
+        break;
+    default:
+        break;
+    }
+    s->done++;
+}
+
+/* Eager streams run as far as they can; a poll also moves one lazy stream by one operation. */
+static void progress(int poll)
+{
+    for (int again = 1; again;) {
+        again = 0;
+        for (int i = 0; i < mock.nstreams; i++)
+            while (eager(mock.streams[i]) && runnable(mock.streams[i])) {
+                execute(mock.streams[i]);
+                again = 1;
+            }
+        if (poll) {
+            for (int i = 0; i < mock.nstreams; i++)
+                if (!eager(mock.streams[i]) && runnable(mock.streams[i])) {
+                    execute(mock.streams[i]);
+                    again = 1;
+                    break;
+                }
+            poll = 0;
+        }
+    }
+}
+
+/* ---- Race detector ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *p;
+    size_t bytes;
+    int write;
+} access;
+
+/* Bytes of a column-major rows x cols matrix with leading dimension ld. */
+static size_t span(int ld, int rows, int cols)
+{
+    return rows > 0 && cols > 0 ? ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * sizeof(float) : 0;
+}
+
+/* The memory o reads and writes (a collective reads and writes its whole buffer, on every rank). */
+static int accesses(const mock_op *o, access acc[3])
+{
+    switch (o->kind) {
+    case OP_MEMCPY:
+        acc[0] = (access){o->src, o->bytes, 0};
+        acc[1] = (access){o->dst, o->bytes, 1};
+        return 2;
+    case OP_MEMSET:
+        acc[0] = (access){o->dst, o->bytes, 1};
+        return 1;
+    case OP_ALLREDUCE:
+    case OP_BCAST:
+        acc[0] = (access){(const char *)o->buf, o->count * sizeof(float), 1};
+        return 1;
+    case OP_GEMM:
+        acc[0] = (access){(const char *)o->a, o->ta ? span(o->lda, o->k, o->m) : span(o->lda, o->m, o->k), 0};
+        acc[1] = (access){(const char *)o->b, o->tb ? span(o->ldb, o->n, o->k) : span(o->ldb, o->k, o->n), 0};
+        acc[2] = (access){(const char *)o->c, span(o->ldc, o->m, o->n), 1};
+        return 3;
+    default:
+        return 0;
+    }
+}
+
+static int conflict(const mock_op *x, const mock_op *y)
+{
+    access a[3], b[3];
+    int na = accesses(x, a), nb = accesses(y, b);
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++)
+            if ((a[i].write || b[j].write) && a[i].p < b[j].p + b[j].bytes && b[j].p < a[i].p + a[i].bytes)
+                return 1;
+    return 0;
+}
+
+/* o is about to be queued on s, whose vc is already up to date. An operation queued later cannot be
+ * ordered before an earlier one (events are snapshots), so each conflicting pair must be ordered this way. */
+static void check_races(const struct CUstream_st *s, const mock_op *o)
+{
+    for (int t = 0; t < mock.nstreams; t++) {
+        const struct CUstream_st *u = mock.streams[t];
+        if (u == s)
+            continue;
+        for (long i = s->vc[t]; i < u->n; i++)
+            if (conflict(&u->q[i], o)) {
+                mock_violate("race: %s on the %s may run before %s queued earlier on the %s (nothing orders "
+                             "them)", kind_name[o->kind], stream_name(s), kind_name[u->q[i].kind], stream_name(u));
+                return;
+            }
+    }
+}
+
+static void join(long *into, const long *from)
+{
+    for (int t = 0; t < MOCK_STREAMS; t++)
+        if (from[t] > into[t])
+            into[t] = from[t];
+}
+
+cudaError_t mock_enqueue(struct CUstream_st *s, mock_op o)
+{
+    if (!s) {
+        mock_violate("%s on the legacy default stream", kind_name[o.kind]);
+        return cudaErrorInvalidResourceHandle;
+    }
+    join(s->vc, mock.host_vc); /* queued after the host saw that work complete */
+    check_races(s, &o);
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->q = realloc(s->q, (size_t)s->cap * sizeof *s->q);
+    }
+    s->q[s->n++] = o;
+    s->vc[s->id] = s->n;
+    progress(0);
+    return cudaSuccess;
+}
+
+void mock_fault_kernel(cudaStream_t s, cudaError_t e) { mock_enqueue(s, (mock_op){.kind = OP_FAULT, .fault = e}); }
+
+/* ---- CUDA runtime: streams, events, memory ---------------------------------------------------- */
+
+/* Runs every stream to the end, like the implicit device synchronisation of cudaFree: work that can
+ * never complete would hang there with no deadline. */
+static cudaError_t sync_device(const char *call)
+{
+    for (;;) {
+        long before = mock.time;
+        progress(1);
+        if (mock.sticky)
+            return mock.sticky;
+        int idle = 1;
+        for (int i = 0; i < mock.nstreams; i++)
+            idle &= mock.streams[i]->done == mock.streams[i]->n;
+        if (idle)
+            break;
+        if (mock.time == before) {
+            mock_violate("%s waits for device work that never completes: a hang no deadline covers", call);
+            return cudaSuccess;
+        }
+    }
+    for (int i = 0; i < mock.nstreams; i++)
+        join(mock.host_vc, mock.streams[i]->vc);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    cudaError_t r = mock_cuda_status("cudaMalloc");
+    if (r != cudaSuccess)
+        return r;
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void *p)
+{
+    cudaError_t r = mock_cuda_status("cudaFree");
+    if (r == cudaSuccess)
+        r = sync_device("cudaFree");
+    if (r == cudaSuccess)
+        free(p);
+    return r;
+}
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
+cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int priority)
+{
+    cudaError_t r = mock_cuda_status("cudaStreamCreateWithPriority");
+    if (r != cudaSuccess)
+        return r;
+    if (mock.nstreams == MOCK_STREAMS)
+        return cudaErrorMemoryAllocation;
+    struct CUstream_st *st = calloc(1, sizeof *st);
+    st->flags = flags;
+    st->priority = priority;
+    st->id = mock.nstreams;
+    if (flags & cudaStreamNonBlocking) {
+        mock.comm_flags_ok = 1;
+        mock.comm_priority_seen = priority;
+    }
+    mock.streams[mock.nstreams++] = st;
+    *s = st;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    (void)s; /* kept: CUDA releases it once its work is done */
+    return mock_cuda_status("cudaStreamDestroy");
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    cudaError_t r = mock_cuda_status("cudaStreamSynchronize");
+    while (r == cudaSuccess && s->done < s->n) {
+        long before = mock.time;
+        progress(1);
+        if (mock.sticky)
+            return mock.sticky;
+        if (mock.time == before)
+            return cudaErrorLaunchTimeout; /* nothing can run: a deadlock */
+    }
+    if (r == cudaSuccess)
+        join(mock.host_vc, s->vc);
+    return r;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    cudaError_t r = mock_cuda_status("cudaEventCreateWithFlags");
+    if (r != cudaSuccess)
+        return r;
+    *e = calloc(1, sizeof **e);
+    (*e)->flags = flags;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    e->destroyed = 1; /* kept: a queued record may still complete it (CUDA releases it afterwards) */
+    return mock_cuda_status("cudaEventDestroy");
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    cudaError_t r = mock_cuda_status("cudaEventRecord");
+    if (r != cudaSuccess)
+        return r;
+    if (e->destroyed)
+        mock_violate("cudaEventRecord on a destroyed event");
+    if (s) {
+        e->gen++;
+        e->s = s;
+        e->pos = s->n + 1;
+    }
+    r = mock_enqueue(s, (mock_op){.kind = OP_RECORD, .ev = e, .gen = e->gen});
+    if (s)
+        memcpy(e->vc, s->vc, sizeof e->vc);
+    return r;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+    (void)flags;
+    cudaError_t r = mock_cuda_status("cudaStreamWaitEvent");
+    if (r != cudaSuccess || !e->s)
+        return r; /* never recorded: nothing to wait for */
+    if (s)
+        join(s->vc, e->vc);
+    return mock_enqueue(s, (mock_op){.kind = OP_WAIT, .wait_stream = e->s, .wait_pos = e->pos});
+}
+
+static int event_complete(const struct CUevent_st *e) { return !e->s || e->s->done >= e->pos; }
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    cudaError_t r = mock_cuda_status("cudaEventQuery");
+    if (r != cudaSuccess)
+        return r;
+    progress(1);
+    if (mock.sticky) /* a fault that ran during this poll */
+        return mock.sticky;
+    if (!event_complete(e))
+        return cudaErrorNotReady;
+    join(mock.host_vc, e->vc);
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    cudaError_t r = mock_cuda_status("cudaEventElapsedTime");
+    if (r != cudaSuccess)
+        return r;
+    if ((a->flags | b->flags) & cudaEventDisableTiming)
+        return cudaErrorInvalidResourceHandle;
+    if (!a->s || !b->s || !event_complete(a) || !event_complete(b))
+        return cudaErrorNotReady;
+    *ms = 0.01f * (float)(b->time - a->time);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    (void)kind;
+    cudaError_t r = mock_cuda_status("cudaMemcpyAsync");
+    if (r != cudaSuccess)
+        return r;
+    return mock_enqueue(s, (mock_op){.kind = OP_MEMCPY, .dst = dst, .src = src, .bytes = bytes});
+}
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
+{
+    cudaError_t r = mock_cuda_status("cudaMemsetAsync");
+    if (r != cudaSuccess)
+        return r;
+    return mock_enqueue(s, (mock_op){.kind = OP_MEMSET, .dst = dst, .value = value, .bytes = bytes});
+}
