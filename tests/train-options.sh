@@ -15,7 +15,8 @@ for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs 
            "--comm-timeout 0" "--bucket-mb -1" "--frobnicate" "--data" "--save-model="; do
   opt=${bad%% *}; opt=${opt%%=*}
   # shellcheck disable=SC2086
-  expect_fail 64 "$opt" "$MNIST_DDP" --data "$MNIST_DATA" $bad
+  # A short run behind the bad option: should it ever be accepted, the test fails fast instead of training.
+  expect_fail 64 "$opt" "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1 $bad
 done
 expect_fail 64 "unexpected argument 'stray'" "$MNIST_DDP" --data "$MNIST_DATA" stray
 expect_fail 64 "--precision bf16" "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --precision bf16
