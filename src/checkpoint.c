@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "h5util.h"
 
 static const char format_name[] = "mnist_ddp state_dict 1";
 
@@ -33,22 +34,14 @@ void checkpoint_check_writable(const char *option, const char *path)
 
 static void write_attr(hid_t loc, const char *name, hid_t type, const void *value)
 {
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, type, value);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(space);
-    if (rc < 0)
+    if (h5_write_attr(loc, name, type, type, value) < 0)
         die(EX_IOERR, "cannot write attribute '%s'", name);
 }
 
 static void write_string_attr(hid_t loc, const char *name, const char *value)
 {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(value) + 1);
-    write_attr(loc, name, t, value);
-    H5Tclose(t);
+    if (h5_write_str_attr(loc, name, value) < 0)
+        die(EX_IOERR, "cannot write attribute '%s'", name);
 }
 
 /* One tensor as a dataset of its shape; PyTorch's num_batches_tracked is an int64 scalar. */
@@ -135,15 +128,12 @@ static void read_tensor(hid_t f, const char *path, const tensor_desc *t, float *
     if (H5Lexists(f, t->name, H5P_DEFAULT) <= 0)
         die(EX_DATAERR, "--load-model %s: tensor '%s' is missing", path, t->name);
     hid_t d = H5Dopen2(f, t->name, H5P_DEFAULT);
-    hid_t space = H5Dget_space(d);
     int is_count = strstr(t->name, "num_batches_tracked") != NULL;
-    int ndim = H5Sget_simple_extent_ndims(space);
     hsize_t dims[8] = {0};
-    H5Sget_simple_extent_dims(space, dims, NULL);
+    int ndim = h5_dims(d, dims);
     int ok = is_count ? ndim == 0 : ndim == t->ndim;
     for (int i = 0; ok && !is_count && i < ndim; i++)
         ok = dims[i] == (hsize_t)t->shape[i];
-    H5Sclose(space);
     if (!ok) {
         H5Dclose(d);
         die(EX_DATAERR, "--load-model %s: tensor '%s' has another shape than this model's", path, t->name);

@@ -10,7 +10,6 @@
 static const char *program = "mnist_ddp";
 
 void error_set_program(const char *name) { program = name; }
-const char *error_program(void) { return program; }
 
 static int mpi_running(void)
 {
@@ -103,6 +102,12 @@ void *xcalloc(size_t n, size_t size)
     if (!p)
         die(EX_OSERR, "out of memory allocating %zu x %zu bytes", n, size);
     return p;
+}
+
+char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(xmalloc(n), s, n);
 }
 
 void *xmalloc_aligned(size_t n)

@@ -14,7 +14,6 @@
 
 /* Name printed in front of every message ("mnist_ddp", "mnist2h5"). */
 void error_set_program(const char *name);
-const char *error_program(void);
 
 /* Local failure: print, then MPI_Abort (if MPI is running) or exit. */
 _Noreturn void die_at(const char *file, int line, int code, const char *fmt, ...)
@@ -47,6 +46,7 @@ _Noreturn void exit_all(int code);
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
+char *xstrdup(const char *s);
 /* Aligned for SIMD and cuBLAS-friendly host copies; free with free(). */
 void *xmalloc_aligned(size_t n);
 #endif

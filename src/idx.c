@@ -13,14 +13,6 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-static void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 typedef struct {
     const char *path;
     const char *what; /* "images" / "labels" */
@@ -174,40 +166,4 @@ void idx_free(idx_set *set)
     free(set->labels);
     set->images = set->labels = NULL;
     set->count = 0;
-}
-
-static void write_file(const char *path, const char *what, const uint8_t *hdr, size_t hlen, const uint8_t *data,
-                       uint64_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        die(EX_CANTCREAT, "cannot create IDX %s file '%s': %s", what, path, strerror(errno));
-    if (fwrite(hdr, 1, hlen, f) != hlen || (len && fwrite(data, 1, (size_t)len, f) != len) || fclose(f) != 0)
-        die(EX_IOERR, "cannot write IDX %s file '%s': %s", what, path, strerror(errno));
-}
-
-static uint32_t count32(const char *path, uint64_t count)
-{
-    if (count > UINT32_MAX)
-        die(EX_SOFTWARE, "cannot write '%s': %llu samples do not fit an IDX header", path,
-            (unsigned long long)count);
-    return (uint32_t)count;
-}
-
-void idx_write_images(const char *path, const uint8_t *images, uint64_t count)
-{
-    uint8_t hdr[16];
-    put_be32(hdr, IDX_IMAGES_MAGIC);
-    put_be32(hdr + 4, count32(path, count));
-    put_be32(hdr + 8, IDX_ROWS);
-    put_be32(hdr + 12, IDX_COLS);
-    write_file(path, "images", hdr, sizeof hdr, images, count * IDX_PIXELS);
-}
-
-void idx_write_labels(const char *path, const uint8_t *labels, uint64_t count)
-{
-    uint8_t hdr[8];
-    put_be32(hdr, IDX_LABELS_MAGIC);
-    put_be32(hdr + 4, count32(path, count));
-    write_file(path, "labels", hdr, sizeof hdr, labels, count);
 }

@@ -35,8 +35,4 @@ typedef struct {
 /* Both files, plus the count check (EX_DATAERR naming both files when they disagree). */
 void idx_load(const char *images_path, const char *labels_path, idx_set *set);
 void idx_free(idx_set *set);
-
-/* Writers (tests, synthetic data): dies EX_CANTCREAT / EX_IOERR naming the file. */
-void idx_write_images(const char *path, const uint8_t *images, uint64_t count);
-void idx_write_labels(const char *path, const uint8_t *labels, uint64_t count);
 #endif

@@ -11,8 +11,11 @@
  *   both with the Fletcher-32 checksum filter, and on the root group the attributes
  *   shard_index, shard_count (uint32), total_samples, first_index, num_samples (uint64),
  *   source_sha256 (SHA-256 of the images IDX file) and prefix (fixed-length ASCII strings).
- * The shard count and the number of ranks are independent: a reader maps a global sample index
+ * The shard count and the number of ranks are independent: the reader maps a global sample index
  * to (shard, local index) through the first_index attributes.
+ *
+ * The code: src/shard_names.c (names, directory scan), src/shard_read.c (open, validate, read
+ * ranges), src/shard_write.c (the atomic writer), on the HDF5 helpers of src/h5util.c.
  *
  * Errors are one line naming the file and the problem (HDF5's own error-stack printing is turned
  * off by these functions): EX_NOINPUT (66) for no shards or a missing file, EX_DATAERR (65) for an
@@ -37,20 +40,11 @@ typedef struct shard_set shard_set;
 shard_set *shards_open(const char *dir, const char *prefix);
 uint64_t shards_total(const shard_set *s); /* total samples */
 int shards_files(const shard_set *s);      /* number of shard files */
-/* Per-file details (0 <= i < shards_files): path, first global index, number of samples. */
-const char *shards_file_path(const shard_set *s, int i);
-uint64_t shards_file_first(const shard_set *s, int i);
-uint64_t shards_file_count(const shard_set *s, int i);
-/* The source_sha256 attribute ("" if the files have none). */
-const char *shards_source_sha256(const shard_set *s);
 
-/* Read samples by global index (any order, duplicates allowed) into images[n*784], labels[n]
- * (either may be NULL to skip that dataset). Reads only what it needs with HDF5 selections
- * (hyperslab runs for contiguous indices, point selections for scattered labels), grouped by
- * shard. An index >= shards_total dies EX_SOFTWARE; labels > 9 and Fletcher-32 checksum failures
- * die EX_DATAERR naming the file. */
-void shards_read(shard_set *s, const uint64_t *idx, size_t n, uint8_t *images, uint8_t *labels);
-/* Convenience for contiguous ranges [first, first+count). */
+/* Read the samples [first, first+count) of the IDX order into images[count*784], labels[count]
+ * (either may be NULL to skip that dataset), across shard boundaries: one HDF5 hyperslab per shard
+ * it touches. A range beyond shards_total dies EX_SOFTWARE; labels > 9 and Fletcher-32 checksum
+ * failures die EX_DATAERR naming the file. count = 0 reads nothing. */
 void shards_read_range(shard_set *s, uint64_t first, uint64_t count, uint8_t *images, uint8_t *labels);
 void shards_close(shard_set *s);
 

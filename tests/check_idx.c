@@ -101,8 +101,8 @@ START_TEST(good_roundtrip)
         uint8_t *im, *lb;
         tu_synth(n, c, &im, &lb);
         char *pi = tu_path(g_dir, "good-images"), *pl = tu_path(g_dir, "good-labels");
-        idx_write_images(pi, im, n);
-        idx_write_labels(pl, lb, n);
+        tu_write_idx_images(pi, im, n);
+        tu_write_idx_labels(pl, lb, n);
         char hi[SHA256_HEX_LEN + 1], hl[SHA256_HEX_LEN + 1], want[SHA256_HEX_LEN + 1];
         uint8_t *ri = idx_read_images(pi, &ni, hi);
         uint8_t *rl = idx_read_labels(pl, &nl, hl);
@@ -348,8 +348,8 @@ START_TEST(good_through_fifo)
     tu_synth(5, 3, &im, &lb);
     char *pi = tu_path(g_dir, "fifo-good-images"), *pl = tu_path(g_dir, "fifo-good-labels");
     char *fifo = tu_path(g_dir, "fifo-good");
-    idx_write_images(pi, im, 5);
-    idx_write_labels(pl, lb, 5);
+    tu_write_idx_images(pi, im, 5);
+    tu_write_idx_labels(pl, lb, 5);
     remove(fifo);
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);
     pid_t pid = fork();
