@@ -122,10 +122,10 @@ uint8_t *idx_read_images(const char *path, uint64_t *count, char *sha256_hex)
     reader_open(&r, path, "images");
     reader_header(&r, hdr, sizeof hdr, IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC);
     uint32_t n = be32(hdr + 4), rows = be32(hdr + 8), cols = be32(hdr + 12);
-    if (rows != IDX_ROWS || cols != IDX_COLS)
+    if (rows != MNIST_ROWS || cols != MNIST_COLS)
         die(EX_DATAERR, "IDX images file '%s' holds %ux%u images, expected %dx%d (MNIST)", path, rows, cols,
-            IDX_ROWS, IDX_COLS);
-    uint8_t *images = reader_body(&r, (uint64_t)n * IDX_PIXELS);
+            MNIST_ROWS, MNIST_COLS);
+    uint8_t *images = reader_body(&r, (uint64_t)n * MNIST_PIXELS);
     reader_close(&r, sha256_hex);
     *count = n;
     return images;
@@ -141,9 +141,9 @@ uint8_t *idx_read_labels(const char *path, uint64_t *count, char *sha256_hex)
     uint8_t *labels = reader_body(&r, n);
     reader_close(&r, sha256_hex);
     for (uint32_t i = 0; i < n; i++)
-        if (labels[i] >= IDX_NUM_CLASSES)
+        if (labels[i] >= MNIST_CLASSES)
             die(EX_DATAERR, "IDX labels file '%s': label %u at index %u is out of range 0..%d", path,
-                labels[i], i, IDX_NUM_CLASSES - 1);
+                labels[i], i, MNIST_CLASSES - 1);
     *count = n;
     return labels;
 }

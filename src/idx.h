@@ -8,16 +8,13 @@
 #ifndef MNIST_IDX_H
 #define MNIST_IDX_H
 #include <stdint.h>
+#include "mnist.h"
 #include "sha256.h"
 
 #define IDX_IMAGES_MAGIC 0x00000803u
 #define IDX_LABELS_MAGIC 0x00000801u
-#define IDX_ROWS 28
-#define IDX_COLS 28
-#define IDX_PIXELS (IDX_ROWS * IDX_COLS)
-#define IDX_NUM_CLASSES 10
 
-/* Read an images file: returns count*784 bytes (free()), sets *count. If sha256_hex is not NULL
+/* Read an images file: returns count * MNIST_PIXELS bytes (free()), sets *count. If sha256_hex is not NULL
  * it receives the SHA-256 of the whole file (header included) as 64 hex digits. */
 uint8_t *idx_read_images(const char *path, uint64_t *count, char *sha256_hex);
 /* Read a labels file: returns count bytes, each 0..9 (free()), sets *count. */
@@ -26,7 +23,7 @@ uint8_t *idx_read_labels(const char *path, uint64_t *count, char *sha256_hex);
 /* A matching pair of files, as mnist2h5 converts them. */
 typedef struct {
     uint64_t count;
-    uint8_t *images; /* count * IDX_PIXELS */
+    uint8_t *images; /* count * MNIST_PIXELS */
     uint8_t *labels; /* count */
     char images_sha256[SHA256_HEX_LEN + 1];
     char labels_sha256[SHA256_HEX_LEN + 1];

@@ -124,10 +124,10 @@ static void open_datasets(shard_file *f, const char *what)
     f->images = h5_open_dataset(what, f->file, "images");
     h5_check_uint8(what, f->images, "images");
     int nd = shard_dims(what, f->images, "images", di);
-    if (nd != 3 || di[1] != IDX_ROWS || di[2] != IDX_COLS) {
+    if (nd != 3 || di[1] != MNIST_ROWS || di[2] != MNIST_COLS) {
         h5_shape_str(di, nd, shape, sizeof shape);
-        die(EX_DATAERR, "shard '%s': /images has shape %s, expected [n,%d,%d]", f->path, shape, IDX_ROWS,
-            IDX_COLS);
+        die(EX_DATAERR, "shard '%s': /images has shape %s, expected [n,%d,%d]", f->path, shape, MNIST_ROWS,
+            MNIST_COLS);
     }
     f->labels = h5_open_dataset(what, f->file, "labels");
     h5_check_uint8(what, f->labels, "labels");
@@ -267,10 +267,10 @@ static void read_failed(const shard_file *f, const char *name)
 static void check_labels(const shard_file *f, const uint8_t *lab, size_t m, uint64_t start)
 {
     for (size_t i = 0; i < m; i++)
-        if (lab[i] >= IDX_NUM_CLASSES) {
+        if (lab[i] >= MNIST_CLASSES) {
             uint64_t l = start + i;
             die(EX_DATAERR, "shard '%s': label %u of sample %llu (local %llu) is out of range 0..%d", f->path,
-                lab[i], (unsigned long long)(f->first + l), (unsigned long long)l, IDX_NUM_CLASSES - 1);
+                lab[i], (unsigned long long)(f->first + l), (unsigned long long)l, MNIST_CLASSES - 1);
         }
 }
 
@@ -280,9 +280,9 @@ static void read_block(const shard_file *f, hid_t d, const char *name, int rank,
                        void *out)
 {
     hid_t fs = H5Dget_space(d);
-    hsize_t mdims[3] = {len, IDX_ROWS, IDX_COLS};
+    hsize_t mdims[3] = {len, MNIST_ROWS, MNIST_COLS};
     hid_t ms = H5Screate_simple(rank, mdims, NULL);
-    hsize_t start3[3] = {start, 0, 0}, count[3] = {1, 1, 1}, block[3] = {len, IDX_ROWS, IDX_COLS};
+    hsize_t start3[3] = {start, 0, 0}, count[3] = {1, 1, 1}, block[3] = {len, MNIST_ROWS, MNIST_COLS};
     herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start3, NULL, count, block);
     if (fs < 0 || ms < 0 || rc < 0)
         die(EX_SOFTWARE, "shard '%s': cannot build the HDF5 selection for /%s: %s", f->path, name, h5_msg());
@@ -308,7 +308,7 @@ void shards_read_range(shard_set *s, uint64_t first, uint64_t count, uint8_t *im
         hsize_t start = g - f->first, len = stop - g;
         size_t off = (size_t)(g - first);
         if (images)
-            read_block(f, f->images, "images", 3, start, len, images + off * IDX_PIXELS);
+            read_block(f, f->images, "images", 3, start, len, images + off * MNIST_PIXELS);
         if (labels) {
             read_block(f, f->labels, "labels", 1, start, len, labels + off);
             check_labels(f, labels + off, len, start);

@@ -151,7 +151,7 @@ typedef struct {
 
 static int put_dataset(hid_t file, const char *name, int rank, uint64_t n, hsize_t chunk_n, const uint8_t *data)
 {
-    hsize_t dims[3] = {n, IDX_ROWS, IDX_COLS}, chunk[3] = {chunk_n < n ? chunk_n : n, IDX_ROWS, IDX_COLS};
+    hsize_t dims[3] = {n, MNIST_ROWS, MNIST_COLS}, chunk[3] = {chunk_n < n ? chunk_n : n, MNIST_ROWS, MNIST_COLS};
     hid_t sp = H5Screate_simple(rank, dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     int ok = sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, rank, chunk) >= 0 && H5Pset_fletcher32(dcpl) >= 0 &&
@@ -178,7 +178,7 @@ static int put_shard(hid_t file, const write_job *j, int index, uint64_t first, 
              h5_write_attr(file, "num_samples", H5T_STD_U64LE, H5T_NATIVE_UINT64, &v[4]) == 0 &&
              h5_write_str_attr(file, "source_sha256", j->sha) == 0 &&
              h5_write_str_attr(file, "prefix", j->prefix) == 0 &&
-             put_dataset(file, "images", 3, n, SHARDS_IMAGES_CHUNK, j->images + first * IDX_PIXELS) == 0 &&
+             put_dataset(file, "images", 3, n, SHARDS_IMAGES_CHUNK, j->images + first * MNIST_PIXELS) == 0 &&
              put_dataset(file, "labels", 1, n, SHARDS_LABELS_CHUNK, j->labels + first) == 0;
     return ok ? 0 : -1;
 }
@@ -245,9 +245,9 @@ static void check_request(const char *dir, const char *prefix, int nshards, cons
         die(EX_USAGE, "cannot split %llu samples into %d shards (1..%llu)", (unsigned long long)n, nshards,
             (unsigned long long)(n < SHARDS_MAX ? n : SHARDS_MAX));
     for (uint64_t i = 0; i < n; i++)
-        if (labels[i] >= IDX_NUM_CLASSES)
+        if (labels[i] >= MNIST_CLASSES)
             die(EX_DATAERR, "label %u of sample %llu is out of range 0..%d; not writing %s/%s-*.h5", labels[i],
-                (unsigned long long)i, IDX_NUM_CLASSES - 1, dir, prefix);
+                (unsigned long long)i, MNIST_CLASSES - 1, dir, prefix);
     if (mkdir_p(dir) != 0)
         die(EX_CANTCREAT, "cannot create output directory '%s': %s", dir, strerror(errno));
     if (access(dir, W_OK | X_OK) != 0)

@@ -108,12 +108,12 @@ START_TEST(good_roundtrip)
         uint8_t *rl = idx_read_labels(pl, &nl, hl);
         ck_assert_uint_eq(ni, n);
         ck_assert_uint_eq(nl, n);
-        ck_assert_int_eq(memcmp(ri, im, n * IDX_PIXELS), 0);
+        ck_assert_int_eq(memcmp(ri, im, n * MNIST_PIXELS), 0);
         ck_assert_int_eq(memcmp(rl, lb, n), 0);
         /* The digest is that of the whole file (header included). */
         size_t len;
         uint8_t *raw = slurp(pi, &len);
-        ck_assert_uint_eq(len, 16 + n * IDX_PIXELS);
+        ck_assert_uint_eq(len, 16 + n * MNIST_PIXELS);
         ck_assert_uint_eq(raw[2], 0x08);
         ck_assert_uint_eq(raw[3], 0x03);
         sha256_hex(raw, len, want);
@@ -128,7 +128,7 @@ START_TEST(good_roundtrip)
         idx_set set;
         idx_load(pi, pl, &set);
         ck_assert_uint_eq(set.count, n);
-        ck_assert_int_eq(memcmp(set.images, im, n * IDX_PIXELS), 0);
+        ck_assert_int_eq(memcmp(set.images, im, n * MNIST_PIXELS), 0);
         ck_assert_int_eq(memcmp(set.labels, lb, n), 0);
         ck_assert_str_eq(set.images_sha256, hi);
         idx_free(&set);
@@ -145,8 +145,8 @@ END_TEST
 /* Hand-made header bytes: the reader follows the big-endian format, not our writer. */
 START_TEST(good_handmade)
 {
-    uint8_t f[16 + 2 * IDX_PIXELS] = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28, 0, 0, 0, 28};
-    for (int i = 0; i < 2 * IDX_PIXELS; i++)
+    uint8_t f[16 + 2 * MNIST_PIXELS] = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28, 0, 0, 0, 28};
+    for (int i = 0; i < 2 * MNIST_PIXELS; i++)
         f[16 + i] = (uint8_t)(i * 7);
     uint8_t l[10] = {0, 0, 8, 1, 0, 0, 0, 2, 9, 0};
     char *pi = tu_path(g_dir, "hand-images"), *pl = tu_path(g_dir, "hand-labels");
@@ -155,7 +155,7 @@ START_TEST(good_handmade)
     idx_set set;
     idx_load(pi, pl, &set);
     ck_assert_uint_eq(set.count, 2);
-    ck_assert_int_eq(memcmp(set.images, f + 16, 2 * IDX_PIXELS), 0);
+    ck_assert_int_eq(memcmp(set.images, f + 16, 2 * MNIST_PIXELS), 0);
     ck_assert_uint_eq(set.labels[0], 9);
     ck_assert_uint_eq(set.labels[1], 0);
     idx_free(&set);
@@ -179,7 +179,7 @@ static char *make_bad(const char *name, char **other)
     char *p = tu_path(g_dir, name);
     uint8_t img_hdr[16] = {0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 28, 0, 0, 0, 28};
     uint8_t lab_hdr[8] = {0, 0, 8, 1, 0, 0, 0, 3};
-    uint8_t buf[16 + 4 * IDX_PIXELS];
+    uint8_t buf[16 + 4 * MNIST_PIXELS];
     memset(buf, 1, sizeof buf);
     *other = NULL;
     if (!strcmp(name, "missing")) {
@@ -187,13 +187,13 @@ static char *make_bad(const char *name, char **other)
     } else if (!strcmp(name, "wrong-magic")) {
         memcpy(buf, img_hdr, 16);
         buf[3] = 0x04;
-        tu_write_file(p, buf, 16 + 3 * IDX_PIXELS);
+        tu_write_file(p, buf, 16 + 3 * MNIST_PIXELS);
     } else if (!strcmp(name, "labels-as-images")) {
         memcpy(buf, lab_hdr, 8);
         tu_write_file(p, buf, 8 + 3);
     } else if (!strcmp(name, "images-as-labels")) {
         memcpy(buf, img_hdr, 16);
-        tu_write_file(p, buf, 16 + 3 * IDX_PIXELS);
+        tu_write_file(p, buf, 16 + 3 * MNIST_PIXELS);
     } else if (!strcmp(name, "labels-wrong-magic")) {
         memcpy(buf, lab_hdr, 8);
         buf[2] = 0x09;
@@ -203,13 +203,13 @@ static char *make_bad(const char *name, char **other)
         tu_write_file(p, buf, 10);
     } else if (!strcmp(name, "truncated-images")) {
         memcpy(buf, img_hdr, 16);
-        tu_write_file(p, buf, 16 + 3 * IDX_PIXELS - 1);
+        tu_write_file(p, buf, 16 + 3 * MNIST_PIXELS - 1);
     } else if (!strcmp(name, "truncated-labels")) {
         memcpy(buf, lab_hdr, 8);
         tu_write_file(p, buf, 8 + 2);
     } else if (!strcmp(name, "trailing-images")) {
         memcpy(buf, img_hdr, 16);
-        tu_write_file(p, buf, 16 + 3 * IDX_PIXELS + 5);
+        tu_write_file(p, buf, 16 + 3 * MNIST_PIXELS + 5);
     } else if (!strcmp(name, "trailing-labels")) {
         memcpy(buf, lab_hdr, 8);
         tu_write_file(p, buf, 8 + 4);
@@ -228,7 +228,7 @@ static char *make_bad(const char *name, char **other)
         tu_write_file(p, buf, 0);
     } else if (!strcmp(name, "count-mismatch")) {
         memcpy(buf, img_hdr, 16);
-        tu_write_file(p, buf, 16 + 3 * IDX_PIXELS);
+        tu_write_file(p, buf, 16 + 3 * MNIST_PIXELS);
         *other = tu_path(g_dir, "count-mismatch-labels");
         uint8_t l[8 + 2] = {0, 0, 8, 1, 0, 0, 0, 2, 1, 2};
         tu_write_file(*other, l, sizeof l);

@@ -103,7 +103,7 @@ static void expect_samples(const dataset *d, const uint64_t *idx, size_t n, cons
                            const char *what)
 {
     for (size_t i = 0; i < n; i++) {
-        if (im && memcmp(im + i * IDX_PIXELS, d->images + idx[i] * IDX_PIXELS, IDX_PIXELS) != 0)
+        if (im && memcmp(im + i * MNIST_PIXELS, d->images + idx[i] * MNIST_PIXELS, MNIST_PIXELS) != 0)
             ck_abort_msg("%s: image %zu (sample %llu) differs", what, i, (unsigned long long)idx[i]);
         if (lb && lb[i] != d->labels[idx[i]])
             ck_abort_msg("%s: label %zu (sample %llu) is %u, expected %u", what, i, (unsigned long long)idx[i],
@@ -173,7 +173,7 @@ static void check_range(shard_set *s, const dataset *d, uint64_t a, uint64_t len
     for (uint64_t i = 0; i < len; i++)
         idx[i] = a + i;
     if (im)
-        memset(im, 0, len * IDX_PIXELS);
+        memset(im, 0, len * MNIST_PIXELS);
     if (lb)
         memset(lb, 0xff, len);
     shards_read_range(s, a, len, im, lb);
@@ -215,11 +215,11 @@ static void roundtrip(uint64_t n, int nshards)
     ck_assert_int_eq(shards_files(s), nshards);
     ck_assert_uint_eq(shards_total(s), n);
     /* Everything, as one range. */
-    uint8_t *im = xmalloc(n * IDX_PIXELS), *lb = xmalloc(n), *mark = xmalloc(n + 1);
+    uint8_t *im = xmalloc(n * MNIST_PIXELS), *lb = xmalloc(n), *mark = xmalloc(n + 1);
     uint64_t *idx = xmalloc(n * sizeof *idx);
-    memset(im, 0xee, n * IDX_PIXELS);
+    memset(im, 0xee, n * MNIST_PIXELS);
     shards_read_range(s, 0, n, im, lb);
-    ck_assert_int_eq(memcmp(im, d.images, n * IDX_PIXELS), 0);
+    ck_assert_int_eq(memcmp(im, d.images, n * MNIST_PIXELS), 0);
     ck_assert_int_eq(memcmp(lb, d.labels, n), 0);
     /* Every range between two positions around shard and chunk boundaries. */
     mark_boundaries(n, nshards, first, count, mark);
@@ -321,10 +321,10 @@ START_TEST(layout)
             ck_assert_int_ge(H5Pget_filter_by_id2(dcpl, H5Z_FILTER_FLETCHER32, &flags, &nelmts, NULL, 0, NULL, NULL),
                              0);
             /* The shard's bytes are the IDX bytes [first, first + cnt). */
-            size_t sz = (size_t)cnt * (k ? 1 : IDX_PIXELS);
+            size_t sz = (size_t)cnt * (k ? 1 : MNIST_PIXELS);
             uint8_t *buf2 = xmalloc(sz);
             ck_assert_int_ge(H5Dread(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf2), 0);
-            ck_assert_int_eq(memcmp(buf2, k ? d.labels + first : d.images + first * IDX_PIXELS, sz), 0);
+            ck_assert_int_eq(memcmp(buf2, k ? d.labels + first : d.images + first * MNIST_PIXELS, sz), 0);
             free(buf2);
             H5Pclose(dcpl);
             H5Sclose(sp);
@@ -403,9 +403,9 @@ START_TEST(ranks_by_shards)
     const int batches[] = {1, 4, 32};
     uint64_t *perm = xmalloc(n * sizeof *perm);
     unsigned *seen = xmalloc(n * sizeof *seen);
-    uint8_t *im = xmalloc(n * IDX_PIXELS), *lb = xmalloc(n), *copy_im[MAX_WORLD], *copy_lb[MAX_WORLD];
+    uint8_t *im = xmalloc(n * MNIST_PIXELS), *lb = xmalloc(n), *copy_im[MAX_WORLD], *copy_lb[MAX_WORLD];
     for (int r = 0; r < MAX_WORLD; r++) {
-        copy_im[r] = xmalloc(n * IDX_PIXELS);
+        copy_im[r] = xmalloc(n * MNIST_PIXELS);
         copy_lb[r] = xmalloc(n);
     }
     for (size_t a = 0; a < sizeof shard_counts / sizeof *shard_counts; a++) {
@@ -426,7 +426,7 @@ START_TEST(ranks_by_shards)
                             uint64_t first, count, gc;
                             sampler_slice(n, world, batch, r, st, &first, &count, &gc);
                             for (uint64_t i = 0; i < count; i++) {
-                                memcpy(im + i * IDX_PIXELS, copy_im[r] + perm[first + i] * IDX_PIXELS, IDX_PIXELS);
+                                memcpy(im + i * MNIST_PIXELS, copy_im[r] + perm[first + i] * MNIST_PIXELS, MNIST_PIXELS);
                                 lb[i] = copy_lb[r][perm[first + i]];
                             }
                             snprintf(what, sizeof what, "shards=%d world=%d batch=%d epoch=%llu rank=%d step=%llu",
@@ -466,7 +466,7 @@ static void check_first_labels(const char *dir, const char *prefix, uint64_t tot
 {
     shard_set *s = shards_open(dir, prefix);
     ck_assert_uint_eq(shards_total(s), total);
-    uint8_t lb[10], im[10 * IDX_PIXELS];
+    uint8_t lb[10], im[10 * MNIST_PIXELS];
     shards_read_range(s, 0, 10, im, lb);
     ck_assert_int_eq(memcmp(lb, want, 10), 0);
     /* and one at a time, labels only, last first */
@@ -531,7 +531,7 @@ static void open_and_read_all(const char *dir)
 {
     shard_set *s = shards_open(dir, "train");
     uint64_t n = shards_total(s);
-    uint8_t *im = xmalloc(n * IDX_PIXELS), *lb = xmalloc(n);
+    uint8_t *im = xmalloc(n * MNIST_PIXELS), *lb = xmalloc(n);
     shards_read_range(s, 0, n, im, lb);
     shards_close(s);
     free(im);
@@ -612,7 +612,7 @@ static void corrupt_chunk(const char *dir)
     ck_assert_uint_eq(nchunks, 1);
     ck_assert_int_ge(H5Dget_chunk_info(ds, fs, 0, off, &mask, &addr, &size), 0);
     H5Sclose(fs);
-    ck_assert_uint_eq(size, 100 * IDX_PIXELS + 4); /* data + Fletcher-32 checksum */
+    ck_assert_uint_eq(size, 100 * MNIST_PIXELS + 4); /* data + Fletcher-32 checksum */
     H5Dclose(ds);
     H5Fclose(f);
     FILE *fp = fopen(p, "r+b");
@@ -622,10 +622,10 @@ static void corrupt_chunk(const char *dir)
     ck_assert_int_eq(fseek(fp, (long)addr, SEEK_SET), 0);
     ck_assert_uint_eq(fread(b, 1, 4, fp), 4);
     ck_assert_uint_eq(b[3], 100);
-    ck_assert_int_eq(fseek(fp, (long)addr + 7 * IDX_PIXELS + 300, SEEK_SET), 0);
+    ck_assert_int_eq(fseek(fp, (long)addr + 7 * MNIST_PIXELS + 300, SEEK_SET), 0);
     ck_assert_uint_eq(fread(b, 1, 1, fp), 1);
     b[0] ^= 0x01;
-    ck_assert_int_eq(fseek(fp, (long)addr + 7 * IDX_PIXELS + 300, SEEK_SET), 0);
+    ck_assert_int_eq(fseek(fp, (long)addr + 7 * MNIST_PIXELS + 300, SEEK_SET), 0);
     ck_assert_uint_eq(fwrite(b, 1, 1, fp), 1);
     fclose(fp);
     free(p);
@@ -778,7 +778,7 @@ START_TEST(damage_is_local)
     char *dir = good_set();
     corrupt_chunk(dir);
     shard_set *s = shards_open(dir, "train");
-    uint8_t *im = xmalloc(200 * IDX_PIXELS), *lb = xmalloc(200);
+    uint8_t *im = xmalloc(200 * MNIST_PIXELS), *lb = xmalloc(200);
     shards_read_range(s, 0, 50, im, lb);  /* shard 0 */
     shards_read_range(s, 200, 50, im, lb); /* shard 2 */
     shards_read_range(s, 100, 100, NULL, lb); /* shard 1 labels: another dataset */
@@ -814,7 +814,7 @@ START_TEST(damage_in_small_range_bad_chunk)
     char *dir = good_set();
     corrupt_chunk(dir);
     shard_set *s = shards_open(dir, "train");
-    uint8_t im[IDX_PIXELS];
+    uint8_t im[MNIST_PIXELS];
     shards_read_range(s, 150, 1, im, NULL);
 }
 END_TEST

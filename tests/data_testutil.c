@@ -55,12 +55,12 @@ char *tu_path(const char *dir, const char *name)
 
 void tu_synth(uint64_t n, uint64_t seed, uint8_t **images, uint8_t **labels)
 {
-    uint8_t *im = xmalloc(n * IDX_PIXELS + 1), *lb = xmalloc(n + 1);
+    uint8_t *im = xmalloc(n * MNIST_PIXELS + 1), *lb = xmalloc(n + 1);
     uint64_t key = rng_key(seed, 0x5eed);
     for (uint64_t i = 0; i < n; i++) {
-        uint8_t *p = im + i * IDX_PIXELS;
-        for (int k = 0; k < IDX_PIXELS; k++)
-            p[k] = (uint8_t)(rng_u64(key, i * IDX_PIXELS + (uint64_t)k) >> 56);
+        uint8_t *p = im + i * MNIST_PIXELS;
+        for (int k = 0; k < MNIST_PIXELS; k++)
+            p[k] = (uint8_t)(rng_u64(key, i * MNIST_PIXELS + (uint64_t)k) >> 56);
         p[0] = (uint8_t)(i >> 24);
         p[1] = (uint8_t)(i >> 16);
         p[2] = (uint8_t)(i >> 8);
@@ -102,9 +102,9 @@ void tu_write_idx_images(const char *path, const uint8_t *images, uint64_t count
     uint8_t hdr[16];
     put_be32(hdr, IDX_IMAGES_MAGIC);
     put_be32(hdr + 4, count32(path, count));
-    put_be32(hdr + 8, IDX_ROWS);
-    put_be32(hdr + 12, IDX_COLS);
-    write_idx(path, "images", hdr, sizeof hdr, images, count * IDX_PIXELS);
+    put_be32(hdr + 8, MNIST_ROWS);
+    put_be32(hdr + 12, MNIST_COLS);
+    write_idx(path, "images", hdr, sizeof hdr, images, count * MNIST_PIXELS);
 }
 
 void tu_write_idx_labels(const char *path, const uint8_t *labels, uint64_t count)

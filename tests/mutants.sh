@@ -8,11 +8,12 @@
 #   MUTANT_WORK=DIR      keep the scratch tree there (default: a temporary directory, removed at the end)
 set -u
 src=${abs_top_srcdir:?run through make mutants, or export abs_top_srcdir}
-list=$src/tests/mutants.tsv
+
 py=${PYTHON3:-python3}
 work=${MUTANT_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/mnist_ddp_mutants.XXXXXX")}
 [ -n "${MUTANT_WORK:-}" ] || trap 'rm -rf "$work"' EXIT
 tree=$work/tree
+list=$tree/tests/mutants.tsv # the copy: edits made while it runs do not mix in
 log=$work/log
 
 say() { printf '%s\n' "$*"; }
@@ -52,6 +53,14 @@ run_tests() (
   timeout -k 10 "${MUTANT_TIMEOUT:-900}" make check TESTS="$1"
 ) >"$log.test" 2>&1
 
+# ran_all TESTS: every test named has a result line in the last run (a test that no longer exists, or a
+# harness that stopped early, must not pass for a kill).
+ran_all() {
+  for t in $1; do
+    grep -Eq "^(PASS|FAIL|ERROR|SKIP|XFAIL|XPASS): $t\$" "$log.test" || { echo "mutants: $t did not run" >>"$log.test"; return 1; }
+  done
+}
+
 selected() {
   [ -z "${MUTANTS:-}" ] && return 0
   case " $MUTANTS " in *" $1 "*) return 0 ;; esac
@@ -62,7 +71,8 @@ copy_tree
 all_tests=$(grep -v '^#' "$list" | awk -F '\t' -v only=" ${MUTANTS:-} " \
   'NF >= 5 && (only == "  " || index(only, " " $1 " ")) { print $5 }' | tr ' ' '\n' | sort -u | tr '\n' ' ')
 say "mutants: unmutated tree against $all_tests"
-run_tests "$all_tests" </dev/null || { tail -n 40 "$log.test"; die "the unmutated tree fails its tests: no mutant can be judged"; }
+{ run_tests "$all_tests" </dev/null && ran_all "$all_tests"; } ||
+  { tail -n 40 "$log.test"; die "the unmutated tree fails its tests: no mutant can be judged"; }
 
 killed=0 survived=0 equivalent=0 broken=0 total=0 survivors=""
 tab=$(printf '\t')
@@ -77,11 +87,12 @@ while IFS="$tab" read -r id file from to tests why; do
   t0=$(date +%s)
   if run_tests "$tests" </dev/null; then verdict=survived; else verdict=killed; fi
   grep -q '^mutants: mutant does not build' "$log.test" && verdict=broken
+  ran_all "$tests" || verdict=broken
   cp "$work/orig" "$tree/$file"
   secs=$(($(date +%s) - t0))
   case $verdict in
     killed) killed=$((killed + 1)); say "killed   $id (${secs}s) by $(grep -E '^(FAIL|ERROR):' "$log.test" | sed 's/^[A-Z]*: //' | tr '\n' ' ')" ;;
-    broken) broken=$((broken + 1)); say "BROKEN   $id: the mutant does not compile"; grep -m3 'error' "$log.make" ;;
+    broken) broken=$((broken + 1)); say "BROKEN   $id: $(grep -m1 '^mutants:' "$log.test")"; grep -m3 'error' "$log.make" ;;
     survived)
       if [ -n "$why" ]; then
         equivalent=$((equivalent + 1)); say "equiv    $id (${secs}s): $why"
