@@ -207,26 +207,30 @@ static void compute_after_comm(gpu_comm *c, const char *op, const char *file, in
     wait_event(c, c->done, op, file, line);
 }
 
-extern "C" void gpu_comm_broadcast(gpu_comm *c, float *dev, size_t n, int root, const char *what)
+// One collective on a device buffer, between the compute stream's work before and after it: a broadcast from
+// root, or (root < 0) an average over ranks.
+static void buffer_collective(gpu_comm *c, float *dev, size_t n, int root, const char *what)
 {
     if (c->world == 1 || n == 0)
         return;
     char op[192];
-    snprintf(op, sizeof op, "broadcast of %s", what ? what : "a device buffer");
+    snprintf(op, sizeof op, "%s of %s", root >= 0 ? "broadcast" : "average", what ? what : "a device buffer");
     comm_after_compute(c);
-    NCCL_ENQUEUE(c, ncclBroadcast(dev, dev, n, ncclFloat, root, c->comm, c->stream), op);
+    if (root >= 0)
+        NCCL_ENQUEUE(c, ncclBroadcast(dev, dev, n, ncclFloat, root, c->comm, c->stream), op);
+    else
+        NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, ncclFloat, ncclAvg, c->comm, c->stream), op);
     compute_after_comm(c, op, __FILE__, __LINE__);
+}
+
+extern "C" void gpu_comm_broadcast(gpu_comm *c, float *dev, size_t n, int root, const char *what)
+{
+    buffer_collective(c, dev, n, root, what);
 }
 
 extern "C" void gpu_comm_average(gpu_comm *c, float *dev, size_t n, const char *what)
 {
-    if (c->world == 1 || n == 0)
-        return;
-    char op[192];
-    snprintf(op, sizeof op, "average of %s", what ? what : "a device buffer");
-    comm_after_compute(c);
-    NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, ncclFloat, ncclAvg, c->comm, c->stream), op);
-    compute_after_comm(c, op, __FILE__, __LINE__);
+    buffer_collective(c, dev, n, -1, what);
 }
 
 // The maximum of x over ranks (through the device: NCCL only reduces device memory).
