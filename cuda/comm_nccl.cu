@@ -186,8 +186,6 @@ extern "C" gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], in
     return c;
 }
 
-extern "C" int gpu_comm_size(const gpu_comm *c) { return c->world; }
-
 // Orders the comm stream after everything queued on the compute stream so far.
 static void comm_after_compute(gpu_comm *c)
 {

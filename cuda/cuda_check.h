@@ -19,16 +19,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-/* errors.h is C11: give its _Noreturn a C++ spelling and C linkage. */
-#ifdef __cplusplus
-#define _Noreturn [[noreturn]]
-extern "C" {
-#endif
 #include "errors.h"
-#ifdef __cplusplus
-}
-#undef _Noreturn
-#endif
 
 static inline int cuda_exit_code(cudaError_t e)
 {

@@ -12,15 +12,23 @@
 #include <mpi.h>
 #endif
 
+/* C11's _Noreturn, or C++'s attribute for the CUDA translation units, which link these C functions. */
+#ifdef __cplusplus
+#define MNIST_NORETURN [[noreturn]]
+extern "C" {
+#else
+#define MNIST_NORETURN _Noreturn
+#endif
+
 /* Name printed in front of every message ("mnist_ddp", "mnist2h5"). */
 void error_set_program(const char *name);
 
 /* Local failure: print, then MPI_Abort (if MPI is running) or exit. */
-_Noreturn void die_at(const char *file, int line, int code, const char *fmt, ...)
+MNIST_NORETURN void die_at(const char *file, int line, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Failure every rank detects identically (options, a missing file all ranks see): rank 0 prints,
  * every rank finalises MPI and exits with the same code; no abort banner, no duplicate lines. */
-_Noreturn void die_all_at(const char *file, int line, int code, const char *fmt, ...)
+MNIST_NORETURN void die_all_at(const char *file, int line, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void warn_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -42,11 +50,14 @@ void warn_at(const char *file, int line, const char *fmt, ...) __attribute__((fo
 /* Rank in MPI_COMM_WORLD, 0 when MPI is not running. */
 int world_rank(void);
 /* Finalise MPI if it is running, then exit: the clean way out for a decision all ranks share. */
-_Noreturn void exit_all(int code);
+MNIST_NORETURN void exit_all(int code);
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 char *xstrdup(const char *s);
 /* Aligned for SIMD and cuBLAS-friendly host copies; free with free(). */
 void *xmalloc_aligned(size_t n);
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -107,7 +107,6 @@ void gpu_nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES]);
 /* Non-blocking ncclCommInitRankConfig on the bound device, waited for with a deadline of timeout_s
  * (ncclCommAbort and die 69 on error or timeout). Creates the communication stream. */
 gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], int nranks, int rank, double timeout_s);
-int gpu_comm_size(const gpu_comm *c);
 
 /* Device-buffer collectives for the trainer, so it never hands device pointers to MPI. Ordered after
  * all work queued on the compute stream, and the compute stream waits for them; the host waits too

@@ -510,11 +510,6 @@ void model_set_grad_hook(model *m, grad_ready_fn fn, void *ctx)
     m->hook_ctx = ctx;
 }
 
-void model_normalize(const uint8_t *images, size_t count, float *x)
-{
-    cpu_normalize(images, count, x);
-}
-
 /* Labels are not checked here (they may live on the GPU): the shard reader rejects any above 9. */
 static void check_batch(const model *m, int n)
 {

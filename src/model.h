@@ -69,7 +69,4 @@ double model_forward_backward(model *m, const float *x, const uint8_t *labels, c
 /* Eval-mode forward (no dropout, BatchNorm running stats) on n <= capacity samples: returns the sum
  * of per-sample losses and adds the number of correct argmax predictions to *correct. */
 double model_evaluate(model *m, const float *x, const uint8_t *labels, int n, long *correct);
-
-/* uint8 images -> normalised floats (v/255 - 0.1307)/0.3081. */
-void model_normalize(const uint8_t *images, size_t count, float *x);
 #endif

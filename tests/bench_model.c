@@ -11,6 +11,7 @@
 
 #include "errors.h"
 #include "model.h"
+#include "nn_cpu.h"
 #include "optim.h"
 #include "rng.h"
 
@@ -43,7 +44,7 @@ int main(int argc, char **argv)
         labels[i] = (uint8_t)rng_below(2, (uint64_t)i, 10);
         ids[i] = (uint64_t)i;
     }
-    model_normalize(images, npix, x);
+    cpu_normalize(images, npix, x);
     optim_cfg cfg = sgd ? (optim_cfg){OPTIM_SGD, 0.0f, 0.0f, 0.9f, 0.0f} : (optim_cfg){OPTIM_ADADELTA, 0.9f, 1e-6f, 0, 0};
     optim *o = optim_create(&cfg, np);
     /* Wall time is what a dedicated core gives; on a busy machine, where other processes take turns

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "model.h"
+#include "nn_cpu.h"
 #include "rng.h"
 
 /* n floats drawn U(lo, hi) from rng key `key` (malloc'd; at least one element). */
@@ -24,7 +25,7 @@ static inline void random_batch(uint64_t seed, int n, float *x, uint8_t *labels,
     uint8_t *img = malloc(pixels);
     for (size_t i = 0; i < pixels; i++)
         img[i] = (uint8_t)rng_below(rng_key(seed, 1), (uint64_t)i, 256);
-    model_normalize(img, pixels, x);
+    cpu_normalize(img, pixels, x);
     free(img);
     for (int i = 0; i < n; i++) {
         labels[i] = (uint8_t)rng_below(rng_key(seed, 2), (uint64_t)i, 10);

@@ -11,6 +11,7 @@
 
 #include "errors.h"
 #include "model.h"
+#include "nn_cpu.h"
 #include "optim.h"
 #include "rng.h"
 
@@ -80,7 +81,7 @@ int main(int argc, char **argv)
         ids[i] = 59999 - 7 * (uint64_t)i;
     }
     uint64_t dropout_key = rng_key(seed, 1003);
-    model_normalize(images, npix, x);
+    cpu_normalize(images, npix, x);
     memcpy(p0, params, np * sizeof *p0);
 
     hid_t f = H5Fcreate(argv[4], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
