@@ -1,5 +1,5 @@
 // gemm() of src/gemm.h for device pointers: cuBLAS (column-major) through the row-major -> column-major
-// argument mapping gemm_colmajor() that the CPU path's CBLAS call uses too (tests/check_gemm.c checks it),
+// argument mapping gemm_colmajor() that the CPU path's CBLAS call uses too (tests/unit/check_gemm.c checks it),
 // on the compute stream, with the precision of --precision.
 #include "config.h"
 

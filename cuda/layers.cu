@@ -1,5 +1,5 @@
 // The CUDA backend (src/backend.h). Elementwise kernels are grid-stride loops over the per-thread
-// functions of src/kernels.h and the math of src/ops.h (tested on the CPU by tests/check_kernels.c); the
+// functions of src/kernels.h and the math of src/ops.h (tested on the CPU by tests/unit/check_kernels.c); the
 // GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block
 // reductions (per-channel sums, BatchNorm statistics, the loss), whose summation order differs from the
 // CPU's: results agree with the CPU path to rounding, not bit for bit. Everything runs on the compute

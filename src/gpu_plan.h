@@ -1,5 +1,5 @@
 /* Pure decisions of the GPU path: no CUDA, no NCCL, no MPI. Compiled in every configuration (the
- * CPU-only build unit-tests it, tests/check_gpu_plan.c) and used by cuda/ and cuda/gpu_host.c:
+ * CPU-only build unit-tests it, tests/unit/check_gpu_plan.c) and used by cuda/ and cuda/gpu_host.c:
  * - which GPU a rank takes, and whether the ranks of one node would share one (gathered PCI bus IDs);
  * - why no GPU is usable (for --device auto's fallback line and --device cuda's error);
  * - where NCCL's bootstrap listens (--bootstrap-addr versus NCCL_COMM_ID), and whether that port is free;

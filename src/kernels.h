@@ -1,5 +1,5 @@
 /* What one GPU thread computes for flat index i: the index decomposition of each elementwise layer
- * kernel, calling the math of ops.h. cuda/layers.cu runs these in grid-stride loops; tests/check_kernels.c
+ * kernel, calling the math of ops.h. cuda/layers.cu runs these in grid-stride loops; tests/unit/check_kernels.c
  * runs them in plain loops on the CPU and compares with the CPU layers (src/nn_cpu.c), so the GPU's
  * index math is tested on machines without a GPU. Sizes and layouts as in nn_cpu.h. */
 #ifndef MNIST_KERNELS_H

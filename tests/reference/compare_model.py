@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cross-check of the C models against PyTorch 1.13.
 
-For each model, tests/ref_model writes one batch, the initial parameters, the loss, all gradients,
+For each model, tests/reference/ref_model writes one batch, the initial parameters, the loss, all gradients,
 the parameters after two Adadelta and two SGD steps, the eval-mode loss and accuracy and the
 BatchNorm running statistics to HDF5. This script rebuilds the network in torch (the PyTorch
 MNIST example's Net, with dropout drawn from the same counter-based masks through rng.py, and an
@@ -241,7 +241,7 @@ def main():
     torch.use_deterministic_algorithms(True)
     here = os.path.dirname(os.path.abspath(__file__))
     builddir = os.environ.get("abs_top_builddir", os.path.join(here, "..", ".."))
-    ref_model = os.path.join(builddir, "tests", "ref_model")
+    ref_model = os.path.join(builddir, "tests", "reference", "ref_model")
     if not os.access(ref_model, os.X_OK):
         print(f"ERROR: {ref_model} is not built (make check builds it)")
         return 99

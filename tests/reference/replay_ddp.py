@@ -42,7 +42,7 @@ DROPOUT_SALT = 0x64726F706F757421  # src/train.c: the dropout stream's domain se
 # Tolerances, |C - torch| <= ATOL + RTOL |torch|. Both sides add the same float32 terms in other
 # orders (OpenBLAS GEMMs and a per-rank sum then an all-reduce, against oneDNN and autograd's
 # accumulation), so the runs drift apart by rounding only: over the four cases of
-# tests/train-replay.sh, with OpenBLAS's default, Prescott, Haswell and SkylakeX kernels, at most
+# tests/integration/train-replay.sh, with OpenBLAS's default, Prescott, Haswell and SkylakeX kernels, at most
 # 1.9e-7 on parameters, 3e-7 on running statistics and 1.1e-6 on losses (the metrics print 6
 # decimals). Each mutation that test was written against (a partial batch scaled by the full batch
 # size, an all-reduce per micro-batch, summed BatchNorm statistics, one shuffle for all epochs, a

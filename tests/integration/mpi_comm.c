@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check_run.h"
+#include "../check_run.h"
 #include "comm.h"
 
 static int rank, world;

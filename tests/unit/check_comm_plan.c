@@ -6,7 +6,7 @@
 
 #include "comm_plan.h"
 #include "rng.h"
-#include "check_run.h"
+#include "../check_run.h"
 
 /* Applies a sequence of ready ranges and the flush; returns the started ranges in order. */
 typedef struct {

@@ -7,7 +7,7 @@
 
 #include "gemm.h"
 #include "rng.h"
-#include "check_run.h"
+#include "../check_run.h"
 
 /* Odd shapes, including degenerate 1s, and leading-dimension padding. */
 static const struct {

@@ -13,7 +13,7 @@
 #include "nn_cpu.h"
 #include "ops.h"
 #include "rng.h"
-#include "check_run.h"
+#include "../check_run.h"
 #include "model_testutil.h"
 
 static float *zeros(size_t n)

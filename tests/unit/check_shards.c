@@ -22,7 +22,7 @@
 #include "rng.h"
 #include "sampler.h"
 #include "shards.h"
-#include "check_run.h"
+#include "../check_run.h"
 
 static char *g_dir; /* created in the parent (unchecked fixture), shared by the forked tests */
 

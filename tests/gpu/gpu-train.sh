@@ -1,6 +1,6 @@
 #!/bin/sh
 # Training on the GPU path (a GPU machine; SKIP without a usable GPU):
-# - 1 epoch on 1 GPU: at least 98.3% test accuracy, like the CPU path (tests/train-accuracy.sh);
+# - 1 epoch on 1 GPU: at least 98.3% test accuracy, like the CPU path (tests/integration/train-accuracy.sh);
 # - 1 epoch on 2 GPUs when the node has 2 or more: the same accuracy, and the NCCL all-reduce reports
 #   its blocking time and the share hidden behind backward;
 # - fp32 on the GPU follows the CPU path: the same seed for a few steps on each, and the per-step training

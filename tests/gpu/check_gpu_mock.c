@@ -1,5 +1,5 @@
 /* The real cuda/device.o, cuda/comm_nccl.o and cuda/gemm_cublas.o against a simulated CUDA runtime,
- * cuBLAS and NCCL (tests/gpu_mock.c and tests/gpu_mock_stream.c define the functions they call; the test
+ * cuBLAS and NCCL (tests/gpu/gpu_mock.c and tests/gpu/gpu_mock_stream.c define the functions they call; the test
  * is linked without libcudart and libnccl), so their control flow runs on a machine without a GPU:
  * - streams are queues executed by a scheduler that is adversarial on purpose: either the communication
  *   stream runs as early as its dependencies allow while the compute stream lags (a missing "comm waits
@@ -27,7 +27,7 @@
 
 #include "gpu.h"
 #include "gpu_mock.h"
-#include "check_run.h"
+#include "../check_run.h"
 
 /* ---- Tests ------------------------------------------------------------------------------------ */
 

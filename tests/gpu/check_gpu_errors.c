@@ -1,5 +1,5 @@
 /* The error paths of cuda/device.o, cuda/comm_nccl.o and cuda/gemm_cublas.o against the simulated CUDA
- * runtime, cuBLAS and NCCL of tests/gpu_mock.c: one short job (bind, communicator, broadcast, one
+ * runtime, cuBLAS and NCCL of tests/gpu/gpu_mock.c: one short job (bind, communicator, broadcast, one
  * bucketed gradient step, shutdown) per case, with one failure injected at one point: a CUDA, NCCL or
  * cuBLAS call that fails, a device fault (sticky error), a peer that never answers, an API misuse.
  * Each case must end the process (Check's fork mode runs it alone) with its exit status, an error line
@@ -16,7 +16,7 @@
 
 #include "gpu.h"
 #include "gpu_mock.h"
-#include "check_run.h"
+#include "../check_run.h"
 
 enum { N = 1000 }; /* gradients: two buckets of N / 2 */
 

@@ -1,12 +1,12 @@
 #!/bin/sh
-# cuda/gpu_host.c on 2 MPI ranks with the simulated CUDA runtime and NCCL (tests/gpu_mock_host.c):
+# cuda/gpu_host.c on 2 MPI ranks with the simulated CUDA runtime and NCCL (tests/gpu/gpu_mock_host.c):
 # device agreement (--device auto/cuda), the duplicate-GPU check, the start-up table, the NCCL unique-ID
 # broadcast, and the bootstrap address (--bootstrap-addr, NCCL_COMM_ID, port in use, wrong host).
 # Every failure: the right exit status on every rank, one line, no hang. No GPU needed.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
-P=$abs_top_builddir/tests/gpu_mock_host
-[ -x "$P" ] || skip "tests/gpu_mock_host not built (GPU build only)"
+P=$abs_top_builddir/tests/gpu/gpu_mock_host
+[ -x "$P" ] || skip "tests/gpu/gpu_mock_host not built (GPU build only)"
 RUN_TIMEOUT=120
 # expect_fail runs its command under timeout(1), which cannot run a shell function: mpirun itself.
 MPI2="${MPIEXEC:-mpirun} --oversubscribe -np 2"

@@ -4,12 +4,12 @@
 #   srun --mpi=pmix, slurm/run-ddp.sbatch (CPU and "GPU"), slurm/run-array.sbatch, slurm/scaling,
 #   and srun --mpi=none, which must fail fast with the PMI message.
 # Run by make check, or by hand from a built tree:
-#   abs_top_builddir=$PWD abs_top_srcdir=$PWD tests/slurm-ddp.sh
+#   abs_top_builddir=$PWD abs_top_srcdir=$PWD tests/slurm/slurm-ddp.sh
 # Needs root (slurmd); installs munge, Slurm and PMIx with apt-get when missing.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 
-srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 builddir=${abs_top_builddir:-$srcdir}
 bin=${MNIST_DDP:-$builddir/src/mnist_ddp}
 data=${MNIST_DATA:-$builddir/data/mnist}

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "optim.h"
-#include "check_run.h"
+#include "../check_run.h"
 
 #define NP 4
 static const float P0[NP] = {1.0f, -2.0f, 0.5f, 0.0f};

@@ -1,5 +1,5 @@
 /* The simulated devices, NCCL and cuBLAS of gpu_mock.h, and the failures a test injects into them
- * (streams, events and memory: tests/gpu_mock_stream.c). */
+ * (streams, events and memory: tests/gpu/gpu_mock_stream.c). */
 #include "gpu_mock.h"
 
 #include <stdarg.h>

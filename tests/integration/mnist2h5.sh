@@ -2,7 +2,7 @@
 # mnist2h5 CLI: usage errors (64), missing input (66), bad data (65), unwritable output (73), and
 # a successful conversion readable by h5dump -H and by h5py with the documented layout.
 set -u
-top=${abs_top_builddir:-$(cd "$(dirname "$0")/.." && pwd)}
+top=${abs_top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 prog=$top/src/mnist2h5
 py=${PYTHON3:-/usr/bin/python3}
 [ -x "$prog" ] || { echo "mnist2h5.sh: $prog not built"; exit 99; }

@@ -1,10 +1,10 @@
 #!/bin/bash
 # select-port: distinct, in-range, deterministic ports, and busy ports skipped.
-# Run by `make check`, or by hand: abs_top_srcdir=$PWD tests/select-port.sh
+# Run by `make check`, or by hand: abs_top_srcdir=$PWD tests/slurm/select-port.sh
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 
-srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 sp=$srcdir/slurm/select-port
 # Only what each check sets may reach select-port (not a surrounding job's IDs or MASTER_ADDR).
 unset MASTER_ADDR MNIST_DDP_PORT_MIN MNIST_DDP_PORT_MAX SLURM_JOB_ID SLURM_ARRAY_JOB_ID SLURM_ARRAY_TASK_ID \

@@ -53,7 +53,7 @@ static void stall(double timeout_s, int leave)
         if (rank == world - 1 && step == MISSED_STEP) {
             if (leave)
                 break;
-            sleep(120); /* far past the deadline and tests/comm-failures.sh's time limit */
+            sleep(120); /* far past the deadline and tests/integration/comm-failures.sh's time limit */
         }
         fill(grads);
         grad_comm_arm(g, 1, step);

@@ -15,7 +15,7 @@
 #include "errors.h"
 #include "idx.h"
 #include "sha256.h"
-#include "check_run.h"
+#include "../check_run.h"
 
 static char *g_dir; /* created in the parent (unchecked fixture), shared by the forked tests */
 

@@ -1,5 +1,5 @@
-/* cuda/gpu_host.c under MPI with the simulated CUDA runtime and NCCL of tests/gpu_mock.c: one scenario
- * per run (argv[1]), driven by tests/gpu-mock-host.sh with 2 ranks on this machine, no GPU needed.
+/* cuda/gpu_host.c under MPI with the simulated CUDA runtime and NCCL of tests/gpu/gpu_mock.c: one scenario
+ * per run (argv[1]), driven by tests/gpu/gpu-mock-host.sh with 2 ranks on this machine, no GPU needed.
  *   ok              every rank has its own GPU; table, communicator (unique ID broadcast), one step
  *   oversubscribed  1 GPU for 2 ranks                   -> exit 78
  *   shared          rank 1 pinned to rank 0's GPU       -> exit 78

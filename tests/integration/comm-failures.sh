@@ -1,6 +1,6 @@
 #!/bin/sh
 # The collectives' failures end the job with the right status and one line, and never hang
-# (tests/comm_fail.c for the scenarios):
+# (tests/integration/comm_fail.c for the scenarios):
 # - one rank's parameters differ by one bit: 70, rank 0 names that rank (2 and 3 ranks);
 # - a failing MPI call: 70 and our one line naming the call (MPI_ERRORS_RETURN), not Open MPI's banner;
 # - a rank sleeps or leaves instead of joining the gradient all-reduce: the others stop with 69 at the
@@ -10,8 +10,8 @@
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
-P=$abs_top_builddir/tests/comm_fail
-[ -x "$P" ] || fail "tests/comm_fail not built"
+P=$abs_top_builddir/tests/integration/comm_fail
+[ -x "$P" ] || fail "tests/integration/comm_fail not built"
 # Far below comm_fail's 120 s sleep: a missed deadline is a failure, not a stuck job.
 RUN_TIMEOUT=60
 

@@ -8,7 +8,7 @@
 #include "model.h"
 #include "nn_cpu.h"
 #include "rng.h"
-#include "check_run.h"
+#include "../check_run.h"
 #include "model_testutil.h"
 
 enum { NB = 6 };

@@ -8,7 +8,7 @@
 
 #include "errors.h"
 #include "sampler.h"
-#include "check_run.h"
+#include "../check_run.h"
 
 static int is_permutation(const uint64_t *p, uint64_t n)
 {

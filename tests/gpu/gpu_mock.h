@@ -1,7 +1,7 @@
 /* A simulated CUDA runtime, cuBLAS and NCCL for tests on machines without a GPU: programs linking
- * tests/gpu_mock_stream.c (streams, events, memory: the scheduler and the race detector) and
- * tests/gpu_mock.c (devices, NCCL, cuBLAS, injected failures) get the cuda*, cublas* and nccl* functions
- * that the CUDA sources call, without libcudart and libnccl. See tests/check_gpu_mock.c for what it models. */
+ * tests/gpu/gpu_mock_stream.c (streams, events, memory: the scheduler and the race detector) and
+ * tests/gpu/gpu_mock.c (devices, NCCL, cuBLAS, injected failures) get the cuda*, cublas* and nccl* functions
+ * that the CUDA sources call, without libcudart and libnccl. See tests/gpu/check_gpu_mock.c for what it models. */
 #ifndef MNIST_GPU_MOCK_H
 #define MNIST_GPU_MOCK_H
 #include <cublas_v2.h>

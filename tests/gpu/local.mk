@@ -1,0 +1,53 @@
+# The GPU path's tests (GPU build only). All of them build and run without a GPU but the last group.
+# make dist ships them whatever this tree was configured with.
+EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/gpu_mock.c \
+	tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock.h tests/gpu/gpu_mock_host.c tests/gpu/gpu-mock-host.sh \
+	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh
+
+if HAVE_CUDA
+# The CUDA translation units and their MPI glue against a simulated CUDA runtime, cuBLAS and NCCL
+# (tests/gpu/gpu_mock*.c define the cuda*/cublas*/nccl* functions; libcudart and libnccl are not linked):
+# control flow, stream/event ordering (race detector), deadlines, error and abort paths, device agreement
+# and the bootstrap address, on machines without a GPU.
+mock_sources = tests/gpu/gpu_mock.c tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock.h
+mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(BLAS_LIBS) -lm
+check_PROGRAMS += tests/gpu/gpu_mock_host
+tests_gpu_gpu_mock_host_SOURCES = tests/gpu/gpu_mock_host.c $(mock_sources)
+tests_gpu_gpu_mock_host_LDADD = $(mock_ldadd)
+TESTS += tests/gpu/gpu-mock-host.sh
+if HAVE_CHECK
+check_PROGRAMS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
+TESTS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
+tests_gpu_check_gpu_mock_SOURCES = tests/gpu/check_gpu_mock.c $(mock_sources)
+tests_gpu_check_gpu_mock_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_gpu_check_gpu_mock_LDADD = $(mock_ldadd) $(CHECK_LIBS)
+tests_gpu_check_gpu_errors_SOURCES = tests/gpu/check_gpu_errors.c $(mock_sources)
+tests_gpu_check_gpu_errors_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_gpu_check_gpu_errors_LDADD = $(mock_ldadd) $(CHECK_LIBS)
+endif
+
+# On a GPU machine: 2 ranks each (tests/run-test runs mpi_* under mpirun); exit 77 (SKIP) with a
+# one-line reason without a usable GPU (or, for the all-reduce, with fewer GPUs than ranks).
+check_PROGRAMS += tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce
+TESTS += tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce
+tests_gpu_mpi_gpu_device_SOURCES = tests/gpu/mpi_gpu_device.c
+tests_gpu_mpi_gpu_allreduce_SOURCES = tests/gpu/mpi_gpu_allreduce.c
+# The CUDA backend against the CPU backend, entry by entry and through both models (one process: no
+# mpi_ prefix); then training on the GPU: accuracy with 1 GPU and all of the node's, and the fp32 GPU run
+# following the CPU run. Both skip (77) without a usable GPU.
+check_PROGRAMS += tests/gpu/gpu_backend
+TESTS += tests/gpu/gpu_backend tests/gpu/gpu-train.sh
+tests_gpu_gpu_backend_SOURCES = tests/gpu/gpu_backend.c
+endif
+
+# The GPU path's tests alone (CI's --with-cuda build; a GPU node's first check). Without CUDA: none.
+if HAVE_CUDA
+gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/gpu_backend \
+	tests/gpu/gpu-train.sh
+if HAVE_CHECK
+gpu_tests += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
+endif
+endif
+.PHONY: check-gpu
+check-gpu:
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS='tests/unit/check_gpu_plan $(gpu_tests)' check_DATA=
