@@ -14,6 +14,7 @@
 #include "log.h"
 #include "model.h"
 #include "optim.h"
+#include "preempt.h"
 #include "rng.h"
 #include "sampler.h"
 #include "shards.h"
@@ -61,7 +62,9 @@ typedef struct {
     char train_sha[80];    /* the training set's source checksum, its identity in checkpoints */
     ts_config ckpt;
     ts_position start;     /* where this run began: step 0 of epoch 1, or a checkpoint's position */
-    long saved_step;       /* the step of the newest checkpoint, -1 before one */
+    long saved_step;       /* the step of the newest checkpoint */
+    int signal;            /* the signal that stopped the run (preempt.h), 0 if none */
+    double signal_age, signal_seen; /* seconds from the signal to the step that saw it; when that was */
     double train_s, images;
 } run;
 
@@ -178,7 +181,17 @@ static int gather_batch(run *r, uint64_t micro, uint64_t *global_count, const ui
     return (int)count;
 }
 
-/* One epoch; returns 1 when --max-steps was reached. */
+/* After a step: whether a rank caught a signal (only with checkpoints, which it then writes). */
+static int preempted(run *r, int epoch, uint64_t epoch_step)
+{
+    if (!r->o->checkpoint_dir || !(r->signal = preempt_agree(&r->signal_age)))
+        return 0;
+    r->signal_seen = clock_now();
+    save_state(r, epoch, epoch_step);
+    return 1;
+}
+
+/* One epoch; returns 1 when --max-steps was reached, 2 when a signal stopped it. */
 static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 {
     const options *o = r->o;
@@ -238,6 +251,8 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         if (o->checkpoint_dir && (stop || (last && epoch == o->epochs) ||
                                   (o->checkpoint_every ? r->step % o->checkpoint_every == 0 : last)))
             save_state(r, epoch, s + 1);
+        if (preempted(r, epoch, s + 1))
+            stop = 2;
     }
     r->train_s += clock_now() - t0;
     r->images += images_epoch;
@@ -263,8 +278,10 @@ static void run_setup(run *r, int gpu)
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
         checkpoint_check_writable("--save-model", o->save_model);
-    if (o->checkpoint_dir)
+    if (o->checkpoint_dir) {
         ts_prepare_dir(o->checkpoint_dir);
+        preempt_install();
+    }
     load_data(r);
     r->ckpt = (ts_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep};
     describe_run(r);
@@ -298,6 +315,8 @@ static int run_epoch(run *r, int epoch, eval_result *ev)
     double lr = r->rc.lr * pow(r->o->gamma, epoch - 1), train_loss, t0 = clock_now();
     double s0 = r->train_s, i0 = r->images;
     int stop = train_epoch(r, epoch, lr, &train_loss);
+    if (stop == 2)
+        return stop; /* preempted: out at once, the checkpoint holds the rest */
     char when[64];
     snprintf(when, sizeof when, "after epoch %d", epoch);
     sync_and_check(r, when);
@@ -371,7 +390,12 @@ int train_run(const options *o, const ddp_env *env, int gpu)
     }
     while (epoch < o->epochs && !run_epoch(&r, ++epoch, &ev))
         ;
-    run_summary(&r, &ev, epoch, clock_now() - t_start);
+    if (!r.signal)
+        run_summary(&r, &ev, epoch, clock_now() - t_start);
     run_teardown(&r);
-    return 0;
+    if (!r.signal)
+        return 0;
+    say("stopped by %s at step %ld: checkpoint written, exit 75 (run the same command to resume); %.2f s from the "
+        "signal to the exit", preempt_name(r.signal), r.step, r.signal_age + clock_now() - r.signal_seen);
+    return EX_TEMPFAIL;
 }

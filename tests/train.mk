@@ -2,7 +2,8 @@
 # world-size invariance, identical replicas, accuracy after one epoch cross-checked by PyTorch, whole
 # short runs replayed by a PyTorch DDP reference.
 trainer_tests = tests/train-options.sh tests/train-launch.sh tests/train-cli.sh tests/train-invariance.sh \
-	tests/train-replicas.sh tests/train-accuracy.sh tests/train-replay.sh tests/train-resume.sh
+	tests/train-replicas.sh tests/train-accuracy.sh tests/train-replay.sh tests/train-resume.sh \
+	tests/train-preempt.sh
 TESTS += $(trainer_tests)
 EXTRA_DIST += $(trainer_tests) tests/train-14epochs.sh tests/reference/eval_saved_model.py \
 	tests/reference/replay_ddp.py
