@@ -11,7 +11,7 @@
 #include "errors.h"
 #include "h5util.h"
 
-static const char format_name[] = "mnist_ddp state_dict 1";
+const char checkpoint_format[] = "mnist_ddp state_dict 1";
 
 void checkpoint_check_writable(const char *option, const char *path)
 {
@@ -32,20 +32,20 @@ void checkpoint_check_writable(const char *option, const char *path)
         die_all(EX_CANTCREAT, "%s %s: cannot create a file there: %s", option, path, strerror(err));
 }
 
-static void write_attr(hid_t loc, const char *name, hid_t type, const void *value)
+void checkpoint_write_attr(hid_t loc, const char *name, hid_t type, const void *value)
 {
     if (h5_write_attr(loc, name, type, type, value) < 0)
         die(EX_IOERR, "cannot write attribute '%s'", name);
 }
 
-static void write_string_attr(hid_t loc, const char *name, const char *value)
+void checkpoint_write_string_attr(hid_t loc, const char *name, const char *value)
 {
     if (h5_write_str_attr(loc, name, value) < 0)
         die(EX_IOERR, "cannot write attribute '%s'", name);
 }
 
 /* One tensor as a dataset of its shape; PyTorch's num_batches_tracked is an int64 scalar. */
-static int write_tensor(hid_t file, const tensor_desc *t, const float *base)
+int checkpoint_write_tensor(hid_t file, const tensor_desc *t, const float *base)
 {
     hsize_t dims[4];
     for (int d = 0; d < t->ndim; d++)
@@ -80,16 +80,16 @@ void checkpoint_save_model(const char *path, model *m, int epoch, double test_ac
     float *bufs = xmalloc((model_buffer_size(m) + 1) * sizeof *bufs);
     model_download(m, params, bufs);
     for (int i = 0; i < model_num_tensors(m) && !bad; i++)
-        bad = write_tensor(f, model_tensor(m, i), params);
+        bad = checkpoint_write_tensor(f, model_tensor(m, i), params);
     for (int i = 0; i < model_num_buffers(m) && !bad; i++)
-        bad = write_tensor(f, model_buffer(m, i), bufs);
+        bad = checkpoint_write_tensor(f, model_buffer(m, i), bufs);
     free(params);
     free(bufs);
     if (!bad) {
-        write_string_attr(f, "format", format_name);
-        write_string_attr(f, "model", model_name(m));
-        write_attr(f, "epoch", H5T_NATIVE_INT, &epoch);
-        write_attr(f, "test_accuracy", H5T_NATIVE_DOUBLE, &test_accuracy);
+        checkpoint_write_string_attr(f, "format", checkpoint_format);
+        checkpoint_write_string_attr(f, "model", model_name(m));
+        checkpoint_write_attr(f, "epoch", H5T_NATIVE_INT, &epoch);
+        checkpoint_write_attr(f, "test_accuracy", H5T_NATIVE_DOUBLE, &test_accuracy);
     }
     if (H5Fclose(f) < 0 || bad) {
         unlink(tmp);
@@ -102,7 +102,7 @@ void checkpoint_save_model(const char *path, model *m, int epoch, double test_ac
     }
 }
 
-static char *read_string_attr(hid_t loc, const char *name)
+char *checkpoint_read_string_attr(hid_t loc, const char *name)
 {
     if (H5Aexists(loc, name) <= 0)
         return NULL;
@@ -123,11 +123,13 @@ static char *read_string_attr(hid_t loc, const char *name)
     return s;
 }
 
-static void read_tensor(hid_t f, const char *path, const tensor_desc *t, float *base)
+const char *checkpoint_read_tensor(hid_t f, const tensor_desc *t, float *base)
 {
     if (H5Lexists(f, t->name, H5P_DEFAULT) <= 0)
-        die(EX_DATAERR, "--load-model %s: tensor '%s' is missing", path, t->name);
+        return "is missing";
     hid_t d = H5Dopen2(f, t->name, H5P_DEFAULT);
+    if (d < 0)
+        return "cannot be opened";
     int is_count = strstr(t->name, "num_batches_tracked") != NULL;
     hsize_t dims[8] = {0};
     int ndim = h5_dims(d, dims);
@@ -136,7 +138,7 @@ static void read_tensor(hid_t f, const char *path, const tensor_desc *t, float *
         ok = dims[i] == (hsize_t)t->shape[i];
     if (!ok) {
         H5Dclose(d);
-        die(EX_DATAERR, "--load-model %s: tensor '%s' has another shape than this model's", path, t->name);
+        return "has another shape than this model's";
     }
     herr_t rc;
     if (is_count) {
@@ -147,8 +149,14 @@ static void read_tensor(hid_t f, const char *path, const tensor_desc *t, float *
         rc = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, base + t->offset);
     }
     H5Dclose(d);
-    if (rc < 0)
-        die(EX_DATAERR, "--load-model %s: cannot read tensor '%s'", path, t->name);
+    return rc < 0 ? "cannot be read" : NULL;
+}
+
+static void read_tensor(hid_t f, const char *path, const tensor_desc *t, float *base)
+{
+    const char *why = checkpoint_read_tensor(f, t, base);
+    if (why)
+        die(EX_DATAERR, "--load-model %s: tensor '%s' %s", path, t->name, why);
 }
 
 void checkpoint_load_model(const char *path, model *m)
@@ -160,8 +168,8 @@ void checkpoint_load_model(const char *path, model *m)
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
         die(EX_DATAERR, "--load-model %s: cannot open as HDF5", path);
-    char *fmt = read_string_attr(f, "format"), *name = read_string_attr(f, "model");
-    if (!fmt || strcmp(fmt, format_name) != 0 || !name)
+    char *fmt = checkpoint_read_string_attr(f, "format"), *name = checkpoint_read_string_attr(f, "model");
+    if (!fmt || strcmp(fmt, checkpoint_format) != 0 || !name)
         die(EX_DATAERR, "--load-model %s: not a model file written by mnist_ddp --save-model", path);
     if (strcmp(name, model_name(m)) != 0)
         die(EX_DATAERR, "--load-model %s: holds model '%s', but this run trains '%s' (use --model %s)", path, name,

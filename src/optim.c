@@ -46,6 +46,13 @@ float *optim_state(optim *o, size_t *count)
     return o->state;
 }
 
+int optim_state_parts(const optim *o, const char *const **names)
+{
+    static const char *const adadelta[] = {"square_avg", "acc_delta"}, *const sgd[] = {"momentum_buffer"};
+    *names = o->cfg.kind == OPTIM_ADADELTA ? adadelta : sgd;
+    return o->n ? (int)(o->nstate / o->n) : 0;
+}
+
 void optim_free(optim *o)
 {
     if (!o)

@@ -22,5 +22,8 @@ void optim_step(optim *o, float *params, const float *grads, float lr);
 /* Flat state (backend memory) for checkpoints: Adadelta square_avg then acc_delta (2n floats); SGD the momentum
  * buffer (n floats, 0 without momentum). */
 float *optim_state(optim *o, size_t *count);
+/* Names of the n-float parts of that state as torch.optim's state_dict calls them ("square_avg", "acc_delta";
+ * "momentum_buffer"); returns how many (count / n). */
+int optim_state_parts(const optim *o, const char *const **names);
 void optim_free(optim *o);
 #endif

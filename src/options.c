@@ -39,6 +39,12 @@ static const char usage_text[] =
     "  --metrics FILE          JSON lines: one per logged step and epoch, and a summary\n"
     "  --log-interval N        steps between progress lines                         [10]\n"
     "\n"
+    "Checkpoints (the full training state: a stopped run resumes exactly where it was):\n"
+    "  --checkpoint-dir DIR    write checkpoints to DIR (created if missing)\n"
+    "  --checkpoint-every N    every N optimizer steps; 0 = at each epoch end            [0]\n"
+    "  --checkpoint-keep K     keep the newest K checkpoints                              [2]\n"
+    "  --resume R              auto (newest valid in DIR, else scratch) | never | FILE [auto]\n"
+    "\n"
     "Execution:\n"
     "  --device D              auto | cpu | cuda                                   [auto]\n"
     "  --no-cuda               same as --device cpu\n"
@@ -51,7 +57,8 @@ static const char usage_text[] =
     "  --help, --version\n"
     "\n"
     "Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input, 69 device unavailable,\n"
-    "70 internal error, 73 cannot create output, 74 I/O error, 78 broken launch/configuration.\n";
+    "70 internal error, 73 cannot create output, 74 I/O error, 75 stopped by a signal with a\n"
+    "checkpoint written (run the same command to resume), 78 broken launch/configuration.\n";
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
 {
@@ -92,7 +99,8 @@ enum {
     OPT_BATCH = 256, OPT_TEST_BATCH, OPT_EPOCHS, OPT_LR, OPT_GAMMA, OPT_SEED, OPT_LOG_INTERVAL,
     OPT_SAVE, OPT_LOAD, OPT_DRY_RUN, OPT_NO_CUDA, OPT_DATA, OPT_MODEL, OPT_OPTIMIZER, OPT_MOMENTUM,
     OPT_WD, OPT_ACCUM, OPT_MAX_STEPS, OPT_THREADS, OPT_METRICS, OPT_DEVICE, OPT_PRECISION,
-    OPT_BOOTSTRAP, OPT_COMM_TIMEOUT, OPT_BUCKET, OPT_VERBOSE, OPT_HELP, OPT_VERSION
+    OPT_BOOTSTRAP, OPT_COMM_TIMEOUT, OPT_BUCKET, OPT_VERBOSE, OPT_HELP, OPT_VERSION, OPT_CKPT_DIR,
+    OPT_CKPT_EVERY, OPT_CKPT_KEEP, OPT_RESUME
 };
 
 static const struct option long_options[] = {
@@ -122,6 +130,10 @@ static const struct option long_options[] = {
     {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
     {"bucket-mb", required_argument, 0, OPT_BUCKET},
     {"verbose", no_argument, 0, OPT_VERBOSE},
+    {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
+    {"checkpoint-every", required_argument, 0, OPT_CKPT_EVERY},
+    {"checkpoint-keep", required_argument, 0, OPT_CKPT_KEEP},
+    {"resume", required_argument, 0, OPT_RESUME},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -157,6 +169,7 @@ void options_parse(int argc, char **argv, options *o)
         .test_batch_size = 1000, .epochs = 14, .lr = -1, .gamma = 0.7, .seed = 1, .log_interval = 10,
         .data_dir = "data/mnist", .model = "net", .accum_steps = 1, .device = DEVICE_AUTO,
         .precision = "fp32", .comm_timeout = 300, .bucket_mb = 1,
+        .checkpoint_keep = 2, .resume = "auto",
     };
     opterr = 0; /* our own one-line messages instead of getopt's */
     int c;
@@ -193,6 +206,10 @@ void options_parse(int argc, char **argv, options *o)
         case OPT_COMM_TIMEOUT: o->comm_timeout = parse_double("--comm-timeout", optarg, 0.1, 1e6); break;
         case OPT_BUCKET: o->bucket_mb = parse_double("--bucket-mb", optarg, 0, 1e4); break;
         case OPT_VERBOSE: o->verbose = 1; break;
+        case OPT_CKPT_DIR: o->checkpoint_dir = parse_nonempty("--checkpoint-dir", optarg); break;
+        case OPT_CKPT_EVERY: o->checkpoint_every = parse_long("--checkpoint-every", optarg, 0, 1L << 40); break;
+        case OPT_CKPT_KEEP: o->checkpoint_keep = (int)parse_long("--checkpoint-keep", optarg, 1, 1 << 20); break;
+        case OPT_RESUME: o->resume = parse_nonempty("--resume", optarg); break;
         case OPT_HELP: print_and_exit(usage_text);
         case OPT_VERSION: print_and_exit("mnist_ddp " PACKAGE_VERSION "\n");
         case ':': die_all(EX_USAGE, "option %s needs a value (see --help)", name);
@@ -201,6 +218,8 @@ void options_parse(int argc, char **argv, options *o)
     }
     if (optind < argc)
         die_all(EX_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->checkpoint_every && !o->checkpoint_dir)
+        die_all(EX_USAGE, "option --checkpoint-every needs --checkpoint-dir DIR");
     if (o->dry_run)
         o->epochs = o->epochs ? 1 : 0;
 }

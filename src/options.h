@@ -30,6 +30,10 @@ typedef struct {
     double comm_timeout;
     double bucket_mb;
     int verbose;
+    const char *checkpoint_dir; /* NULL: no training-state checkpoints */
+    long checkpoint_every;      /* optimizer steps; 0: at each epoch end */
+    int checkpoint_keep;
+    const char *resume;         /* "auto", "never" or a checkpoint file */
 } options;
 
 /* Parses argv; on --help/--version prints to stdout and exits 0; on a bad value exits 64 naming the

@@ -23,6 +23,7 @@ struct shard_set {
     char *dir, *prefix;
     int nfiles;
     uint64_t total;
+    char sha256[128]; /* the set's source_sha256, "" when the files have none */
     shard_file *f;
 };
 
@@ -212,12 +213,14 @@ shard_set *shards_open(const char *dir, const char *prefix)
         die(EX_DATAERR, "shard set %s/%s-*-of-%05d.h5: the shards hold %llu samples but total_samples says %llu",
             dir, prefix, m, (unsigned long long)so_far.next_first, (unsigned long long)so_far.total);
     s->total = so_far.total;
+    memcpy(s->sha256, so_far.sha256, sizeof s->sha256);
     shard_entries_free(v, n);
     return s;
 }
 
 uint64_t shards_total(const shard_set *s) { return s->total; }
 int shards_files(const shard_set *s) { return s->nfiles; }
+const char *shards_source_sha256(const shard_set *s) { return s->sha256; }
 
 void shards_close(shard_set *s)
 {

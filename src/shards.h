@@ -40,6 +40,8 @@ typedef struct shard_set shard_set;
 shard_set *shards_open(const char *dir, const char *prefix);
 uint64_t shards_total(const shard_set *s); /* total samples */
 int shards_files(const shard_set *s);      /* number of shard files */
+/* The source_sha256 attribute, "" if the files have none: the training set's identity in checkpoints. */
+const char *shards_source_sha256(const shard_set *s);
 
 /* Read the samples [first, first+count) of the IDX order into images[count*784], labels[count]
  * (either may be NULL to skip that dataset), across shard boundaries: one HDF5 hyperslab per shard

@@ -15,9 +15,11 @@
 #include "mnist.h"
 #include "model.h"
 #include "optim.h"
+#include "preempt.h"
 #include "rng.h"
 #include "sampler.h"
 #include "shards.h"
+#include "train_state.h"
 
 /* Domain separation of the seed: shuffles and dropout masks draw from unrelated streams. */
 #define DROPOUT_SALT 0x64726f706f757421ULL
@@ -57,6 +59,12 @@ typedef struct {
     uint64_t *perm, *host_perm;
     float *host_params;    /* staging for replica checks and the fingerprint */
     long step;             /* optimizer steps so far */
+    char train_sha[80];    /* the training set's source checksum, its identity in checkpoints */
+    ts_config ckpt;
+    ts_position start;     /* where this run began: step 0 of epoch 1, or a checkpoint's position */
+    long saved_step;       /* the step of the newest checkpoint */
+    int signal;            /* the signal that stopped the run (preempt.h), 0 if none */
+    double signal_age, signal_seen; /* seconds from the signal to the step that saw it; when that was */
     double train_s, images;
 } run;
 
@@ -79,6 +87,7 @@ static void load_data(run *r)
     shard_set *test = shards_open(dir, "test");
     r->n_train = shards_total(train);
     r->n_test = shards_total(test);
+    snprintf(r->train_sha, sizeof r->train_sha, "%s", shards_source_sha256(train));
     uint64_t need = (uint64_t)r->env->world * (uint64_t)r->rc.batch;
     if (r->n_train < need)
         die_all(EX_USAGE, "--batch-size %d: %d ranks x %d = %llu samples per step, but %s holds only %llu "
@@ -110,10 +119,14 @@ static void comm_start(run *r)
     model_set_grad_hook(r->m, r->cb->ready, r->comm);
 }
 
-/* Rank 0's parameters (initialised or loaded) become everyone's. */
+/* Rank 0's state (resumed from a checkpoint, or parameters initialised or loaded) becomes everyone's. */
 static void init_model(run *r)
 {
-    if (r->env->rank == 0) {
+    int resumed = ts_resume(&r->ckpt, r->m, r->opt, &r->start);
+    if (!resumed)
+        r->start = (ts_position){.epoch = 1};
+    r->step = r->saved_step = r->start.step;
+    if (r->env->rank == 0 && !resumed) {
         if (r->o->load_model)
             checkpoint_load_model(r->o->load_model, r->m);
         else
@@ -122,6 +135,39 @@ static void init_model(run *r)
     r->cb->broadcast(r->comm, model_params(r->m), model_num_params(r->m), "initial parameters");
     if (model_buffer_size(r->m))
         r->cb->broadcast(r->comm, model_buffers(r->m), model_buffer_size(r->m), "initial BatchNorm statistics");
+    size_t n;
+    float *state = optim_state(r->opt, &n);
+    if (resumed && n)
+        r->cb->broadcast(r->comm, state, n, "optimizer state");
+}
+
+/* The settings a checkpoint must share with this run to continue its trajectory. */
+static void describe_run(run *r)
+{
+    const options *o = r->o;
+    ts_identity *id = &r->ckpt.id;
+    ts_identity_add(id, "model", "%s", o->model);
+    ts_identity_add(id, "optimizer", "%s", r->rc.opt.kind == OPTIM_SGD ? "sgd" : "adadelta");
+    ts_identity_add(id, "lr", "%.17g", r->rc.lr);
+    ts_identity_add(id, "gamma", "%.17g", o->gamma);
+    ts_identity_add(id, "momentum", "%.9g", (double)r->rc.opt.momentum);
+    ts_identity_add(id, "weight_decay", "%.9g", (double)r->rc.opt.weight_decay);
+    ts_identity_add(id, "global_batch", "%llu", (unsigned long long)r->env->world * (unsigned long long)r->rc.batch *
+                    (unsigned long long)o->accum_steps);
+    ts_identity_add(id, "seed", "%llu", (unsigned long long)o->seed);
+    ts_identity_add(id, "precision", "%s", o->precision);
+    ts_identity_add(id, "train_samples", "%llu", (unsigned long long)r->n_train);
+    ts_identity_add(id, "train_source_sha256", "%s", r->train_sha);
+}
+
+/* A checkpoint after optimizer step epoch_step of epoch (once per step). */
+static void save_state(run *r, int epoch, uint64_t epoch_step)
+{
+    if (r->step == r->saved_step)
+        return;
+    ts_position p = {.step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
+    ts_save(&r->ckpt, r->m, r->opt, &p);
+    r->saved_step = r->step;
 }
 
 /* Gathers this rank's slice of global batch `micro` into x/y; *ids gets its sample indices. Returns
@@ -135,7 +181,17 @@ static int gather_batch(run *r, uint64_t micro, uint64_t *global_count, const ui
     return (int)count;
 }
 
-/* One epoch; returns 1 when --max-steps was reached. */
+/* After a step: whether a rank caught a signal (only with checkpoints, which it then writes). */
+static int preempted(run *r, int epoch, uint64_t epoch_step)
+{
+    if (!r->o->checkpoint_dir || !(r->signal = preempt_agree(&r->signal_age)))
+        return 0;
+    r->signal_seen = clock_now();
+    save_state(r, epoch, epoch_step);
+    return 1;
+}
+
+/* One epoch; returns 1 when --max-steps was reached, 2 when a signal stopped it. */
 static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 {
     const options *o = r->o;
@@ -146,8 +202,10 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     r->be->upload(r->perm, r->host_perm, r->n_train * sizeof *r->perm);
 
     double t0 = clock_now(), t_log = t0, loss_epoch = 0, loss_log = 0, images_log = 0, images_epoch = 0;
-    int stop = 0;
-    for (uint64_t s = 0; s < opt_steps && !stop; s++) {
+    int stop = o->max_steps && r->step >= o->max_steps;
+    /* A resumed epoch goes on after the steps its checkpoint had done. */
+    uint64_t first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0;
+    for (uint64_t s = first; s < opt_steps && !stop; s++) {
         uint64_t micro0 = s * (uint64_t)o->accum_steps;
         uint64_t k = micro_steps - micro0 < (uint64_t)o->accum_steps ? micro_steps - micro0 : (uint64_t)o->accum_steps;
         /* Samples in this optimizer step over all ranks: the gradient of their mean is what we want. */
@@ -188,6 +246,13 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             loss_log = images_log = 0;
             t_log = t;
         }
+        /* Periodic ones, and one where the run stops, so the same command then has nothing left to redo. */
+        int last = s + 1 == opt_steps;
+        if (o->checkpoint_dir && (stop || (last && epoch == o->epochs) ||
+                                  (o->checkpoint_every ? r->step % o->checkpoint_every == 0 : last)))
+            save_state(r, epoch, s + 1);
+        if (preempted(r, epoch, s + 1))
+            stop = 2;
     }
     r->train_s += clock_now() - t0;
     r->images += images_epoch;
@@ -213,14 +278,20 @@ static void run_setup(run *r, int gpu)
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
         checkpoint_check_writable("--save-model", o->save_model);
+    if (o->checkpoint_dir) {
+        ts_prepare_dir(o->checkpoint_dir);
+        preempt_install();
+    }
     load_data(r);
+    r->ckpt = (ts_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep};
+    describe_run(r);
     int capacity = r->rc.batch > o->test_batch_size ? r->rc.batch : o->test_batch_size;
     if (capacity > 256 && capacity > r->rc.batch)
         capacity = 256; /* bounds evaluation memory: activations of 256 images are ~240 MB */
     r->m = model_create_on(r->be, o->model, capacity);
     comm_start(r);
-    init_model(r);
     r->opt = optim_create_on(r->be, &r->rc.opt, model_num_params(r->m));
+    init_model(r);
     r->x = r->be->alloc((size_t)capacity * MNIST_PIXELS * sizeof(float));
     r->y = r->be->alloc((size_t)capacity);
     r->perm = r->be->alloc(r->n_train * sizeof *r->perm);
@@ -244,6 +315,8 @@ static int run_epoch(run *r, int epoch, eval_result *ev)
     double lr = r->rc.lr * pow(r->o->gamma, epoch - 1), train_loss, t0 = clock_now();
     double s0 = r->train_s, i0 = r->images;
     int stop = train_epoch(r, epoch, lr, &train_loss);
+    if (stop == 2)
+        return stop; /* preempted: out at once, the checkpoint holds the rest */
     char when[64];
     snprintf(when, sizeof when, "after epoch %d", epoch);
     sync_and_check(r, when);
@@ -309,15 +382,20 @@ int train_run(const options *o, const ddp_env *env, int gpu)
     run_setup(&r, gpu);
     double t_start = clock_now();
     eval_result ev = {0};
-    int epoch = 0;
-    if (o->epochs == 0) {
+    int epoch = r.start.epoch - 1;
+    if (epoch >= o->epochs) { /* nothing to train: --epochs 0, or a resumed run that had finished */
         ev = evaluate(r.m, r.test_images, r.test_labels, r.test_count, r.x, MPI_COMM_WORLD);
         say("evaluation: test loss %.4f, test accuracy %.2f%% (%ld/%ld)", ev.loss, 100 * ev.accuracy, ev.correct,
             ev.total);
     }
     while (epoch < o->epochs && !run_epoch(&r, ++epoch, &ev))
         ;
-    run_summary(&r, &ev, epoch, clock_now() - t_start);
+    if (!r.signal)
+        run_summary(&r, &ev, epoch, clock_now() - t_start);
     run_teardown(&r);
-    return 0;
+    if (!r.signal)
+        return 0;
+    say("stopped by %s at step %ld: checkpoint written, exit 75 (run the same command to resume); %.2f s from the "
+        "signal to the exit", preempt_name(r.signal), r.step, r.signal_age + clock_now() - r.signal_seen);
+    return EX_TEMPFAIL;
 }

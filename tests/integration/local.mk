@@ -1,13 +1,15 @@
 # Integration tests: the programs as users run them, under mpirun.
 # - the trainer: options and bad input, launcher environments, options reaching the run, world-size
 #   invariance, identical replicas, accuracy after one epoch cross-checked by PyTorch, whole short runs
-#   replayed by a PyTorch DDP reference;
+#   replayed by a PyTorch DDP reference, checkpoints and resume (exact, elastic, refusals), preemption by
+#   a signal or a killed rank;
 # - the CPU collectives (src/comm_mpi.c): a Check suite on 2 ranks (tests/run-test; also passes on 3 with
 #   MPI_NP=3), and comm_fail's scenarios that end the job, driven by comm-failures.sh;
 # - the data tools: mnist2h5 and data/fetch-mnist.
 integration_scripts = tests/integration/train-options.sh tests/integration/train-launch.sh \
 	tests/integration/train-cli.sh tests/integration/train-invariance.sh tests/integration/train-replicas.sh \
-	tests/integration/train-accuracy.sh tests/integration/train-replay.sh tests/integration/comm-failures.sh \
+	tests/integration/train-accuracy.sh tests/integration/train-replay.sh tests/integration/train-resume.sh \
+	tests/integration/train-preempt.sh tests/integration/comm-failures.sh \
 	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh

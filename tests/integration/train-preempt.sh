@@ -1,0 +1,78 @@
+#!/bin/sh
+# Preemption (src/preempt.c): SIGUSR1 to one rank of a 2-rank run stops both at the next step boundary with a
+# checkpoint and exit 75; the same command then resumes and ends with the parameters of a run that was never
+# stopped, bit for bit. A rank killed with SIGKILL ends the job; the same command resumes from the last
+# periodic checkpoint and ends the same way.
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+need_data
+# 1000 samples, 2 ranks x 16: 32 steps per epoch, long enough to signal a run in its second epoch.
+small_mnist "$TMP/data" 1000 50
+common="--data $TMP/data --batch-size 16 --epochs 2 --log-interval 1 --seed 7 --checkpoint-every 8"
+
+train() { # train NAME OPTIONS...: 2 ranks, output in $TMP/NAME.log, exit status in $rc
+  name=$1; shift
+  set +e
+  # shellcheck disable=SC2086
+  run_np 2 "$MNIST_DDP" $common "$@" >"$TMP/$name.log" 2>&1
+  rc=$?
+  set -e
+}
+same() { # same A B: the model files hold the same bits
+  "$PYTHON3" - "$1" "$2" <<'PY' || fail "$1 and $2 differ"
+import sys, h5py
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+assert list(a) and list(a) == list(b)
+sys.exit(0 if all(a[k][()].tobytes() == b[k][()].tobytes() for k in a) else 1)
+PY
+}
+# interrupt NAME SIGNAL: starts a run, sends SIGNAL to rank 1 once epoch 2 has begun, waits; exit status in $rc.
+interrupt() {
+  name=$1 sig=$2
+  # shellcheck disable=SC2086
+  timeout -k 10 300 "${MPIEXEC:-mpirun}" --oversubscribe -np 2 "$MNIST_DDP" $common --checkpoint-dir "$TMP/$name" \
+    --save-model "$TMP/$name.h5" >"$TMP/$name.log" 2>&1 &
+  job=$!
+  i=0
+  until grep -q "^epoch 2 step 3/" "$TMP/$name.log"; do
+    i=$((i + 1)); [ "$i" -lt 600 ] || { kill "$job"; fail "$name: epoch 2 never began"; }
+    sleep 0.1
+  done
+  launcher=$(pgrep -P "$job")
+  ranks=$(pgrep -P "$launcher" | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  set -- $ranks
+  [ $# -eq 2 ] || fail "$name: expected 2 rank processes under the launcher, found '$ranks'"
+  kill -s "$sig" "$2"
+  set +e
+  wait "$job"
+  rc=$?
+  set -e
+}
+
+train full --checkpoint-dir "$TMP/full" --save-model "$TMP/full.h5" # checkpoints change nothing
+[ "$rc" -eq 0 ] || { cat "$TMP/full.log"; fail "the uninterrupted run failed"; }
+steps=$(sed -n 's/^summary: .*, \([0-9]*\) steps,.*/\1/p' "$TMP/full.log")
+
+interrupt usr1 USR1
+[ "$rc" -eq 75 ] || { cat "$TMP/usr1.log"; fail "SIGUSR1 to one rank: exit $rc, expected 75"; }
+grep -q "stopped by SIGUSR1 at step [0-9]*: checkpoint written, exit 75 (run the same command to resume); [0-9.]* s from the signal to the exit" "$TMP/usr1.log" \
+  || { cat "$TMP/usr1.log"; fail "no stop line"; }
+at=$(sed -n 's/^stopped by SIGUSR1 at step \([0-9]*\):.*/\1/p' "$TMP/usr1.log")
+[ "$at" -lt "$steps" ] || fail "the signal came too late to test a stop (step $at of $steps)"
+[ -f "$(printf '%s/ckpt-%012d.h5' "$TMP/usr1" "$at")" ] || fail "no checkpoint at step $at"
+train usr1-again --checkpoint-dir "$TMP/usr1" --save-model "$TMP/usr1.h5"
+[ "$rc" -eq 0 ] || { cat "$TMP/usr1-again.log"; fail "the resumed run failed"; }
+grep -q "resumed from step $at (restart 1)" "$TMP/usr1-again.log" || { cat "$TMP/usr1-again.log"; fail "not resumed"; }
+same "$TMP/full.h5" "$TMP/usr1.h5"
+echo "ok: SIGUSR1 at step $at -> exit 75, resumed bit-identical: $(grep '^stopped by' "$TMP/usr1.log")"
+
+interrupt kill KILL
+[ "$rc" -ne 0 ] || fail "a run with a rank killed exited 0"
+last=$(find "$TMP/kill" -name 'ckpt-*.h5' | sort | tail -n 1)
+[ -n "$last" ] || { cat "$TMP/kill.log"; fail "no periodic checkpoint before the kill"; }
+train kill-again --checkpoint-dir "$TMP/kill" --save-model "$TMP/kill.h5"
+[ "$rc" -eq 0 ] || { cat "$TMP/kill-again.log"; fail "the run after the kill failed"; }
+grep -q "resumed from step [0-9]* (restart 1): $last" "$TMP/kill-again.log" || { cat "$TMP/kill-again.log"; fail "not resumed from $last"; }
+same "$TMP/full.h5" "$TMP/kill.h5"
+echo "ok: SIGKILL of rank 1 -> resumed from $last, bit-identical"
