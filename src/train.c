@@ -96,11 +96,14 @@ static void load_data(run *r)
     /* Every rank may need any training sample during an epoch: read the set once (47 MB for MNIST). */
     uint64_t first;
     evaluate_share(r->n_test, r->env->world, r->env->rank, &first, &r->test_count);
-    uint8_t *images = xmalloc_aligned(r->n_train * MNIST_PIXELS), *labels = xmalloc(r->n_train);
+    /* One staging buffer for both reads: sized for the larger (a small training subset may sit beside the
+     * full test set). */
+    uint64_t most = r->n_train > r->test_count ? r->n_train : r->test_count;
+    uint8_t *images = xmalloc_aligned(most * MNIST_PIXELS), *labels = xmalloc(most);
     shards_read_range(train, 0, r->n_train, images, labels);
     r->train_images = to_backend(r->be, images, r->n_train * MNIST_PIXELS);
     r->train_labels = to_backend(r->be, labels, r->n_train);
-    shards_read_range(test, first, r->test_count, images, labels); /* the test share fits where train was */
+    shards_read_range(test, first, r->test_count, images, labels);
     r->test_images = to_backend(r->be, images, r->test_count * MNIST_PIXELS);
     r->test_labels = to_backend(r->be, labels, r->test_count);
     free(images);

@@ -32,6 +32,11 @@ expect_fail 66 "no such directory" "$MNIST_DDP" --data "$TMP/nope"
 mkdir "$TMP/empty"
 expect_fail 66 "$TMP/empty" run_np 2 "$MNIST_DDP" --data "$TMP/empty"
 small_mnist "$TMP/small" 100 50
+# A small training subset beside a larger test set: the test share is staged in a buffer of its own size.
+small_mnist "$TMP/subset" 100 2000
+"$MNIST_DDP" --data "$TMP/subset" --batch-size 10 --epochs 1 --max-steps 2 >"$TMP/log" 2>&1 ||
+  { cat "$TMP/log"; fail "100 training samples beside 2000 test samples"; }
+grep -q '(.*/2000)' "$TMP/log" || { cat "$TMP/log"; fail "the 2000 test samples were not all evaluated"; }
 expect_fail 64 "--batch-size 64" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 64
 expect_fail 66 "--load-model" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --load-model "$TMP/none.h5"
 echo "not hdf5" > "$TMP/junk.h5"
