@@ -32,6 +32,21 @@ class Net(nn.Module):
         return F.log_softmax(self.fc2(x), dim=1)
 
 
+def load_split(data, prefix):
+    """A split's shards concatenated in file order (the IDX order), normalised as the example does:
+    images [n, 1, 28, 28] float32, labels int64."""
+    images, labels = [], []
+    for shard in sorted(glob.glob(os.path.join(data, prefix + "-*.h5"))):
+        with h5py.File(shard, "r") as f:
+            images.append(f["images"][()])
+            labels.append(f["labels"][()])
+    if not images:
+        sys.exit(f"FAIL: no {prefix} shards in {data}")
+    x = torch.from_numpy(np.concatenate(images)).float().reshape(-1, 1, 28, 28)
+    x = (x.div(255) - torch.tensor([0.1307])) / torch.tensor([0.3081])
+    return x, torch.from_numpy(np.concatenate(labels)).long()
+
+
 def main():
     path, data, expected = sys.argv[1], sys.argv[2], int(sys.argv[3])
     model = Net()
@@ -41,13 +56,7 @@ def main():
     if (name.decode() if isinstance(name, bytes) else name) != "net":
         sys.exit(f"{path} holds model {name!r}, this check knows 'net'")
     model.eval()
-    images, labels = [], []
-    for shard in sorted(glob.glob(os.path.join(data, "test-*.h5"))):
-        with h5py.File(shard, "r") as f:
-            images.append(f["images"][()])
-            labels.append(f["labels"][()])
-    x = torch.from_numpy(np.concatenate(images)).float().div(255).sub(0.1307).div(0.3081).unsqueeze(1)
-    y = torch.from_numpy(np.concatenate(labels)).long()
+    x, y = load_split(data, "test")
     with torch.no_grad():
         correct = int((model(x).argmax(1) == y).sum())
     print(f"PyTorch: {correct}/{len(y)} correct; mnist_ddp reported {expected}")

@@ -1,13 +1,10 @@
 """The peer: PyTorch's DDP MNIST example (gloo, CPU) on the same HDF5 shards, for benchmarks.
 Usage: pytorch_ddp_mnist.py DATA_DIR RANKS EPOCHS [MAX_STEPS]. Prints one JSON line (rank 0)."""
-import glob
 import json
 import os
 import sys
 import time
 
-import h5py
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -16,17 +13,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 sys.path.insert(0, os.path.dirname(__file__))
-from eval_saved_model import Net  # noqa: E402
+from eval_saved_model import Net, load_split  # noqa: E402
 
 
 def load(data, prefix):
-    images, labels = [], []
-    for shard in sorted(glob.glob(os.path.join(data, prefix + "-*.h5"))):
-        with h5py.File(shard, "r") as f:
-            images.append(f["images"][()])
-            labels.append(f["labels"][()])
-    x = torch.from_numpy(np.concatenate(images)).float().div(255).sub(0.1307).div(0.3081).unsqueeze(1)
-    return TensorDataset(x, torch.from_numpy(np.concatenate(labels)).long())
+    return TensorDataset(*load_split(data, prefix))
 
 
 def worker(rank, world, data, epochs, max_steps, port):

@@ -19,7 +19,6 @@ the ranks' BatchNorm running statistics are averaged. Exit 0 when mnist_ddp's fi
 buffers, per-step losses and per-epoch test results match, 1 otherwise.
 """
 import argparse
-import glob
 import json
 import math
 import os
@@ -36,6 +35,7 @@ except ImportError as exc:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rng  # noqa: E402
 from compare_model import Checker, ConvNet, Net, load  # noqa: E402
+from eval_saved_model import load_split  # noqa: E402
 
 DROPOUT_SALT = 0x64726F706F757421  # src/train.c: the dropout stream's domain separation
 
@@ -69,20 +69,6 @@ def parse(argv):
     p.add_argument("--accum-steps", type=int, default=1)
     p.add_argument("--momentum", type=float, default=0.0)
     return p.parse_args(argv)
-
-
-def load_split(data, prefix):
-    """The shards of a split, concatenated in file order, normalised as torchvision does."""
-    images, labels = [], []
-    for path in sorted(glob.glob(os.path.join(data, prefix + "-*.h5"))):
-        with h5py.File(path, "r") as f:
-            images.append(f["images"][()])
-            labels.append(f["labels"][()])
-    if not images:
-        sys.exit(f"FAIL: no {prefix} shards in {data}")
-    x = torch.from_numpy(np.concatenate(images)).float().reshape(-1, 1, 28, 28)
-    x = (x.div(255) - torch.tensor([0.1307])) / torch.tensor([0.3081])
-    return x, torch.from_numpy(np.concatenate(labels)).long()
 
 
 def h5_state(path):
