@@ -1010,11 +1010,14 @@ START_TEST(writer_interrupted)
             int tmps = tu_count(dir, ".tmp.");
             int shards = tu_count(dir, "-of-00008.h5") - tmps;
             tu_listdir(dir, list, sizeof list);
-            ck_assert_msg(shards == 0 || shards == 8, "signal %d at %.2f of the write: %d shard files: %s", sigs[a],
-                          fractions[b], shards, list);
-            if (sigs[a] != SIGKILL)
+            /* A caught signal leaves all or nothing. SIGKILL cannot be caught: landing inside the rename loop it
+             * leaves part of the set, which must never look complete (the reader refuses it, below). */
+            if (sigs[a] != SIGKILL) {
+                ck_assert_msg(shards == 0 || shards == 8, "signal %d at %.2f of the write: %d shard files: %s",
+                              sigs[a], fractions[b], shards, list);
                 ck_assert_msg(tmps == 0, "signal %d at %.2f of the write: temporaries left: %s", sigs[a],
                               fractions[b], list);
+            }
             int code = tu_run(open_fn, dir, err, sizeof err);
             if (shards == 8) {
                 ck_assert_int_eq(code, 0);
@@ -1026,8 +1029,8 @@ START_TEST(writer_interrupted)
             tu_rmrf(dir);
             free(dir);
         }
-    fprintf(stderr, "check_shards: interrupted writers (write takes %.3f s): %d left a complete set, %d none\n", tw,
-            complete, empty);
+    fprintf(stderr, "check_shards: interrupted writers (write takes %.3f s): %d left a complete set, %d none or "
+            "a refused part\n", tw, complete, empty);
     free_data(&d);
 }
 END_TEST
