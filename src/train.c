@@ -117,6 +117,7 @@ static void load_data(run *r)
 static void comm_start(run *r)
 {
     comm_config cfg = {.bootstrap_addr = r->o->bootstrap_addr, .timeout_s = r->o->comm_timeout,
+                       .step_timeout_s = r->o->step_timeout,
                        .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0)};
     r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
     model_set_grad_hook(r->m, r->cb->ready, r->comm);
@@ -236,8 +237,11 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         stop = (o->max_steps && r->step >= o->max_steps) || o->dry_run;
         if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop) {
             double sums[2] = {loss_log, images_log};
-            /* Every rank's local loss sum: the line shows the loss of all ranks' samples. */
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+            /* Every rank's local loss sum: the line shows the loss of all ranks' samples. Under the
+             * all-reduce's deadline: a peer frozen between the two must not hang this one. */
+            const char *option;
+            double timeout = comm_wait_deadline(o->comm_timeout, o->step_timeout, r->step - r->start.step, &option);
+            comm_allreduce_within(MPI_COMM_WORLD, sums, 2, MPI_SUM, timeout, option, "progress-line sum", r->step);
             double t = clock_now();
             say("epoch %d step %llu/%llu loss %.4f lr %.4g images/s %.0f", epoch, (unsigned long long)(s + 1),
                 (unsigned long long)opt_steps, sums[0] / sums[1], lr, sums[1] / (t - t_log));
