@@ -27,7 +27,9 @@ static_assert(sizeof(ncclUniqueId) == GPU_NCCL_ID_BYTES, "ncclUniqueId size chan
 struct gpu_comm {
     ncclComm_t comm;
     int rank, world, device;
-    double timeout_s;
+    double timeout_s;          // the bound of each wait now: startup_s, then comm_wait_deadline() after a step
+    double startup_s, step_timeout_s; // --comm-timeout, --step-timeout
+    const char *option;        // the option that set timeout_s, for messages
     long step;                 // the last armed step, for messages; -1 before the first
     int initialised;           // ncclCommInitRankConfig completed (selects the hint of a timeout)
     cudaStream_t compute;      // the trainer's (not owned)
@@ -88,11 +90,11 @@ static void abort_comm(gpu_comm *c)
     when(c, w, sizeof w);
     abort_comm(c);
     if (!c->initialised)
-        die_at(file, line, EX_UNAVAILABLE, "NCCL %s %s did not complete within --comm-timeout %g s: a rank did not "
-               "start, or this rank cannot reach rank 0's bootstrap address (firewall? NCCL_SOCKET_IFNAME? see "
-               "--bootstrap-addr); rerun with NCCL_DEBUG=INFO to see where it waits", op, w, c->timeout_s);
-    die_at(file, line, EX_UNAVAILABLE, "NCCL %s %s did not complete within --comm-timeout %g s: a peer rank died, "
-           "stalled or diverged in its step count; rerun with NCCL_DEBUG=INFO to see where it waits", op, w,
+        die_at(file, line, EX_UNAVAILABLE, "NCCL %s %s did not complete within %s %g s: a rank did not start, or "
+               "this rank cannot reach rank 0's bootstrap address (firewall? NCCL_SOCKET_IFNAME? see "
+               "--bootstrap-addr); rerun with NCCL_DEBUG=INFO to see where it waits", op, w, c->option, c->timeout_s);
+    die_at(file, line, EX_UNAVAILABLE, "NCCL %s %s did not complete within %s %g s: a peer rank died, stalled or "
+           "diverged in its step count; rerun with NCCL_DEBUG=INFO to see where it waits", op, w, c->option,
            c->timeout_s);
 }
 
@@ -153,6 +155,8 @@ extern "C" void gpu_nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES])
     memcpy(id, &u, sizeof u);
 }
 
+extern "C" void gpu_comm_set_step_timeout(gpu_comm *c, double step_timeout_s) { c->step_timeout_s = step_timeout_s; }
+
 extern "C" gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], int nranks, int rank, double timeout_s)
 {
     int dev = gpu_bound_device();
@@ -162,7 +166,8 @@ extern "C" gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], in
     c->rank = rank;
     c->world = nranks;
     c->device = dev;
-    c->timeout_s = timeout_s;
+    c->timeout_s = c->startup_s = c->step_timeout_s = timeout_s;
+    c->option = "--comm-timeout";
     c->step = -1;
     c->compute = (cudaStream_t)gpu_compute_stream();
     CUDA_CHECK(cudaSetDevice(dev)); // NCCL binds the communicator to the current device
@@ -379,6 +384,7 @@ extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
     g->stats.exposed_s += ms > 0 ? 1e-3 * (double)ms : 0;
     g->stats.buckets = g->pass_buckets;
     g->stats.reductions++;
+    c->timeout_s = comm_wait_deadline(c->startup_s, c->step_timeout_s, g->stats.reductions, &c->option);
     g->pass_buckets = 0;
     g->armed = 0;
 }

@@ -8,7 +8,8 @@
  * ready() as each layer's gradients become final (back to front), a bucket starts as soon as it holds
  * bucket_bytes, and only finish() waits, so communication overlaps the rest of backward. Sums, not
  * averages: the trainer scales gradients by 1/global batch beforehand, which keeps uneven last batches
- * exact. Every wait has the deadline timeout_s: a dead or stalled peer ends the job (69). */
+ * exact. Every wait has a deadline (comm_wait_deadline: timeout_s until the first reduction, then the
+ * shorter step_timeout_s): a dead or stalled peer ends the job (69). */
 #ifndef MNIST_COMM_H
 #define MNIST_COMM_H
 #include <mpi.h>
@@ -20,7 +21,8 @@
 
 typedef struct {
     const char *bootstrap_addr; /* NCCL's bootstrap HOST:PORT, NULL for its own choice (GPU only) */
-    double timeout_s;           /* deadline of every wait */
+    double timeout_s;           /* deadline of every wait at start-up (--comm-timeout) */
+    double step_timeout_s;      /* of gradient all-reduce waits after the first (--step-timeout) */
     size_t bucket_bytes;        /* start a bucket once it holds this many bytes (0: every range at once) */
 } comm_config;
 
@@ -50,6 +52,8 @@ const comm_backend *comm_nccl(void);
 /* The MPI gradient all-reduce by itself (comm_mpi's state), on any communicator. */
 typedef struct grad_comm grad_comm;
 grad_comm *grad_comm_create(MPI_Comm comm, float *grads, size_t n, size_t bucket_bytes, double timeout_s);
+/* Waits after the first reduction end at the shorter of this and timeout_s (default: timeout_s). */
+void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s);
 void grad_comm_arm(grad_comm *g, int armed, long step);
 void grad_comm_ready(void *ctx, size_t offset, size_t count);
 void grad_comm_finish(grad_comm *g);
@@ -63,4 +67,8 @@ uint64_t buffer_fingerprint(const float *p, size_t n);
 void comm_check_replicas(MPI_Comm comm, const float *p, size_t n, const char *when);
 /* In-place average over ranks (BatchNorm running statistics). */
 void comm_average(MPI_Comm comm, float *p, size_t n);
+/* In-place MPI_Allreduce of n doubles that stops the job (69) when it takes over timeout_s, naming option
+ * (the deadline's), what and step in the message, and the rank that did not arrive when knowable. */
+void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double timeout_s, const char *option,
+                           const char *what, long step);
 #endif

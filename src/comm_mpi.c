@@ -15,7 +15,7 @@ struct grad_comm {
     int world;
     float *grads;
     size_t n;
-    double timeout_s;
+    double timeout_s, step_timeout_s; /* start-up and steady-state deadlines (comm_wait_deadline) */
     int armed;
     long step;
     bucket_plan plan;
@@ -24,22 +24,47 @@ struct grad_comm {
     comm_stats stats;
 };
 
-/* Waits for requests, with a deadline, so a dead or stalled peer aborts the job instead of hanging it. */
-static void wait_all(grad_comm *g, MPI_Request *req, int n, const char *what)
+/* Who did not arrive, as far as this rank can tell: with two ranks it is the other one. */
+static void missing_peer(MPI_Comm comm, char *buf, size_t len)
 {
-    double deadline = clock_now() + g->timeout_s;
+    int world, rank;
+    MPI_CHECK(MPI_Comm_size(comm, &world));
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    if (world == 2)
+        snprintf(buf, len, "rank %d (the other rank)", 1 - rank);
+    else
+        snprintf(buf, len, "a peer rank");
+}
+
+/* Waits for requests on comm, with a deadline, so a dead or stalled peer aborts the job instead of
+ * hanging it; option names the deadline in the message. */
+static void wait_within(MPI_Comm comm, MPI_Request *req, int n, double timeout, const char *option,
+                        const char *what, long step)
+{
+    double deadline = clock_now() + timeout;
     for (long spins = 0;; spins++) {
         int done = 0;
         MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
         if (done)
             return;
         if ((spins & 1023) == 1023) {
-            if (clock_now() > deadline)
-                die(EX_UNAVAILABLE, "%s at step %ld did not complete within --comm-timeout %.0f s: a peer rank "
-                    "died, stalled or diverged in its step count", what, g->step, g->timeout_s);
+            if (clock_now() > deadline) {
+                char peer[64];
+                missing_peer(comm, peer, sizeof peer);
+                die(EX_UNAVAILABLE, "%s at step %ld did not complete within %s %g s: %s did not arrive (it "
+                    "died, stalled or diverged in its step count)", what, step, option, timeout, peer);
+            }
             nanosleep(&(struct timespec){0, 20000}, NULL);
         }
     }
+}
+
+void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double timeout_s, const char *option,
+                           const char *what, long step)
+{
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, comm, &req));
+    wait_within(comm, &req, 1, timeout_s, option, what, step);
 }
 
 static void launch(grad_comm *g, size_t start, size_t count)
@@ -76,12 +101,14 @@ grad_comm *grad_comm_create(MPI_Comm comm, float *grads, size_t n, size_t bucket
     MPI_CHECK(MPI_Comm_size(comm, &g->world));
     g->grads = grads;
     g->n = n;
-    g->timeout_s = timeout_s;
+    g->timeout_s = g->step_timeout_s = timeout_s;
     bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
     if (g->world > 1)
         g->stats.blocking_s = time_blocking(comm, n);
     return g;
 }
+
+void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s) { g->step_timeout_s = step_timeout_s; }
 
 void grad_comm_arm(grad_comm *g, int armed, long step)
 {
@@ -113,7 +140,9 @@ void grad_comm_finish(grad_comm *g)
     size_t start, count;
     if (bucket_flush(&g->plan, &start, &count))
         launch(g, start, count);
-    wait_all(g, g->req, g->nreq, "gradient all-reduce");
+    const char *option;
+    double timeout = comm_wait_deadline(g->timeout_s, g->step_timeout_s, g->stats.reductions, &option);
+    wait_within(g->comm, g->req, g->nreq, timeout, option, "gradient all-reduce", g->step);
     g->stats.exposed_s += clock_now() - t;
     g->stats.buckets = g->nreq;
     g->stats.reductions++;
@@ -176,7 +205,9 @@ void comm_average(MPI_Comm comm, float *p, size_t n)
 static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads, size_t n)
 {
     (void)env;
-    return grad_comm_create(MPI_COMM_WORLD, grads, n, cfg->bucket_bytes, cfg->timeout_s);
+    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, n, cfg->bucket_bytes, cfg->timeout_s);
+    grad_comm_set_step_timeout(g, cfg->step_timeout_s);
+    return g;
 }
 
 static void mpi_arm(void *state, int armed, long step) { grad_comm_arm(state, armed, step); }

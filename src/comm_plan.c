@@ -51,3 +51,10 @@ double comm_hidden_fraction(double exposed_s, double blocking_s)
     double h = 1 - exposed_s / blocking_s;
     return h < 0 ? 0 : h > 1 ? 1 : h;
 }
+
+double comm_wait_deadline(double startup_s, double steady_s, long reductions, const char **option)
+{
+    int steady = reductions > 0 && steady_s < startup_s;
+    *option = steady ? "--step-timeout" : "--comm-timeout";
+    return steady ? steady_s : startup_s;
+}

@@ -37,6 +37,12 @@ typedef struct {
     long launched;     /* all-reduce operations posted in total */
 } comm_stats;
 
+/* The deadline of a gradient all-reduce wait: start-up (before this process's first reduction: ranks start
+ * at different times, the first step is slow) waits up to startup_s (--comm-timeout); later steps up to
+ * the shorter of startup_s and steady_s (--step-timeout), so a frozen peer ends the job soon. *option
+ * gets the name of the option that set it, for the message. */
+double comm_wait_deadline(double startup_s, double steady_s, long reductions, const char **option);
+
 /* Exposed seconds per reduction. */
 double comm_exposed_per_step(const comm_stats *s);
 /* Share of the isolated all-reduce time hidden behind backward: 1 - exposed / blocking, within [0, 1]. */

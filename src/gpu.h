@@ -107,6 +107,8 @@ void gpu_nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES]);
 /* Non-blocking ncclCommInitRankConfig on the bound device, waited for with a deadline of timeout_s
  * (ncclCommAbort and die 69 on error or timeout). Creates the communication stream. */
 gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], int nranks, int rank, double timeout_s);
+/* After the first gradient all-reduce, waits end at the shorter of this and timeout_s (comm_wait_deadline). */
+void gpu_comm_set_step_timeout(gpu_comm *c, double step_timeout_s);
 
 /* Device-buffer collectives for the trainer, so it never hands device pointers to MPI. Ordered after
  * all work queued on the compute stream, and the compute stream waits for them; the host waits too

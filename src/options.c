@@ -52,7 +52,10 @@ static const char usage_text[] =
     "  --precision P           fp32 | tf32 | bf16 (tf32, bf16: GPU only)           [fp32]\n"
     "  --bucket-mb F           gradient all-reduce bucket size in MiB                 [1]\n"
     "  --bootstrap-addr H:P    pin NCCL's bootstrap to HOST:PORT (firewalled clusters)\n"
-    "  --comm-timeout S        seconds a rank waits on a collective before aborting  [300]\n"
+    "  --comm-timeout S        seconds a rank waits on a collective before aborting, at\n"
+    "                          start-up and in the first step                       [300]\n"
+    "  --step-timeout S        the same after the first step (a frozen peer ends the\n"
+    "                          job in S s; never above --comm-timeout)               [60]\n"
     "  --verbose               every rank reports, not only rank 0\n"
     "  --help, --version\n"
     "\n"
@@ -99,7 +102,7 @@ enum {
     OPT_BATCH = 256, OPT_TEST_BATCH, OPT_EPOCHS, OPT_LR, OPT_GAMMA, OPT_SEED, OPT_LOG_INTERVAL,
     OPT_SAVE, OPT_LOAD, OPT_DRY_RUN, OPT_NO_CUDA, OPT_DATA, OPT_MODEL, OPT_OPTIMIZER, OPT_MOMENTUM,
     OPT_WD, OPT_ACCUM, OPT_MAX_STEPS, OPT_THREADS, OPT_METRICS, OPT_DEVICE, OPT_PRECISION,
-    OPT_BOOTSTRAP, OPT_COMM_TIMEOUT, OPT_BUCKET, OPT_VERBOSE, OPT_HELP, OPT_VERSION, OPT_CKPT_DIR,
+    OPT_BOOTSTRAP, OPT_COMM_TIMEOUT, OPT_STEP_TIMEOUT, OPT_BUCKET, OPT_VERBOSE, OPT_HELP, OPT_VERSION, OPT_CKPT_DIR,
     OPT_CKPT_EVERY, OPT_CKPT_KEEP, OPT_RESUME
 };
 
@@ -128,6 +131,7 @@ static const struct option long_options[] = {
     {"precision", required_argument, 0, OPT_PRECISION},
     {"bootstrap-addr", required_argument, 0, OPT_BOOTSTRAP},
     {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
+    {"step-timeout", required_argument, 0, OPT_STEP_TIMEOUT},
     {"bucket-mb", required_argument, 0, OPT_BUCKET},
     {"verbose", no_argument, 0, OPT_VERBOSE},
     {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
@@ -168,7 +172,7 @@ void options_parse(int argc, char **argv, options *o)
     *o = (options){
         .test_batch_size = 1000, .epochs = 14, .lr = -1, .gamma = 0.7, .seed = 1, .log_interval = 10,
         .data_dir = "data/mnist", .model = "net", .accum_steps = 1, .device = DEVICE_AUTO,
-        .precision = "fp32", .comm_timeout = 300, .bucket_mb = 1,
+        .precision = "fp32", .comm_timeout = 300, .step_timeout = 60, .bucket_mb = 1,
         .checkpoint_keep = 2, .resume = "auto",
     };
     opterr = 0; /* our own one-line messages instead of getopt's */
@@ -204,6 +208,7 @@ void options_parse(int argc, char **argv, options *o)
         case OPT_PRECISION: o->precision = parse_choice("--precision", optarg, precisions); break;
         case OPT_BOOTSTRAP: o->bootstrap_addr = parse_hostport("--bootstrap-addr", optarg); break;
         case OPT_COMM_TIMEOUT: o->comm_timeout = parse_double("--comm-timeout", optarg, 0.1, 1e6); break;
+        case OPT_STEP_TIMEOUT: o->step_timeout = parse_double("--step-timeout", optarg, 0.1, 1e6); break;
         case OPT_BUCKET: o->bucket_mb = parse_double("--bucket-mb", optarg, 0, 1e4); break;
         case OPT_VERBOSE: o->verbose = 1; break;
         case OPT_CKPT_DIR: o->checkpoint_dir = parse_nonempty("--checkpoint-dir", optarg); break;

@@ -27,7 +27,8 @@ typedef struct {
     device_choice device;
     const char *precision;
     const char *bootstrap_addr;
-    double comm_timeout;
+    double comm_timeout;   /* start-up bound of collective waits */
+    double step_timeout;   /* bound of gradient all-reduce waits after the first step */
     double bucket_mb;
     int verbose;
     const char *checkpoint_dir; /* NULL: no training-state checkpoints */

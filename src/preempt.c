@@ -1,7 +1,11 @@
 #include "preempt.h"
 
+#define _XOPEN_SOURCE 700 /* strptime, popen */
 #include <mpi.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "clock.h"
@@ -28,12 +32,51 @@ void preempt_install(void)
             die(EX_OSERR, "cannot install the handler of signal %d", sigs[i]);
 }
 
-int preempt_agree(double *age)
+/* EndTime=2024-05-01T12:34:56 (local time) in scontrol's output; 0 when absent or "Unknown". */
+static double scontrol_end_time(const char *job)
 {
-    int sig = caught;
+    char cmd[128], line[4096];
+    snprintf(cmd, sizeof cmd, "scontrol show job -o %s 2>/dev/null", job);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return 0;
+    double end = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, " EndTime=");
+        struct tm tm = {.tm_isdst = -1};
+        if (p && strptime(p + 9, "%Y-%m-%dT%H:%M:%S", &tm))
+            end = (double)mktime(&tm);
+    }
+    pclose(f);
+    return end;
+}
+
+static double find_job_end(void)
+{
+    const char *v = getenv("MNIST_DDP_JOB_END");
+    if (!v)
+        v = getenv("SLURM_JOB_END_TIME");
+    if (v)
+        return strtod(v, NULL);
+    const char *job = getenv("SLURM_JOB_ID");
+    return job && strspn(job, "0123456789_") == strlen(job) ? scontrol_end_time(job) : 0;
+}
+
+double preempt_job_end(void)
+{
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    double end = rank == 0 ? find_job_end() : 0;
+    MPI_CHECK(MPI_Bcast(&end, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    return end > 0 ? end : 0;
+}
+
+int preempt_agree(double *age, int time_up)
+{
+    int sig = caught ? caught : time_up ? PREEMPT_TIME_LIMIT : 0;
     /* Each rank measures on its own clock: monotonic clocks of different nodes are not comparable. */
     double v[2] = {sig, -1};
-    if (sig)
+    if (caught)
         v[1] = clock_now() - ((double)caught_at.tv_sec + 1e-9 * (double)caught_at.tv_nsec);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     *age = v[1];
@@ -42,5 +85,5 @@ int preempt_agree(double *age)
 
 const char *preempt_name(int sig)
 {
-    return sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal";
+    return sig == PREEMPT_TIME_LIMIT ? "the job's time limit" : sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal";
 }

@@ -4,10 +4,18 @@
 #ifndef MNIST_PREEMPT_H
 #define MNIST_PREEMPT_H
 
+/* The "signal" of a run that stopped itself before the Slurm job's time limit (preempt_agree). */
+enum { PREEMPT_TIME_LIMIT = 1000 };
+
+/* Collective: the job's end, in seconds since the epoch, or 0 when unknown; rank 0 finds it and broadcasts
+ * it. From MNIST_DDP_JOB_END (epoch seconds; for tests only), else SLURM_JOB_END_TIME, else the EndTime of
+ * 'scontrol show job $SLURM_JOB_ID' (Slurm 22.05 does not export the former). */
+double preempt_job_end(void);
 /* Installs the handlers (only with checkpoints: without them the default, ending at once, is better). */
 void preempt_install(void);
-/* Collective: the signal any rank caught (0: none); *age gets the seconds since the first one. */
-int preempt_agree(double *age);
+/* Collective: the signal any rank caught (0: none), else PREEMPT_TIME_LIMIT when time_up on any rank;
+ * *age gets the seconds since the first signal. */
+int preempt_agree(double *age, int time_up);
 /* "SIGUSR1", ... */
 const char *preempt_name(int sig);
 #endif

@@ -23,6 +23,8 @@
 
 /* Domain separation of the seed: shuffles and dropout masks draw from unrelated streams. */
 #define DROPOUT_SALT 0x64726f706f757421ULL
+/* Seconds kept free before a Slurm job's end beyond the measured step and checkpoint times. */
+#define STOP_SAFETY_S 30.0
 
 /* The recipe of each model (PyTorch examples); options override it. */
 typedef struct {
@@ -65,6 +67,8 @@ typedef struct {
     long saved_step;       /* the step of the newest checkpoint */
     int signal;            /* the signal that stopped the run (preempt.h), 0 if none */
     double signal_age, signal_seen; /* seconds from the signal to the step that saw it; when that was */
+    double job_end;        /* the Slurm job's end (epoch seconds), 0 if unknown or without checkpoints */
+    double step_max_s, ckpt_s; /* the longest step and the last checkpoint write, for the stop margin */
     double train_s, images;
 } run;
 
@@ -117,6 +121,7 @@ static void load_data(run *r)
 static void comm_start(run *r)
 {
     comm_config cfg = {.bootstrap_addr = r->o->bootstrap_addr, .timeout_s = r->o->comm_timeout,
+                       .step_timeout_s = r->o->step_timeout,
                        .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0)};
     r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
     model_set_grad_hook(r->m, r->cb->ready, r->comm);
@@ -169,7 +174,9 @@ static void save_state(run *r, int epoch, uint64_t epoch_step)
     if (r->step == r->saved_step)
         return;
     ts_position p = {.step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
+    double t0 = clock_now();
     ts_save(&r->ckpt, r->m, r->opt, &p);
+    r->ckpt_s = clock_now() - t0;
     r->saved_step = r->step;
 }
 
@@ -184,10 +191,23 @@ static int gather_batch(run *r, uint64_t micro, uint64_t *global_count, const ui
     return (int)count;
 }
 
-/* After a step: whether a rank caught a signal (only with checkpoints, which it then writes). */
+/* Whether the job's time limit is near: closer than a few of the longest steps, the last checkpoint's
+ * write and a fixed safety (a step may run long, and the write must end before Slurm's kill). */
+static int time_up(const run *r)
+{
+    if (!r->job_end)
+        return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double margin = STOP_SAFETY_S + 3 * r->step_max_s + r->ckpt_s;
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec + margin >= r->job_end;
+}
+
+/* After a step: whether a rank caught a signal or the time limit is near (only with checkpoints, which it
+ * then writes). */
 static int preempted(run *r, int epoch, uint64_t epoch_step)
 {
-    if (!r->o->checkpoint_dir || !(r->signal = preempt_agree(&r->signal_age)))
+    if (!r->o->checkpoint_dir || !(r->signal = preempt_agree(&r->signal_age, time_up(r))))
         return 0;
     r->signal_seen = clock_now();
     save_state(r, epoch, epoch_step);
@@ -209,6 +229,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     /* A resumed epoch goes on after the steps its checkpoint had done. */
     uint64_t first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0;
     for (uint64_t s = first; s < opt_steps && !stop; s++) {
+        double t_step = clock_now();
         uint64_t micro0 = s * (uint64_t)o->accum_steps;
         uint64_t k = micro_steps - micro0 < (uint64_t)o->accum_steps ? micro_steps - micro0 : (uint64_t)o->accum_steps;
         /* Samples in this optimizer step over all ranks: the gradient of their mean is what we want. */
@@ -231,13 +252,18 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         r->cb->finish(r->comm);
         optim_step(r->opt, model_params(r->m), model_grads(r->m), (float)lr);
         r->step++;
+        if (clock_now() - t_step > r->step_max_s)
+            r->step_max_s = clock_now() - t_step;
         loss_log += loss;
         images_log += images; /* this rank's samples: summed over ranks below */
         stop = (o->max_steps && r->step >= o->max_steps) || o->dry_run;
         if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop) {
             double sums[2] = {loss_log, images_log};
-            /* Every rank's local loss sum: the line shows the loss of all ranks' samples. */
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+            /* Every rank's local loss sum: the line shows the loss of all ranks' samples. Under the
+             * all-reduce's deadline: a peer frozen between the two must not hang this one. */
+            const char *option;
+            double timeout = comm_wait_deadline(o->comm_timeout, o->step_timeout, r->step - r->start.step, &option);
+            comm_allreduce_within(MPI_COMM_WORLD, sums, 2, MPI_SUM, timeout, option, "progress-line sum", r->step);
             double t = clock_now();
             say("epoch %d step %llu/%llu loss %.4f lr %.4g images/s %.0f", epoch, (unsigned long long)(s + 1),
                 (unsigned long long)opt_steps, sums[0] / sums[1], lr, sums[1] / (t - t_log));
@@ -284,6 +310,9 @@ static void run_setup(run *r, int gpu)
     if (o->checkpoint_dir) {
         ts_prepare_dir(o->checkpoint_dir);
         preempt_install();
+        if ((r->job_end = preempt_job_end()))
+            say("the job ends in %.0f s: stopping with a checkpoint %.0f s plus a few steps and a checkpoint "
+                "write before that", r->job_end - (double)time(NULL), STOP_SAFETY_S);
     }
     load_data(r);
     r->ckpt = (ts_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep};
@@ -398,7 +427,11 @@ int train_run(const options *o, const ddp_env *env, int gpu)
     run_teardown(&r);
     if (!r.signal)
         return 0;
-    say("stopped by %s at step %ld: checkpoint written, exit 75 (run the same command to resume); %.2f s from the "
-        "signal to the exit", preempt_name(r.signal), r.step, r.signal_age + clock_now() - r.signal_seen);
+    if (r.signal == PREEMPT_TIME_LIMIT)
+        say("stopped before the job's time limit at step %ld (%.0f s left): checkpoint written, exit 75 (run the same "
+            "command to resume)", r.step, r.job_end - (double)time(NULL));
+    else
+        say("stopped by %s at step %ld: checkpoint written, exit 75 (run the same command to resume); %.2f s from "
+            "the signal to the exit", preempt_name(r.signal), r.step, r.signal_age + clock_now() - r.signal_seen);
     return EX_TEMPFAIL;
 }

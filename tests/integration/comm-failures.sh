@@ -5,8 +5,9 @@
 # - a failing MPI call: 70 and our one line naming the call (MPI_ERRORS_RETURN), not Open MPI's banner;
 # - a rank sleeps or leaves instead of joining the gradient all-reduce: the others stop with 69 at the
 #   --comm-timeout deadline, not before it;
-# - the trainer with rank 1 frozen (SIGSTOP) once training has begun: 69, rank 0 naming --comm-timeout,
-#   and the frozen rank does not outlive the job.
+# - the trainer with rank 1 frozen (SIGSTOP) once training has begun, without --comm-timeout (its 300 s
+#   start-up bound): 69 at the --step-timeout deadline, rank 0 naming the option and rank 1, and the frozen
+#   rank does not outlive the job; --help gives that deadline's default, 60 s.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -39,10 +40,13 @@ for how in stall leave; do
   one_line
 done
 
-# The trainer: rank 1 records its PID and becomes mnist_ddp (exec keeps the PID). It is frozen once it
-# prints its model line (--verbose), the last one before the training loop; without progress lines
-# (--log-interval) the loop's only collective is the gradient all-reduce, so rank 0 must be stopped by
-# its deadline.
+# The default steady-state deadline (the frozen run below sets a short one to stay quick).
+"$MNIST_DDP" --help | grep -A1 -- '^  --step-timeout S ' | grep -q '\[60\]$' || fail "--help: no --step-timeout default of 60 s"
+
+# The trainer: rank 1 records its PID and becomes mnist_ddp (exec keeps the PID). It is frozen after its
+# first progress line (--log-interval 1, --verbose), so the first step is over on both ranks; the later
+# steps' only collective is the gradient all-reduce (progress lines need every rank too, but rank 0
+# reaches the all-reduce of the next step first), so rank 0 must be stopped by the step deadline.
 pidfile=$TMP/rank1.pid
 # If the test fails half-way, the frozen rank must not be left behind (its PID, if it is still ours).
 cleanup() {
@@ -54,11 +58,11 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck disable=SC2016
 run_np 2 sh -c '[ "$OMPI_COMM_WORLD_RANK" != 1 ] || echo $$ >"$0"; exec "$@"' "$pidfile" \
-  "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --log-interval 1000000 --comm-timeout 3 --verbose \
+  "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --log-interval 1 --step-timeout 3 --verbose \
   >"$TMP/train.out" 2>"$TMP/train.err" &
 job=$!
 i=0
-until grep -q '^\[rank 1\] model ' "$TMP/train.out" && [ -s "$pidfile" ]; do
+until grep -q '^\[rank 1\] epoch 1 step 1/' "$TMP/train.out" && [ -s "$pidfile" ]; do
   i=$((i + 1))
   [ "$i" -le 600 ] || { cat "$TMP/train.out" "$TMP/train.err" >&2; fail "the trainer did not start within 60 s"; }
   sleep 0.1
@@ -71,10 +75,10 @@ rc=$?
 set -e
 [ "$rc" -eq 69 ] || { cat "$TMP/train.out" "$TMP/train.err" >&2; fail "frozen rank: exit $rc, expected 69"; }
 [ $(($(date +%s) - t0)) -ge 3 ] || fail "frozen rank: stopped before the 3 s deadline"
-# One line from rank 0, naming the deadline. Open MPI sends SIGCONT before it kills, so rank 1, if frozen
-# in its own wait, may wake past its deadline and say so too; no other error line.
-deadline='did not complete within --comm-timeout 3 s: '
-n=$(grep -c ": error: .*$deadline.*\[rank 0/2 " "$TMP/train.err" || true)
+# One line from rank 0, naming the deadline and rank 1. Open MPI sends SIGCONT before it kills, so rank 1,
+# if frozen in its own wait, may wake past its deadline and say so too; no other error line.
+deadline='did not complete within --step-timeout 3 s: '
+n=$(grep -c ": error: .*${deadline}rank 1 (the other rank) did not arrive.*\[rank 0/2 " "$TMP/train.err" || true)
 [ "$n" -eq 1 ] || { cat "$TMP/train.err" >&2; fail "frozen rank: $n deadline lines from rank 0, expected 1"; }
 if grep ': error: ' "$TMP/train.err" | grep -v -e "$deadline.*\[rank [01]/2 " >&2; then
   fail "frozen rank: an error line other than the deadline's"
@@ -86,4 +90,4 @@ while st=$(ps -o stat= -p "$(cat "$pidfile")") && [ "${st#Z}" = "$st" ]; do
   [ "$i" -le 100 ] || fail "the frozen rank outlived the job (state $st)"
   sleep 0.1
 done
-echo "ok: frozen rank 1, exit 69, '$(grep -m1 'comm-timeout' "$TMP/train.err")'"
+echo "ok: frozen rank 1, exit 69 after $(($(date +%s) - t0)) s, '$(grep -m1 'step-timeout' "$TMP/train.err")'"
