@@ -98,7 +98,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$tmp/munge/munge.socket
+# cred_expire also delays a requeued job's start (default 120 s, plus up to a minute for the next scheduling pass).
+AuthInfo=socket=$tmp/munge/munge.socket,cred_expire=10
 StateSaveLocation=$tmp/state
 SlurmdSpoolDir=$tmp/spool
 SlurmctldPidFile=$tmp/slurmctld.pid
@@ -268,6 +269,88 @@ if [ "$rc" -eq 0 ] && [ "$(awk 'NR > 1 && $2 > 0' scaling/scaling.tsv 2> /dev/nu
     pass "slurm/scaling: $(tr '\t\n' ' ;' < scaling/scaling.tsv)"
 else
     fail "slurm/scaling exited $rc" scaling.submit "scaling-$job.out" scaling/scaling.tsv
+fi
+
+# 8. Preemption: a job signalled mid-run checkpoints, exits 75, is requeued by the template (same job ID,
+# PENDING again, then RUNNING), resumes and ends with the parameters of a job that was never signalled.
+pre=(--max-steps 40 --log-interval 1 --seed 3)
+# Bit for bit: every tensor of two --save-model files holds the same bytes.
+same_model() {
+    "${PYTHON3:-/usr/bin/python3}" - "$1" "$2" << 'PY'
+import sys, h5py
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+sys.exit(0 if names and all(n in b and a[n][()].tobytes() == b[n][()].tobytes() for n in names) else 1)
+PY
+}
+# note_state STATE: appends a job state to $states unless it repeats the last one or is transitional. The
+# first PENDING is left out: a job may be running before the first look.
+note_state() {
+    case $1 in COMPLETING | CONFIGURING | REQUEUED) return ;; esac
+    [ -n "$states" ] || [ "$1" != PENDING ] || return
+    [ "$1" = "${states##* }" ] || states="$states $1"
+}
+fingerprint() { sed -n 's/.*"type":"summary".*"fingerprint":"\([0-9a-f]*\)".*/\1/p' "$1" 2> /dev/null; }
+timeout -k 10 300 sbatch --wait "${cpu[@]}" "$srcdir/slurm/run-ddp.sbatch" "${train[@]}" "${pre[@]}" \
+    --metrics ref.jsonl --save-model ref.h5 > ref.submit 2>&1
+rc=$? job=$(job_id ref.submit) log=mnist-ddp-$job.out
+if [ "$rc" -eq 0 ] && [ -n "$(fingerprint ref.jsonl)" ] && [ -s ref.h5 ] && ! grep -q 'requeueing' "$log"; then
+    pass "uninterrupted run-ddp.sbatch reference: fingerprint $(fingerprint ref.jsonl)"
+else
+    fail "uninterrupted reference job exited $rc" ref.submit "$log"
+fi
+sbatch "${cpu[@]}" "$srcdir/slurm/run-ddp.sbatch" "${train[@]}" "${pre[@]}" --metrics pre.jsonl \
+    --save-model pre.h5 > pre.submit 2>&1
+job=$(job_id pre.submit) log=mnist-ddp-$job.out
+# The job's states in order, once each; the signal goes to the batch script once training is under way.
+states='' signalled='' info=''
+for _ in $(seq 900); do
+    info=$(scontrol show job -o "$job" 2> /dev/null) || break
+    st=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<< "$info")
+    note_state "$st"
+    if [ -z "$signalled" ] && grep -q '^epoch 1 step 5/' "$log" 2> /dev/null; then
+        scancel -s USR1 -b "$job" && signalled=1
+    fi
+    case $st in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) break ;; esac
+    sleep 0.2
+done
+echo "preempted job $job: states$states; $(grep -Eo 'Restarts=[0-9]+|ExitCode=[0-9:]+' <<< "$info" | tr '\n' ' ')"
+at=$(sed -n 's/^stopped by SIGUSR1 at step \([0-9]*\):.*/\1/p' "$log" 2> /dev/null)
+if [ -n "$signalled" ] && [ "${states# }" = "RUNNING PENDING RUNNING COMPLETED" ] &&
+    grep -q 'Restarts=1 ' <<< "$info" && [ -n "$at" ] && [ "$at" -lt 40 ] &&
+    [ -f "$(printf 'checkpoints/%s/ckpt-%012d.h5' "$job" "$at")" ] &&
+    sed -n "/requeueing job $job/,\$p" "$log" | grep -q "^resumed from step $at (restart 1)" &&
+    [ "$(fingerprint pre.jsonl)" = "$(fingerprint ref.jsonl)" ] && same_model ref.h5 pre.h5; then
+    pass "USR1 to the batch script: $(grep -m1 '^stopped by' "$log"); requeued, $(grep -m1 '^resumed from' "$log" | cut -d: -f1), same parameters as the reference"
+else
+    fail "preempted job $job (signalled: ${signalled:-no}, stopped at step ${at:-none}, states$states) did not requeue, resume and match the reference ($(fingerprint pre.jsonl) vs $(fingerprint ref.jsonl))" pre.submit "$log"
+fi
+
+# 9. A job whose time limit (1 minute) comes first stops by itself with a checkpoint before it: the end time
+# comes from scontrol (Slurm 22.05 has no SLURM_JOB_END_TIME), the stop 30 s plus a few steps before it.
+# The template's USR1 is replaced by a harmless CONT: Slurm may send it up to 60 s early, which here could
+# stop the job before its own decision.
+sbatch "${cpu[@]}" --time=1 --signal=B:CONT@5 "$srcdir/slurm/run-ddp.sbatch" --device cpu --epochs 14 \
+    > limit.submit 2>&1
+job=$(job_id limit.submit) log=mnist-ddp-$job.out
+states=''
+for _ in $(seq 500); do
+    st=$(squeue -h -j "$job" -o %T 2> /dev/null)
+    [ -n "$st" ] || break
+    note_state "$st"
+    [ "${states# }" = "RUNNING PENDING" ] && break
+    sleep 0.2
+done
+scancel "$job" 2> /dev/null
+at=$(sed -n "s/^stopped before the job's time limit at step \([0-9]*\) (\([0-9]*\) s left).*/\1/p" "$log" 2> /dev/null)
+left=$(sed -n "s/^stopped before the job's time limit at step [0-9]* (\([0-9]*\) s left).*/\1/p" "$log" 2> /dev/null)
+if [ "${states# }" = "RUNNING PENDING" ] && [ -n "$at" ] && [ "$left" -ge 20 ] &&
+    [ -f "$(printf 'checkpoints/%s/ckpt-%012d.h5' "$job" "$at")" ] && grep -q "requeueing job $job" "$log" &&
+    ! grep -q '^run-ddp: signal' "$log"; then
+    pass "--time=1: $(grep -m1 '^the job ends in' "$log" | cut -d: -f1); $(grep -m1 '^stopped before' "$log" | cut -d: -f1), requeued"
+else
+    fail "--time=1 job $job (states$states) did not stop by itself with a checkpoint before its limit" limit.submit "$log"
 fi
 
 [ "$failures" -eq 0 ] || daemon_logs
