@@ -98,8 +98,10 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-# cred_expire also delays a requeued job's start (default 120 s, plus up to a minute for the next scheduling pass).
+# A requeued job may start again only cred_expire seconds later (default 120), and then at the next periodic
+# scheduling pass (sched_interval, default 60 s).
 AuthInfo=socket=$tmp/munge/munge.socket,cred_expire=10
+SchedulerParameters=sched_interval=2
 StateSaveLocation=$tmp/state
 SlurmdSpoolDir=$tmp/spool
 SlurmctldPidFile=$tmp/slurmctld.pid
