@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "comm.h"
 #include "errors.h"
 
 static volatile sig_atomic_t caught;
@@ -71,14 +72,14 @@ double preempt_job_end(void)
     return end > 0 ? end : 0;
 }
 
-int preempt_agree(double *age, int time_up)
+int preempt_agree(double *age, int time_up, double timeout_s, const char *option, long step)
 {
     int sig = caught ? caught : time_up ? PREEMPT_TIME_LIMIT : 0;
     /* Each rank measures on its own clock: monotonic clocks of different nodes are not comparable. */
     double v[2] = {sig, -1};
     if (caught)
         v[1] = clock_now() - ((double)caught_at.tv_sec + 1e-9 * (double)caught_at.tv_nsec);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    comm_allreduce_within(MPI_COMM_WORLD, v, 2, MPI_MAX, timeout_s, option, "stop agreement", step);
     *age = v[1];
     return (int)v[0];
 }

@@ -13,9 +13,10 @@ enum { PREEMPT_TIME_LIMIT = 1000 };
 double preempt_job_end(void);
 /* Installs the handlers (only with checkpoints: without them the default, ending at once, is better). */
 void preempt_install(void);
-/* Collective: the signal any rank caught (0: none), else PREEMPT_TIME_LIMIT when time_up on any rank;
- * *age gets the seconds since the first signal. */
-int preempt_agree(double *age, int time_up);
+/* Collective, waiting at most timeout_s (option names that bound in the message): the signal any rank
+ * caught (0: none), else PREEMPT_TIME_LIMIT when time_up on any rank; *age gets the seconds since the
+ * first signal. */
+int preempt_agree(double *age, int time_up, double timeout_s, const char *option, long step);
 /* "SIGUSR1", ... */
 const char *preempt_name(int sig);
 #endif

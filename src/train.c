@@ -203,11 +203,22 @@ static int time_up(const run *r)
     return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec + margin >= r->job_end;
 }
 
+/* How long a collective of the training loop may wait now (start-up or steady state), and which option
+ * says so. */
+static double wait_deadline(const run *r, const char **option)
+{
+    return comm_wait_deadline(r->o->comm_timeout, r->o->step_timeout, r->step - r->start.step, option);
+}
+
 /* After a step: whether a rank caught a signal or the time limit is near (only with checkpoints, which it
  * then writes). */
 static int preempted(run *r, int epoch, uint64_t epoch_step)
 {
-    if (!r->o->checkpoint_dir || !(r->signal = preempt_agree(&r->signal_age, time_up(r))))
+    if (!r->o->checkpoint_dir)
+        return 0;
+    const char *option;
+    double timeout = wait_deadline(r, &option);
+    if (!(r->signal = preempt_agree(&r->signal_age, time_up(r), timeout, option, r->step)))
         return 0;
     r->signal_seen = clock_now();
     save_state(r, epoch, epoch_step);
@@ -262,7 +273,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             /* Every rank's local loss sum: the line shows the loss of all ranks' samples. Under the
              * all-reduce's deadline: a peer frozen between the two must not hang this one. */
             const char *option;
-            double timeout = comm_wait_deadline(o->comm_timeout, o->step_timeout, r->step - r->start.step, &option);
+            double timeout = wait_deadline(r, &option);
             comm_allreduce_within(MPI_COMM_WORLD, sums, 2, MPI_SUM, timeout, option, "progress-line sum", r->step);
             double t = clock_now();
             say("epoch %d step %llu/%llu loss %.4f lr %.4g images/s %.0f", epoch, (unsigned long long)(s + 1),
@@ -315,7 +326,8 @@ static void run_setup(run *r, int gpu)
                 "write before that", r->job_end - (double)time(NULL), STOP_SAFETY_S);
     }
     load_data(r);
-    r->ckpt = (ts_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep};
+    r->ckpt = (ts_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep,
+                          .timeout_s = o->comm_timeout};
     describe_run(r);
     int capacity = r->rc.batch > o->test_batch_size ? r->rc.batch : o->test_batch_size;
     if (capacity > 256 && capacity > r->rc.batch)

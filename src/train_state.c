@@ -226,8 +226,11 @@ void ts_save(const ts_config *c, model *m, optim *opt, const ts_position *p)
         write_durably(c, m, &h, p);
     }
     host_free(&h);
-    /* The other ranks wait here, so the job goes on only with the checkpoint in place. */
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    /* The other ranks wait here, so the job goes on only with the checkpoint in place; a rank 0 that
+     * froze in the write must not hang them. */
+    double done = 0;
+    comm_allreduce_within(MPI_COMM_WORLD, &done, 1, MPI_SUM, c->timeout_s, "--comm-timeout", "checkpoint write",
+                          p->step);
     char path[PATH_LEN];
     say("checkpoint: step %ld (epoch %d, step %ld of it) written to %s in %.3f s", p->step, p->epoch, p->epoch_step,
         file_path(path, sizeof path, c->dir, p->step), clock_now() - t0);

@@ -43,6 +43,7 @@ typedef struct {
     const char *dir;    /* NULL: no checkpoints */
     const char *resume; /* "auto", "never" or a checkpoint file */
     int keep;
+    double timeout_s;   /* how long the other ranks wait for rank 0's write (--comm-timeout) */
     ts_identity id;
 } ts_config;
 
