@@ -123,7 +123,7 @@ static void test_grad_comm(gpu_comm *c, size_t bucket_bytes, float *dgrads, floa
         die(EX_SOFTWARE, "bucket 0: %d buckets, expected one per tensor (%d)", st.buckets, NT);
     if (bucket_bytes >= n * sizeof(float) && st.buckets != 1)
         die(EX_SOFTWARE, "bucket larger than the gradient: %d buckets, expected 1", st.buckets);
-    double exposed = st.exposed_s / (double)st.reductions;
+    double exposed = comm_exposed_per_step(&st);
     say("bucketed all-reduce, bucket %9zu bytes: exact on %d ranks; %2d bucket%s, blocking %.3f ms, exposed %.3f ms "
         "per step, %.0f%% hidden", bucket_bytes, env.world, st.buckets, st.buckets == 1 ? "" : "s",
         1e3 * st.blocking_s, 1e3 * exposed, 100 * comm_hidden_fraction(exposed, st.blocking_s));
