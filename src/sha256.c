@@ -1,6 +1,8 @@
 #include "sha256.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -119,4 +121,29 @@ void sha256_hex(const void *data, size_t len, char hex[SHA256_HEX_LEN + 1])
     sha256_init(&c);
     sha256_update(&c, data, len);
     sha256_final_hex(&c, hex);
+}
+
+int sha256_fd_hex(int fd, uint64_t from, char hex[SHA256_HEX_LEN + 1], uint64_t *bytes)
+{
+    uint8_t buf[1 << 14];
+    sha256_ctx c;
+    uint64_t total = 0;
+    if (lseek(fd, (off_t)from, SEEK_SET) < 0)
+        return errno;
+    sha256_init(&c);
+    for (;;) {
+        ssize_t got = read(fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return errno;
+        if (got == 0)
+            break;
+        sha256_update(&c, buf, (size_t)got);
+        total += (uint64_t)got;
+    }
+    sha256_final_hex(&c, hex);
+    if (bytes)
+        *bytes = total;
+    return 0;
 }

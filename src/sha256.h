@@ -21,4 +21,7 @@ void sha256_final(sha256_ctx *c, uint8_t digest[32]);
 void sha256_final_hex(sha256_ctx *c, char hex[SHA256_HEX_LEN + 1]);
 /* One-shot digest of a buffer, as hex. */
 void sha256_hex(const void *data, size_t len, char hex[SHA256_HEX_LEN + 1]);
+/* Digest of an open file's bytes from offset 'from' to its end, as hex; the byte count hashed goes to
+ * *bytes when not NULL. Returns 0, or an errno value (the descriptor's position is left anywhere). */
+int sha256_fd_hex(int fd, uint64_t from, char hex[SHA256_HEX_LEN + 1], uint64_t *bytes);
 #endif

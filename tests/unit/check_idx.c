@@ -2,6 +2,7 @@
  * naming the file and the problem. */
 #define _GNU_SOURCE
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,37 @@ START_TEST(sha256_vectors)
                        "mnopqrstnopqrstu";
     sha256_hex(m896, strlen(m896), hex);
     ck_assert_str_eq(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+}
+END_TEST
+
+/* A file hashed from an offset: the skipped prefix is not hashed, the count is what was, and a file
+ * larger than the read buffer is hashed whole. */
+START_TEST(sha256_file_from_offset)
+{
+    char *dir = tu_mkdtemp("check_sha256"), *path = tu_path(dir, "hash-me");
+    static char big[100000];
+    memset(big, 'a', sizeof big);
+    memcpy(big + sizeof big - 3, "abc", 3);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(big, 1, sizeof big, f), sizeof big);
+    fclose(f);
+    char hex[SHA256_HEX_LEN + 1], want[SHA256_HEX_LEN + 1];
+    uint64_t n = 0;
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(sha256_fd_hex(fd, sizeof big - 3, hex, &n), 0);
+    ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(sha256_fd_hex(fd, 0, hex, &n), 0);
+    sha256_hex(big, sizeof big, want);
+    ck_assert_str_eq(hex, want);
+    ck_assert_uint_eq(n, sizeof big);
+    close(fd);
+    ck_assert_int_ne(sha256_fd_hex(-1, 0, hex, NULL), 0);
+    free(path);
+    tu_rmrf(dir);
+    free(dir);
 }
 END_TEST
 
@@ -431,6 +463,7 @@ static Suite *idx_suite(void)
     TCase *tc = tcase_create("sha256");
     tcase_add_test(tc, sha256_vectors);
     tcase_add_test(tc, sha256_incremental);
+    tcase_add_test(tc, sha256_file_from_offset);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("good");
