@@ -3,7 +3,7 @@
 # Included from the top-level Makefile.am (paths from the top dir).
 src_libmnistddp_a_SOURCES += src/idx.c src/idx.h src/sha256.c src/sha256.h \
 	src/shards.h src/shard_names.c src/shard_names.h src/shard_read.c \
-	src/shard_write.c src/h5util.c src/h5util.h src/sampler.c src/sampler.h
+	src/shard_write.c src/manifest.c src/manifest.h src/h5util.c src/h5util.h src/sampler.c src/sampler.h
 
 bin_PROGRAMS += src/mnist2h5
 src_mnist2h5_SOURCES = src/mnist2h5.c

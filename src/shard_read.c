@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "errors.h"
 #include "h5util.h"
 #include "idx.h"
+#include "manifest.h"
 #include "shard_names.h"
 
 typedef struct {
@@ -80,6 +82,9 @@ static uint64_t check_position(const shard_set *s, int i, const char *what, set_
         die(EX_DATAERR, "shard '%s' says it is shard %llu of %llu, but its name says %d of %d "
             "(a duplicated or renamed file?)", f->path, (unsigned long long)index, (unsigned long long)count, i,
             s->nfiles);
+    if (tot > SHARDS_MAX_SAMPLES)
+        die(EX_DATAERR, "shard '%s' declares %llu samples in its set, more than the %llu this reader accepts "
+            "(a damaged file?)", f->path, (unsigned long long)tot, (unsigned long long)SHARDS_MAX_SAMPLES);
     if (i == 0)
         so_far->total = tot;
     else if (tot != so_far->total)
@@ -117,7 +122,33 @@ static int shard_dims(const char *what, hid_t d, const char *name, hsize_t dims[
     return nd;
 }
 
-/* /images uint8 [n,28,28] and /labels uint8 [n]; sets f->n. */
+/* The chunks HDF5 will allocate whole while reading d (shape dims[nd]): within the dataset and
+ * SHARDS_MAX_CHUNK_BYTES, so a damaged or hostile file cannot make it allocate gigabytes. */
+static void check_chunks(const shard_file *f, hid_t d, const char *name, const hsize_t *dims, int nd)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        die(EX_DATAERR, "shard '%s': cannot read the storage layout of /%s (%s)", f->path, name, h5_msg());
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        hsize_t c[8];
+        int ok = H5Pget_chunk(dcpl, 8, c) == nd;
+        uint64_t bytes = 1;
+        for (int k = 0; ok && k < nd; k++) {
+            ok = c[k] >= 1 && c[k] <= dims[k]; /* dims are bounded: the product cannot overflow */
+            bytes *= c[k];
+        }
+        if (!ok || bytes > SHARDS_MAX_CHUNK_BYTES) {
+            char shape[128], chunk[128];
+            h5_shape_str(dims, nd, shape, sizeof shape);
+            h5_shape_str(c, ok ? nd : 1, chunk, sizeof chunk);
+            die(EX_DATAERR, "shard '%s': /%s of shape %s declares chunks %s beyond its shape or %llu MiB "
+                "(a damaged file?)", f->path, name, shape, chunk, (unsigned long long)(SHARDS_MAX_CHUNK_BYTES >> 20));
+        }
+    }
+    H5Pclose(dcpl);
+}
+
+/* /images uint8 [n,28,28] and /labels uint8 [n], n bounded, with bounded chunks; sets f->n. */
 static void open_datasets(shard_file *f, const char *what)
 {
     hsize_t di[8], dl[8];
@@ -130,6 +161,10 @@ static void open_datasets(shard_file *f, const char *what)
         die(EX_DATAERR, "shard '%s': /images has shape %s, expected [n,%d,%d]", f->path, shape, MNIST_ROWS,
             MNIST_COLS);
     }
+    if (di[0] > SHARDS_MAX_SAMPLES)
+        die(EX_DATAERR, "shard '%s': /images declares %llu samples, more than the %llu this reader accepts "
+            "(a damaged file?)", f->path, (unsigned long long)di[0], (unsigned long long)SHARDS_MAX_SAMPLES);
+    check_chunks(f, f->images, "images", di, nd);
     f->labels = h5_open_dataset(what, f->file, "labels");
     h5_check_uint8(what, f->labels, "labels");
     nd = shard_dims(what, f->labels, "labels", dl);
@@ -138,6 +173,7 @@ static void open_datasets(shard_file *f, const char *what)
         die(EX_DATAERR, "shard '%s': /labels has shape %s, expected [%llu] like /images", f->path, shape,
             (unsigned long long)di[0]);
     }
+    check_chunks(f, f->labels, "labels", dl, nd);
     f->n = di[0];
 }
 
@@ -188,6 +224,49 @@ static int complete_set(const char *dir, const char *prefix, const shard_entry *
     return m;
 }
 
+/* Prove every file intact before HDF5 parses any (src/manifest.h). Every rank hashes what it opens
+ * itself: ranks may see different files on a shared file system, and each must stop on its own view.
+ * Without a manifest (another tool, an older mnist2h5) the set is unverified: one warning from
+ * rank 0, then HDF5's own checks (Fletcher-32 on the data) are all there is. */
+static manifest *verify_files(const char *dir, const char *prefix, const shard_entry *v, size_t n)
+{
+    manifest *mf = manifest_load(dir, prefix);
+    if (mf)
+        manifest_verify(mf, dir, v, n);
+    else if (world_rank() == 0)
+        warn("shard set %s/%s-*.h5 has no manifest %s.manifest (written by another tool or an older mnist2h5): "
+             "not verified, only HDF5's own checks apply", dir, prefix, prefix);
+    return mf;
+}
+
+/* What the opened files say must be what the verified manifest says. */
+static void agree_with_manifest(const shard_set *s, const manifest *mf)
+{
+    for (int i = 0; i < s->nfiles; i++)
+        if (s->f[i].n != mf->f[i].samples)
+            die(EX_DATAERR, "shard '%s' holds %llu samples, its manifest '%s' says %llu", s->f[i].path,
+                (unsigned long long)s->f[i].n, mf->path, (unsigned long long)mf->f[i].samples);
+    if (strcmp(s->sha256, mf->source_sha256) != 0)
+        die(EX_DATAERR, "shard set %s/%s-*.h5 has source_sha256 '%.12s', its manifest '%s' says '%.12s'", s->dir,
+            s->prefix, s->sha256, mf->path, mf->source_sha256);
+}
+
+/* A loader holds a set at most twice (a staging copy and the backend's), 785 bytes a sample: refuse
+ * what this process cannot hold (physical memory, or less under RLIMIT_AS) before anyone allocates it. */
+static void check_memory(const shard_set *s)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t limit = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (uint64_t)rl.rlim_cur < limit)
+        limit = (uint64_t)rl.rlim_cur;
+    uint64_t need = 2 * s->total * (MNIST_PIXELS + 1);
+    if (need > limit)
+        die(EX_OSERR, "shard set %s/%s-*.h5 holds %llu samples: loading it needs %llu MiB per rank, more than "
+            "the %llu MiB this process may use", s->dir, s->prefix, (unsigned long long)s->total,
+            (unsigned long long)(need >> 20), (unsigned long long)(limit >> 20));
+}
+
 shard_set *shards_open(const char *dir, const char *prefix)
 {
     h5_quiet();
@@ -198,7 +277,8 @@ shard_set *shards_open(const char *dir, const char *prefix)
     if (shard_scan_dir(dir, prefix, 0, &v, &n) != 0)
         die(EX_NOINPUT, "cannot open shard directory '%s': %s (run 'make data' or mnist2h5)", dir,
             strerror(errno));
-    int m = complete_set(dir, prefix, v, n);
+    int m = complete_set(dir, prefix, v, n); /* names only: nothing parsed yet */
+    manifest *mf = verify_files(dir, prefix, v, n);
     shard_set *s = xcalloc(1, sizeof *s);
     s->dir = xstrdup(dir);
     s->prefix = xstrdup(prefix);
@@ -214,6 +294,10 @@ shard_set *shards_open(const char *dir, const char *prefix)
             dir, prefix, m, (unsigned long long)so_far.next_first, (unsigned long long)so_far.total);
     s->total = so_far.total;
     memcpy(s->sha256, so_far.sha256, sizeof s->sha256);
+    if (mf)
+        agree_with_manifest(s, mf);
+    check_memory(s);
+    manifest_free(mf);
     shard_entries_free(v, n);
     return s;
 }

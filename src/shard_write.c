@@ -16,6 +16,7 @@
 #include "errors.h"
 #include "h5util.h"
 #include "idx.h"
+#include "manifest.h"
 #include "shard_names.h"
 
 /* ---------------------------------------------------------------- temporaries */
@@ -60,21 +61,25 @@ __attribute__((format(printf, 2, 3))) _Noreturn static void w_fail(int code, con
     die(code, "%s", msg);
 }
 
-/* Name every file (final and temporary) before creating any, so every exit path removes them. */
+/* Name every file (final and temporary) before creating any, so every exit path removes them: the
+ * shards, then the manifest (entry nshards), renamed last so that a set with a manifest is complete. */
 static void register_files(const char *dir, const char *prefix, int nshards)
 {
     static int atexit_done;
-    w_tmp = xcalloc((size_t)nshards, sizeof *w_tmp);
-    w_final = xcalloc((size_t)nshards, sizeof *w_final);
-    w_state = xcalloc((size_t)nshards, sizeof *w_state);
+    w_tmp = xcalloc((size_t)nshards + 1, sizeof *w_tmp);
+    w_final = xcalloc((size_t)nshards + 1, sizeof *w_final);
+    w_state = xcalloc((size_t)nshards + 1, sizeof *w_state);
     char name[512], tname[600];
-    for (int i = 0; i < nshards; i++) {
-        shards_name(name, sizeof name, prefix, i, nshards);
+    for (int i = 0; i <= nshards; i++) {
+        if (i < nshards)
+            shards_name(name, sizeof name, prefix, i, nshards);
+        else
+            snprintf(name, sizeof name, "%s.manifest", prefix);
         snprintf(tname, sizeof tname, ".%s.tmp.%ld", name, (long)getpid());
         w_final[i] = shard_join(dir, name);
         w_tmp[i] = shard_join(dir, tname);
     }
-    w_n = nshards;
+    w_n = nshards + 1;
     if (!atexit_done) {
         atexit(w_atexit);
         atexit_done = 1;
@@ -84,7 +89,7 @@ static void register_files(const char *dir, const char *prefix, int nshards)
 /* The write is over (committed): nothing left to clean up. */
 static void forget_files(int nshards)
 {
-    for (int i = 0; i < nshards; i++) {
+    for (int i = 0; i <= nshards; i++) {
         free(w_tmp[i]);
         free(w_final[i]);
     }
@@ -109,16 +114,16 @@ static void catch_signals(struct sigaction old[W_NSIG])
     }
 }
 
-/* Rename all temporaries to their final names, or none: no signal in between; then the caller's
- * handlers again. */
-static void commit_files(const char *dir, int nshards, const struct sigaction old[W_NSIG])
+/* Rename all nfiles temporaries to their final names, in order, or none: no signal in between; then
+ * the caller's handlers again. */
+static void commit_files(const char *dir, int nfiles, const struct sigaction old[W_NSIG])
 {
     sigset_t block, saved;
     sigemptyset(&block);
     for (size_t k = 0; k < W_NSIG; k++)
         sigaddset(&block, w_signals[k]);
     sigprocmask(SIG_BLOCK, &block, &saved);
-    for (int i = 0; i < nshards; i++) {
+    for (int i = 0; i < nfiles; i++) {
         if (rename(w_tmp[i], w_final[i]) != 0) {
             int err = errno;
             w_fail(EX_CANTCREAT, "cannot rename '%s' to '%s': %s", w_tmp[i], w_final[i], strerror(err));
@@ -130,7 +135,7 @@ static void commit_files(const char *dir, int nshards, const struct sigaction ol
         fsync(dfd);
         close(dfd);
     }
-    for (int i = 0; i < nshards; i++)
+    for (int i = 0; i < nfiles; i++)
         w_state[i] = W_NONE;
     w_n = 0;
     for (size_t k = 0; k < W_NSIG; k++)
@@ -208,6 +213,22 @@ static void write_shard(const write_job *j, int index, uint64_t first, uint64_t 
     close(fd);
 }
 
+/* The manifest of the complete temporaries m->f[i].name (final names; samples set), into its own
+ * temporary, or w_fail. */
+static void write_manifest(const write_job *j, manifest *m)
+{
+    for (int i = 0; i < m->count; i++) {
+        int err = manifest_hash_file(w_tmp[i], &m->f[i].bytes, m->f[i].sha256);
+        if (err)
+            w_fail(EX_IOERR, "cannot read back shard file '%s': %s", w_tmp[i], strerror(err));
+    }
+    w_state[m->count] = W_TEMP;
+    int err = manifest_write(w_tmp[m->count], j->prefix, m);
+    if (err)
+        w_fail(err == EEXIST || err == EACCES ? EX_CANTCREAT : EX_IOERR, "cannot write the manifest '%s': %s",
+               w_tmp[m->count], strerror(err));
+}
+
 /* ---------------------------------------------------------------- the set */
 
 static int mkdir_p(const char *dir)
@@ -234,13 +255,17 @@ static int mkdir_p(const char *dir)
 }
 
 /* Everything that can be checked before touching the file system, then the output directory. */
-static void check_request(const char *dir, const char *prefix, int nshards, const uint8_t *labels, uint64_t n)
+static void check_request(const char *dir, const char *prefix, int nshards, const uint8_t *labels, uint64_t n,
+                          const char *sha)
 {
     if (!shards_prefix_ok(prefix))
         die(EX_USAGE, "invalid shard prefix '%s': use letters, digits, '_', '.', '-' (not first)",
             prefix ? prefix : "(null)");
-    if (n == 0)
-        die(EX_DATAERR, "no samples to write to %s/%s-*.h5", dir, prefix);
+    if (n == 0 || n > SHARDS_MAX_SAMPLES)
+        die(EX_DATAERR, "cannot write %llu samples to %s/%s-*.h5 (1..%llu)", (unsigned long long)n, dir, prefix,
+            (unsigned long long)SHARDS_MAX_SAMPLES);
+    if (sha[0] && (strlen(sha) != SHA256_HEX_LEN || strspn(sha, "0123456789abcdef") != SHA256_HEX_LEN))
+        die(EX_SOFTWARE, "source digest '%.80s' is not a SHA-256 in lowercase hex", sha);
     if (nshards < 1 || nshards > SHARDS_MAX || (uint64_t)nshards > n)
         die(EX_USAGE, "cannot split %llu samples into %d shards (1..%llu)", (unsigned long long)n, nshards,
             (unsigned long long)(n < SHARDS_MAX ? n : SHARDS_MAX));
@@ -278,20 +303,26 @@ void shards_write(const char *dir, const char *prefix, int nshards, const uint8_
                   uint64_t n, const char *source_sha256)
 {
     h5_quiet();
-    check_request(dir, prefix, nshards, labels, n);
     write_job j = {prefix, nshards, images, labels, n, source_sha256 ? source_sha256 : ""};
+    check_request(dir, prefix, nshards, labels, n, j.sha);
     register_files(dir, prefix, nshards);
     struct sigaction old[W_NSIG];
     catch_signals(old);
+    manifest m = {.count = nshards, .total = n, .f = xcalloc((size_t)nshards, sizeof *m.f)};
+    snprintf(m.source_sha256, sizeof m.source_sha256, "%s", j.sha);
     /* Sizes differ by at most one: the first n % nshards shards get one more. */
     uint64_t base = n / (uint64_t)nshards, extra = n % (uint64_t)nshards, first = 0;
     for (int i = 0; i < nshards; i++) {
         uint64_t cnt = base + ((uint64_t)i < extra);
         w_state[i] = W_TEMP; /* before creation: the handler may race with H5Fcreate */
         write_shard(&j, i, first, cnt);
+        m.f[i].name = strrchr(w_final[i], '/') + 1;
+        m.f[i].samples = cnt;
         first += cnt;
     }
-    commit_files(dir, nshards, old);
+    write_manifest(&j, &m);
+    free(m.f);
+    commit_files(dir, nshards + 1, old);
     remove_stale(dir, prefix, nshards);
     forget_files(nshards);
 }

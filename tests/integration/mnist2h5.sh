@@ -101,7 +101,7 @@ run 0 "wrote 1000 samples .*/nested/train-00000-of-00003.h5 .. train-00002-of-00
 run 0 "wrote 1000 samples .*/nested/test-00000-of-00001.h5" --images "$I" --labels "$L" --out "$out/nested" --shards 1 --prefix test
 # shellcheck disable=SC2012
 listing=$(ls -A "$out/nested" | tr '\n' ' ')
-[ "$listing" = "test-00000-of-00001.h5 train-00000-of-00003.h5 train-00001-of-00003.h5 train-00002-of-00003.h5 " ] ||
+[ "$listing" = "test-00000-of-00001.h5 test.manifest train-00000-of-00003.h5 train-00001-of-00003.h5 train-00002-of-00003.h5 train.manifest " ] ||
   fail "unexpected files (temporaries left?): $listing"
 
 h5dump -H "$out/nested/train-00001-of-00003.h5" >"$tmp/h5dump.txt" 2>&1 || fail "h5dump -H failed: $(cat "$tmp/h5dump.txt")"
@@ -114,6 +114,27 @@ h5dump -A -a /first_index "$out/nested/train-00001-of-00003.h5" 2>&1 | grep -q '
   fail "h5dump: first_index of shard 1 is not 334"
 h5dump -p -H "$out/nested/train-00000-of-00003.h5" 2>&1 | grep -q 'CHECKSUM' || fail "h5dump -p: no Fletcher-32 filter"
 echo "ok: h5dump -H / -A / -p"
+
+# The manifests, checked with Python's own SHA-256: every file's size, digest and sample count, the
+# totals, the source digest, and the manifest's digest of itself (src/manifest.h has the format).
+if "$py" - "$out/nested" "$I" <<'EOF'; then echo "ok: manifests"; else fail "manifest check"; fi
+import hashlib, os, sys
+d, images = sys.argv[1:3]
+src = hashlib.sha256(open(images, "rb").read()).hexdigest()
+for prefix, m, sizes in (("train", 3, [334, 333, 333]), ("test", 1, [1000])):
+    raw = open(os.path.join(d, prefix + ".manifest"), "rb").read()
+    body, last = raw[:raw.rindex(b"manifest_sha256 ")], raw[raw.rindex(b"manifest_sha256 "):]
+    assert last == b"manifest_sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n", last
+    lines = body.decode().splitlines()
+    assert lines[:5] == ["mnist_ddp-shard-manifest 1", "prefix " + prefix, "shards %d" % m,
+                         "total_samples 1000", "source_sha256 " + src], lines[:5]
+    assert len(lines) == 5 + m, lines
+    for i, line in enumerate(lines[5:]):
+        name = "%s-%05d-of-%05d.h5" % (prefix, i, m)
+        data = open(os.path.join(d, name), "rb").read()
+        want = "file %s %d %d %s" % (name, sizes[i], len(data), hashlib.sha256(data).hexdigest())
+        assert line == want, (line, want)
+EOF
 
 if "$py" - "$out/nested" "$I" "$L" <<'EOF'; then echo "ok: h5py layout"; else fail "h5py layout check"; fi
 import hashlib, sys
@@ -152,7 +173,7 @@ EOF
 [ "$(grep -c 'warning: removed stale shard' "$tmp/err")" = 3 ] || fail "stale shards not reported: $(cat "$tmp/err")"
 # shellcheck disable=SC2012
 listing=$(ls -A "$out/nested" | tr '\n' ' ')
-[ "$listing" = "test-00000-of-00001.h5 train-00000-of-00002.h5 train-00001-of-00002.h5 " ] ||
+[ "$listing" = "test-00000-of-00001.h5 test.manifest train-00000-of-00002.h5 train-00001-of-00002.h5 train.manifest " ] ||
   fail "after re-conversion: $listing"
 
 [ "$failures" = 0 ] || { echo "$failures failure(s)"; exit 1; }
