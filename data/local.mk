@@ -9,7 +9,8 @@
 MNIST_DATA_DIR = data/mnist
 MNIST_TRAIN_SHARDS = 4
 MNIST_CACHE_DIR = data/cache
-mnist_data_stamp = $(MNIST_DATA_DIR)/.stamp-train$(MNIST_TRAIN_SHARDS)
+# "-manifest": sets converted before mnist2h5 wrote manifests are converted again.
+mnist_data_stamp = $(MNIST_DATA_DIR)/.stamp-train$(MNIST_TRAIN_SHARDS)-manifest
 
 data: $(mnist_data_stamp)
 .PHONY: data
@@ -33,7 +34,7 @@ EXTRA_DIST += data/fetch-mnist data/mnist.sha256
 # MNIST_DATA_DIR given on the command line. The verified IDX cache survives `make clean`
 # (re-running is then offline) and goes with `make distclean`.
 CLEANFILES += data/mnist/train-*-of-*.h5 data/mnist/test-*-of-*.h5 data/mnist/.stamp-train* \
-	data/mnist/.train-*.tmp.* data/mnist/.test-*.tmp.*
+	data/mnist/.train-*.tmp.* data/mnist/.test-*.tmp.* data/mnist/train.manifest data/mnist/test.manifest
 clean-local: clean-local-mnist-data
 clean-local-mnist-data:
 	-test ! -d data/mnist || rmdir data/mnist 2>/dev/null || :

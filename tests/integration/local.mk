@@ -5,15 +5,16 @@
 #   a signal or a killed rank;
 # - the CPU collectives (src/comm_mpi.c): a Check suite on 2 ranks (tests/run-test; also passes on 3 with
 #   MPI_NP=3), and comm_fail's scenarios that end the job, driven by comm-failures.sh;
-# - the data tools: mnist2h5 and data/fetch-mnist.
+# - the data tools: mnist2h5 and data/fetch-mnist;
+# - damaged shard sets: a seeded corruption campaign on the reader (shard_load) and the trainer.
 integration_scripts = tests/integration/train-options.sh tests/integration/train-launch.sh \
 	tests/integration/train-cli.sh tests/integration/train-invariance.sh tests/integration/train-replicas.sh \
 	tests/integration/train-accuracy.sh tests/integration/train-replay.sh tests/integration/train-resume.sh \
 	tests/integration/train-preempt.sh tests/integration/train-timelimit.sh tests/integration/comm-failures.sh \
-	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh
+	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh tests/integration/shard-corruption.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
-check_PROGRAMS += tests/integration/mpi_comm tests/integration/comm_fail
+check_PROGRAMS += tests/integration/mpi_comm tests/integration/comm_fail tests/integration/shard_load
 tests_integration_mpi_comm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_integration_mpi_comm_LDADD = $(LDADD) $(CHECK_LIBS)
 
