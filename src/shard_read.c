@@ -131,7 +131,7 @@ static void check_chunks(const shard_file *f, hid_t d, const char *name, const h
         die(EX_DATAERR, "shard '%s': cannot read the storage layout of /%s (%s)", f->path, name, h5_msg());
     if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
         hsize_t c[8];
-        int ok = H5Pget_chunk(dcpl, 8, c) == nd;
+        int cn = H5Pget_chunk(dcpl, 8, c), ok = cn == nd;
         uint64_t bytes = 1;
         for (int k = 0; ok && k < nd; k++) {
             ok = c[k] >= 1 && c[k] <= dims[k]; /* dims are bounded: the product cannot overflow */
@@ -140,7 +140,7 @@ static void check_chunks(const shard_file *f, hid_t d, const char *name, const h
         if (!ok || bytes > SHARDS_MAX_CHUNK_BYTES) {
             char shape[128], chunk[128];
             h5_shape_str(dims, nd, shape, sizeof shape);
-            h5_shape_str(c, ok ? nd : 1, chunk, sizeof chunk);
+            h5_shape_str(c, cn > 0 && cn <= 8 ? cn : 0, chunk, sizeof chunk);
             die(EX_DATAERR, "shard '%s': /%s of shape %s declares chunks %s beyond its shape or %llu MiB "
                 "(a damaged file?)", f->path, name, shape, chunk, (unsigned long long)(SHARDS_MAX_CHUNK_BYTES >> 20));
         }
