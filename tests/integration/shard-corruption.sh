@@ -8,9 +8,11 @@
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
+P=$abs_top_builddir/tests/integration/shard_load
+[ -x "$P" ] || fail "tests/integration/shard_load not built"
 small_mnist "$TMP/good" 300 100
 
-"$PYTHON3" - "$TMP/good" "$TMP/cases" "$abs_top_builddir/tests/integration/shard_load" "${SEED:-20261124}" <<'PY' ||
+"$PYTHON3" - "$TMP/good" "$TMP/cases" "$P" "${SEED:-20261124}" <<'PY' ||
 import hashlib, os, random, resource, shutil, subprocess, sys
 import h5py, numpy as np
 
