@@ -224,6 +224,8 @@ static void write_manifest(const write_job *j, manifest *m)
     }
     w_state[m->count] = W_TEMP;
     int err = manifest_write(w_tmp[m->count], j->prefix, m);
+    if (err == EEXIST)
+        w_state[m->count] = W_NONE; /* someone else's file: not ours to remove */
     if (err)
         w_fail(err == EEXIST || err == EACCES ? EX_CANTCREAT : EX_IOERR, "cannot write the manifest '%s': %s",
                w_tmp[m->count], strerror(err));
