@@ -120,6 +120,9 @@ static const bad_text bad_texts[] = {
     {"mnist_ddp-shard-manifest 1\nprefix train\nshards 100000\n", "line 3: number out of range"},
     {"mnist_ddp-shard-manifest 1\nprefix train\nshards 2\ntotal_samples 3\nsource_sha256 ABC\n",
      "line 5: expected a SHA-256"},
+    {"mnist_ddp-shard-manifest 1\nprefix train\nshards 2\ntotal_samples 3\nsource_sha256 "
+     "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef\n",
+     "line 5: expected a SHA-256 digest of 64 lowercase"},
     {HEAD "file train-00001-of-00002.h5 2 10 " SHA64 "\n" F1, "line 6: shard 0 is named 'train-00001-of-00002.h5'"},
     {HEAD "file train-00000-of-00002.h5 4 10 " SHA64 "\n" F1, "line 6: number out of range"},
     {HEAD "file train-00000-of-00002.h5 2 10 " SHA64 "0\n" F1, "line 6: expected a SHA-256"},
