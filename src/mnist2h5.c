@@ -28,8 +28,9 @@ static void usage(FILE *out)
             "\n"
             "Each file holds /images uint8 [n,28,28] and /labels uint8 [n] (chunked, Fletcher-32)\n"
             "and the root attributes shard_index, shard_count, total_samples, first_index,\n"
-            "num_samples, source_sha256 (of the images file) and prefix. Files are written under\n"
-            "temporary names and renamed only once all shards are complete.\n"
+            "num_samples, source_sha256 (of the images file) and prefix. DIR/NAME.manifest lists\n"
+            "every file's samples, size and SHA-256; readers check it before parsing a shard. Files\n"
+            "are written under temporary names and renamed only once all are complete, the manifest last.\n"
             "Exit status: 0 ok, 64 usage, 65 bad input data, 66 missing input, 73 cannot create output.\n",
             SHARDS_MAX);
 }

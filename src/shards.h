@@ -12,7 +12,9 @@
  *   shard_index, shard_count (uint32), total_samples, first_index, num_samples (uint64),
  *   source_sha256 (SHA-256 of the images IDX file) and prefix (fixed-length ASCII strings).
  * The shard count and the number of ranks are independent: the reader maps a global sample index
- * to (shard, local index) through the first_index attributes.
+ * to (shard, local index) through the first_index attributes. Beside the shards, "<prefix>.manifest"
+ * (src/manifest.h) lists every file's sample count, size and SHA-256: the reader checks it before the
+ * HDF5 library parses any file; a set without one is read with a warning (unverified).
  *
  * The code: src/shard_names.c (names, directory scan), src/shard_read.c (open, validate, read
  * ranges), src/shard_write.c (the atomic writer), on the HDF5 helpers of src/h5util.c.
@@ -37,9 +39,13 @@
 typedef struct shard_set shard_set;
 
 /* Open every "<prefix>-NNNNN-of-MMMMM.h5" in dir and validate the set: all M files present, no
- * gap, duplicate or extra file, uint8 datasets of shapes [n,28,28] and [n], attributes that agree
- * (shard index and count match the name, same total_samples and source_sha256 everywhere,
- * first_index contiguous, counts add up to total_samples). Dies with a clear line: EX_NOINPUT for
+ * gap, duplicate or extra file, the sizes and SHA-256 of "<prefix>.manifest" when there is one
+ * (checked before any file is parsed; a damaged manifest or file dies EX_DATAERR naming it; without
+ * one rank 0 warns once), declared sizes within SHARDS_MAX_SAMPLES / SHARDS_MAX_CHUNK_BYTES and the
+ * set (twice) within this process's memory (EX_OSERR otherwise), uint8 datasets of shapes
+ * [n,28,28] and [n], attributes that agree (shard index and count match the name, same
+ * total_samples and source_sha256 everywhere, first_index contiguous, counts add up to
+ * total_samples). Dies with a clear line: EX_NOINPUT for
  * no shards or a missing file, EX_DATAERR for inconsistency or bad content. Files starting with
  * '.' (a writer's temporaries) are ignored. */
 shard_set *shards_open(const char *dir, const char *prefix);
@@ -60,8 +66,9 @@ void shards_close(shard_set *s);
  * ".<name>.tmp.<pid>" and renamed only after all shards are complete; on failure (and on SIGINT,
  * SIGTERM, SIGHUP) the temporaries are removed. Shard files of the same prefix left by an earlier
  * conversion with a different shard count are removed afterwards (with a warning), so the
- * directory holds one consistent set. source_sha256: hex digest recorded as an attribute (NULL:
- * empty). Dies EX_CANTCREAT (73) if dir cannot be created or written, EX_USAGE for a bad prefix or
+ * directory holds one consistent set. The manifest "<prefix>.manifest" is written (to an exclusive
+ * temporary) after the shards and renamed last. source_sha256: lowercase hex SHA-256 recorded as an
+ * attribute and in the manifest (NULL: empty). Dies EX_CANTCREAT (73) if dir cannot be created or written, EX_USAGE for a bad prefix or
  * shard count (1..min(n, 99999)), EX_DATAERR for a label > 9. */
 void shards_write(const char *dir, const char *prefix, int nshards, const uint8_t *images, const uint8_t *labels,
                   uint64_t n, const char *source_sha256);
