@@ -29,10 +29,12 @@ char *manifest_path(const char *dir, const char *prefix)
 
 int manifest_hash_file(const char *path, uint64_t *bytes, char hex[SHA256_HEX_LEN + 1])
 {
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: a FIFO in a shard's place must not hang the open (no effect on regular files). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0)
         return errno;
-    int err = sha256_fd_hex(fd, 0, hex, bytes);
+    struct stat st;
+    int err = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? -1 : sha256_fd_hex(fd, 0, hex, bytes);
     close(fd);
     return err;
 }
@@ -223,7 +225,7 @@ static void parse(cursor *c, const char *prefix, manifest *m)
  * manifest has. Returns 0, or -1 if there is no manifest. */
 static int slurp(const char *path, char **buf, size_t *len)
 {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO: refused below, not waited on */
     if (fd < 0 && errno == ENOENT)
         return -1;
     struct stat st;
@@ -312,6 +314,8 @@ void manifest_verify(const manifest *m, const char *dir, const shard_entry *v, s
         char *path = shard_join(dir, f->name), hex[SHA256_HEX_LEN + 1];
         uint64_t bytes = 0;
         int err = manifest_hash_file(path, &bytes, hex);
+        if (err < 0)
+            die(EX_DATAERR, "shard '%s' listed in '%s' is not a regular file", path, m->path);
         if (err)
             die(err == ENOENT ? EX_NOINPUT : EX_IOERR, "cannot read shard '%s' listed in '%s': %s", path, m->path,
                 strerror(err));

@@ -35,7 +35,8 @@ typedef struct {
 /* "dir/<prefix>.manifest", malloc'ed. */
 char *manifest_path(const char *dir, const char *prefix);
 
-/* Size and SHA-256 of the file at path into *bytes and hex. Returns 0 or an errno value. */
+/* Size and SHA-256 of the regular file at path into *bytes and hex. Returns 0, an errno value, or
+ * -1 if path is not a regular file (a directory, a FIFO: never waited on). */
 int manifest_hash_file(const char *path, uint64_t *bytes, char hex[SHA256_HEX_LEN + 1]);
 
 /* Create tmp exclusively (O_CREAT|O_EXCL, mode 0666 less the umask), write the manifest of m (its path

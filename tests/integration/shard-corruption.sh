@@ -84,6 +84,15 @@ a, b = (os.path.join(d, "train-0000%d-of-00002.h5" % i) for i in (0, 1))
 os.rename(a, a + ".x"); os.rename(b, a); os.rename(a + ".x", b)
 add("swapped", d, 65, ["train-00000-of-00002.h5", SHA])
 
+# Something else in a file's place: a FIFO (must not hang the reader) or a directory.
+for name, path, text in (("fifo-shard", "train-00001-of-00002.h5", "is not a regular file"),
+                         ("dir-shard", "test-00000-of-00002.h5", "is not a regular file"),
+                         ("fifo-manifest", "train.manifest", BAD)):
+    d = fresh(name)
+    os.remove(os.path.join(d, path))
+    (os.mkdir if name.startswith("dir") else os.mkfifo)(os.path.join(d, path))
+    add(name, d, 65, [path, text])
+
 # Damaged manifests: bit flips, truncations, garbage, and well-formed ones (valid self-digest) that
 # claim absurd or inconsistent things.
 man = "train.manifest"
