@@ -1,7 +1,8 @@
 # Emulated cluster nodes on one machine, sourced by the multinode tests after tests/lib.sh.
 # A node is a holder process in its own network, UTS and mount namespaces: its own host name (nodeI), one
-# interface eth0 with 10.211.0.I/24, and a private /etc/hosts (node names only) and /dev/shm; the rest of
-# the file system is shared, as on a cluster. The links end in a bridge inside a switch namespace of its
+# interface eth0 with 10.211.0.I/24, and a private /etc/hosts (node names only), /dev/shm and
+# $MULTINODE_DIR/local (node-local scratch, like a cluster node's /tmp); the rest of the file system is
+# shared, as on a cluster. The links end in a bridge inside a switch namespace of its
 # own, so no interface, address or route of this machine's namespace is touched, and traffic can only go
 # to the nodes. Every process inside a node shares the holder's network namespace: that is how node_kill
 # finds them all. nodes_down (on every exit) kills every node's processes, then the switch.
@@ -14,7 +15,7 @@
 MULTINODE_DIR=$TMP/nodes
 MULTINODE_NET=10.211.0
 export MULTINODE_DIR
-mkdir -p "$MULTINODE_DIR"
+mkdir -p "$MULTINODE_DIR/local"
 multinode_switch=
 
 # holder READY CMD UNSHARE-OPTION...: a process in new namespaces that runs CMD, touches READY, then lives
@@ -55,7 +56,8 @@ node_add() {
   name=node$1
   rm -f "$MULTINODE_DIR/$name.ready"
   multinode_holder "$MULTINODE_DIR/$name.ready" \
-    "hostname $name && mount --bind '$MULTINODE_DIR/hosts' /etc/hosts && mount -t tmpfs -o size=256m shm /dev/shm" \
+    "hostname $name && mount --bind '$MULTINODE_DIR/hosts' /etc/hosts && mount -t tmpfs -o size=256m shm /dev/shm &&
+    mount -t tmpfs -o size=256m local '$MULTINODE_DIR/local'" \
     --net --uts --mount ||
     fail "cannot start $name: $(cat "$MULTINODE_DIR/holder.log")"
   echo "$multinode_pid" >"$MULTINODE_DIR/$name.pid"
