@@ -52,11 +52,15 @@ nodes_up() {
   for n in $(seq "$1"); do node_add "$n"; done
 }
 
+# The host name and mounts are changed only after checking that the holder has UTS and mount namespaces
+# of its own: never this machine's.
 node_add() {
   name=node$1
   rm -f "$MULTINODE_DIR/$name.ready"
   multinode_holder "$MULTINODE_DIR/$name.ready" \
-    "hostname $name && mount --bind '$MULTINODE_DIR/hosts' /etc/hosts && mount -t tmpfs -o size=256m shm /dev/shm &&
+    "[ \"\$(readlink /proc/self/ns/uts)\" != '$(readlink /proc/self/ns/uts)' ] &&
+    [ \"\$(readlink /proc/self/ns/mnt)\" != '$(readlink /proc/self/ns/mnt)' ] && hostname $name &&
+    mount --bind '$MULTINODE_DIR/hosts' /etc/hosts && mount -t tmpfs -o size=256m shm /dev/shm &&
     mount -t tmpfs -o size=256m local '$MULTINODE_DIR/local'" \
     --net --uts --mount ||
     fail "cannot start $name: $(cat "$MULTINODE_DIR/holder.log")"
