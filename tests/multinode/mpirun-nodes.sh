@@ -3,7 +3,8 @@
 # daemon on node2 through a remote-launch agent (tests/multinode/rsh-agent.sh instead of ssh); TCP between
 # the nodes, shared memory within one. Checks: the start-up table shows both hosts with local ranks 0,1 on
 # each and agrees with Open MPI's own variables; the result equals 4 ranks on one node; replicas stay
-# identical; uneven ranks per node are named; losing node2 mid-run ends the job on node1 within the step
+# identical; uneven ranks per node are named; --bootstrap-addr node1:PORT is accepted on node1, refused from
+# node2 and when taken; losing node2 mid-run ends the job on node1 within the step
 # deadline, and the same command on a replacement node2 resumes from the last checkpoint and ends where an
 # uninterrupted run ends.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
@@ -81,6 +82,25 @@ PY
 on_node1 node1:3,node2:1 --epochs 0 >uneven.out 2>uneven.err || { cat uneven.out uneven.err; fail "3 + 1 ranks"; }
 grep -q 'uneven ranks per node (1 to 3 on 2 nodes)' uneven.err || { cat uneven.err; fail "3 + 1 ranks: no uneven warning"; }
 echo "ok: 3 + 1 ranks: $(grep -m1 -o 'uneven ranks per node ([^)]*)' uneven.err)"
+
+# --- --bootstrap-addr node1:PORT: rank 0's check (GPU builds run it before NCCL's bootstrap; probe_port runs
+# the same check in any build), by host name, where rank 0 runs.
+probe=$abs_top_builddir/tests/multinode/probe_port
+[ -x "$probe" ] || fail "no $probe (make check builds it)"
+port=29611
+node_run node1 "$probe" "node1:$port" >probe1.out || { cat probe1.out; fail "node1:$port refused on node1"; }
+# Rank 0 on node2 (a job whose first node is not node1): the address belongs to another node.
+node_run node2 "$probe" "node1:$port" >probe2.out && fail "node1:$port accepted on node2: $(cat probe2.out)"
+grep -q "node1 ($MULTINODE_NET.1) is not an address of node2, where rank 0 runs" probe2.out ||
+  { cat probe2.out; fail "node2's refusal does not name node1's address and node2"; }
+# A listener on node1's port: refused as in use.
+node_run node1 "$PYTHON3" -c "import socket, time; s = socket.socket(); s.bind(('$MULTINODE_NET.1', $port)); s.listen(1); open('$TMP/listening', 'w'); time.sleep(30)" &
+listener=$!
+for _ in $(seq 50); do [ -e "$TMP/listening" ] && break; sleep 0.1; done
+node_run node1 "$probe" "node1:$port" >probe3.out && fail "node1:$port accepted on node1 while taken: $(cat probe3.out)"
+kill "$listener"
+grep -q "port $port on node1 ($MULTINODE_NET.1) is in use" probe3.out || { cat probe3.out; fail "a taken port on node1 not named"; }
+echo "ok: --bootstrap-addr node1:$port accepted on node1; refused while taken, and from node2: $(cat probe2.out)"
 
 # --- Losing node2 mid-run -----------------------------------------------------------------------------
 ckpt="--checkpoint-dir $TMP/ckpt --checkpoint-every 2 --step-timeout 10 --comm-timeout 30"
