@@ -6,6 +6,7 @@
 #     MASTER_ADDR is node1, ranks 0,1 on node1 and 2,3 on node2 with local ranks 0,1 (srun --mpi=pmix)
 #   --ntasks=3 over 2 nodes: the uneven-ranks warning
 #   --ntasks-per-node=2 with 1 GPU per node: the template stops with the one-rank-per-GPU fix
+#   slurm/scaling in a 2-node allocation: 1, 2, 4 ranks on 1, 2, 2 nodes, a table
 # Slurm comes from apt-get when missing (tests/slurm/cluster.sh, shared with tests/slurm/slurm-ddp.sh).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 # shellcheck source=tests/lib.sh
@@ -96,3 +97,19 @@ submit gpu1 --nodes=2 --ntasks-per-node=2 --gpus-per-node=1 -- --device auto --e
 { [ "$rc" -ne 0 ] && grep -q '2 tasks on a node with 1 GPUs: set --ntasks-per-node=1 (one rank per GPU)' "$log"; } ||
     { show gpu1.submit "$log"; fail "2 tasks per 1-GPU node: exit $rc without the one-rank-per-GPU message"; }
 echo "ok: 2 tasks per 1-GPU node refused: $(tail -n 1 "$log")"
+
+# 4. slurm/scaling inside a 2-node allocation: 1 rank on 1 node, 2 and 4 ranks spread over both nodes.
+node_run node1 timeout -k 10 300 sbatch --wait --nodes=2 --ntasks-per-node=2 "${res[@]}" -o scaling-%j.out \
+    --wrap "'$abs_top_srcdir/slurm/scaling' --ranks 1,2,4 --max-steps 6 --out scaling -- --device cpu --batch-size 16 --data '$TMP/data'" \
+    > scaling.submit 2>&1
+rc=$?
+job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' scaling.submit)
+[ "$rc" -eq 0 ] || { show scaling.submit "scaling-$job.out"; fail "slurm/scaling job exited $rc"; }
+[ "$(awk 'NR > 1 && $2 > 0' scaling/scaling.tsv | cut -f1 | tr '\n' ' ')" = "1 2 4 " ] ||
+    { show scaling/scaling.tsv; fail "slurm/scaling: no throughput for 1, 2 and 4 ranks"; }
+spread=
+for r in 1 2 4; do
+    spread="$spread$(sed -n 's/^mnist_ddp .*: \([0-9]*\) ranks\{0,1\} on \([0-9]*\) nodes\{0,1\} .*/\1:\2 /p' "scaling/ranks-$r.log")"
+done
+[ "$spread" = "1:1 2:2 4:2 " ] || { show scaling/ranks-*.log; fail "slurm/scaling: ranks:nodes '$spread', expected '1:1 2:2 4:2 '"; }
+echo "ok: slurm/scaling over 2 nodes (ranks:nodes $spread): $(tr '\t\n' ' ;' < scaling/scaling.tsv)"
