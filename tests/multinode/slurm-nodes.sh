@@ -6,6 +6,7 @@
 #     MASTER_ADDR is node1, ranks 0,1 on node1 and 2,3 on node2 with local ranks 0,1 (srun --mpi=pmix)
 #   --ntasks=3 over 2 nodes: the uneven-ranks warning
 #   --ntasks-per-node=2 with 1 GPU per node: the template stops with the one-rank-per-GPU fix
+#   run-array.sbatch: two tasks of 2 ranks over both nodes, each on its own port pinned to node1
 #   slurm/scaling in a 2-node allocation: 1, 2, 4 ranks on 1, 2, 2 nodes, a table
 # Slurm comes from apt-get when missing (tests/slurm/cluster.sh, shared with tests/slurm/slurm-ddp.sh).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -98,7 +99,23 @@ submit gpu1 --nodes=2 --ntasks-per-node=2 --gpus-per-node=1 -- --device auto --e
     { show gpu1.submit "$log"; fail "2 tasks per 1-GPU node: exit $rc without the one-rank-per-GPU message"; }
 echo "ok: 2 tasks per 1-GPU node refused: $(tail -n 1 "$log")"
 
-# 4. slurm/scaling inside a 2-node allocation: 1 rank on 1 node, 2 and 4 ranks spread over both nodes.
+# 4. The job array: two sweep tasks, each 2 ranks over both nodes on its own port, pinned to node1.
+MNIST_DDP_PIN_PORT=1 node_run node1 timeout -k 10 300 sbatch --wait --array=0-1 --nodes=2 --ntasks-per-node=1 \
+    --gpus-per-node=0 "${res[@]}" "$abs_top_srcdir/slurm/run-array.sbatch" --device cpu --max-steps 6 \
+    --batch-size 16 > array.submit 2>&1
+rc=$?
+job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' array.submit)
+logs=("mnist-sweep-${job}_0.out" "mnist-sweep-${job}_1.out")
+[ "$rc" -eq 0 ] || { show array.submit "${logs[@]}"; fail "job array exited $rc"; }
+for l in "${logs[@]}"; do
+    { grep -q -- '--bootstrap-addr node1:[0-9]' "$l" && grep -q '^mnist_ddp .*: 2 ranks on 2 nodes' "$l" &&
+        grep -q '^summary: test accuracy' "$l"; } || { show "$l"; fail "array task $l: not 2 ranks on 2 nodes pinned to node1"; }
+done
+ports=$(grep -ho 'MASTER_PORT=[0-9]*' "${logs[@]}" | sort -u | wc -l)
+[ "$ports" -eq 2 ] || { show "${logs[@]}"; fail "array tasks share a port"; }
+echo "ok: job array over 2 nodes: $(grep -ho -- '--bootstrap-addr node1:[0-9]*' "${logs[@]}" | tr '\n' ' ')"
+
+# 5. slurm/scaling inside a 2-node allocation: 1 rank on 1 node, 2 and 4 ranks spread over both nodes.
 node_run node1 timeout -k 10 300 sbatch --wait --nodes=2 --ntasks-per-node=2 "${res[@]}" -o scaling-%j.out \
     --wrap "'$abs_top_srcdir/slurm/scaling' --ranks 1,2,4 --max-steps 6 --out scaling -- --device cpu --batch-size 16 --data '$TMP/data'" \
     > scaling.submit 2>&1
