@@ -2,9 +2,8 @@
 # A node is a holder process in its own network, UTS and mount namespaces: its own host name (nodeI), one
 # interface eth0 with 10.211.0.I/24, and a private /etc/hosts (node names only), /dev/shm and
 # $MULTINODE_DIR/local (node-local scratch, like a cluster node's /tmp); the rest of the file system is
-# shared, as on a cluster. The links end in a bridge inside a switch namespace of its
-# own, so no interface, address or route of this machine's namespace is touched, and traffic can only go
-# to the nodes. Every process inside a node shares the holder's network namespace: that is how node_kill
+# shared, as on a cluster. The links end in a bridge inside a switch namespace of its own, so no
+# interface, address or route of this machine's namespace is touched, and traffic can only go to the nodes. Every process inside a node shares the holder's network namespace: that is how node_kill
 # finds them all. nodes_down (on every exit) kills every node's processes, then the switch.
 #   nodes_up N             create node1..nodeN (exit 77 with the reason where namespaces are not allowed)
 #   node_add I             (re)create node I, e.g. after node_kill
