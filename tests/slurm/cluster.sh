@@ -1,0 +1,122 @@
+# shellcheck shell=bash disable=SC2154,SC2034 # $tmp, skip and hard come from the caller; munged_pid goes back to it
+# A private Slurm cluster for tests, sourced by bash scripts that define skip() and hard() and set $tmp (a
+# directory of their own, removed by them): tests/slurm/slurm-ddp.sh (one node on 127.0.0.1) and
+# tests/multinode/slurm-nodes.sh (emulated nodes). Every path, port and key is under $tmp; %n in a path is
+# the node's name, so several slurmd share one configuration.
+#   slurm_packages            install munge, Slurm and PMIx with apt-get when missing (skip if impossible)
+#   slurm_munged              start a munged on $tmp/munge/munge.socket (sets munged_pid)
+#   slurm_fake_gpus N         N stand-in GPU device files and $tmp/gres.conf for them
+#   slurm_conf TMPFS NODE...  the configuration lines common to both tests (the caller adds its hosts);
+#                             TMPFS: the nodes' scratch (node-local where several nodes share a file system)
+#   slurm_wait_idle NODE...   wait until every NODE is idle (hard error after 60 s)
+#   slurm_stop PID            SIGTERM, then SIGKILL after 15 s
+#   slurm_cancel_all          cancel every job and wait until the queue is empty
+
+slurm_packages() {
+    local pkgs=(munge slurmctld slurmd slurm-client libpmix-dev) missing=() p apt_log
+    for p in "${pkgs[@]}"; do
+        [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
+    done
+    [ "${#missing[@]}" -gt 0 ] || return 0
+    command -v apt-get > /dev/null || skip "needs ${missing[*]} and there is no apt-get"
+    echo "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt_log=$(mktemp) || hard "mktemp failed"
+    timeout 900 apt-get install -y -q "${missing[@]}" > "$apt_log" 2>&1 ||
+        { timeout 300 apt-get update -q && timeout 900 apt-get install -y -q "${missing[@]}"; } >> "$apt_log" 2>&1 ||
+        { tail -n 5 "$apt_log"; rm -f "$apt_log"; skip "cannot install ${missing[*]} with apt-get"; }
+    rm -f "$apt_log"
+}
+
+slurm_munged() {
+    # munged insists that every directory above its socket is searchable by all.
+    chmod 755 "$tmp"
+    mkdir -p "$tmp/munge" "$tmp/log"
+    dd if=/dev/urandom of="$tmp/munge/munge.key" bs=1024 count=1 status=none
+    chmod 400 "$tmp/munge/munge.key"
+    munged -F --socket="$tmp/munge/munge.socket" --key-file="$tmp/munge/munge.key" \
+        --pid-file="$tmp/munge/munged.pid" --seed-file="$tmp/munge/seed" --log-file="$tmp/log/munged.log" \
+        > "$tmp/log/munged.out" 2>&1 &
+    munged_pid=$!
+    for _ in $(seq 100); do [ -S "$tmp/munge/munge.socket" ] && return 0; sleep 0.1; done
+    hard "munged did not start: $(tail -n 3 "$tmp/log/munged.log" 2> /dev/null)"
+}
+
+# Fake GPUs: character devices with /dev/null's numbers (Slurm only needs the files to exist).
+slurm_fake_gpus() {
+    local major minor i
+    mkdir -p "$tmp/dev"
+    read -r major minor < <(stat -c '%t %T' /dev/null)
+    echo "AutoDetect=off" > "$tmp/gres.conf"
+    for ((i = 0; i < $1; i++)); do
+        mknod "$tmp/dev/nvidia$i" c $((16#$major)) $((16#$minor)) || hard "mknod failed"
+        echo "Name=gpu File=$tmp/dev/nvidia$i" >> "$tmp/gres.conf"
+    done
+}
+
+slurm_conf() {
+    local node
+    mkdir -p "$tmp/state" "$tmp/log"
+    for node in "${@:2}"; do mkdir -p "$tmp/spool/$node"; done
+    cat << EOF
+ClusterName=mnistddptest
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+# A requeued job may start again only cred_expire seconds later (default 120), and then at the next periodic
+# scheduling pass (sched_interval, default 60 s).
+AuthInfo=socket=$tmp/munge/munge.socket,cred_expire=10
+SchedulerParameters=sched_interval=2
+StateSaveLocation=$tmp/state
+SlurmdSpoolDir=$tmp/spool/%n
+SlurmctldPidFile=$tmp/slurmctld.pid
+SlurmdPidFile=$tmp/slurmd-%n.pid
+SlurmctldLogFile=$tmp/log/slurmctld.log
+SlurmdLogFile=$tmp/log/slurmd-%n.log
+TmpFS=$1
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+GresTypes=gpu
+ReturnToService=2
+KillWait=5
+# sbatch --wait polls every 2 s only while that is under MinJobAge/2 (else up to every 32 s).
+MinJobAge=4
+MailProg=/bin/true
+EOF
+}
+
+slurm_wait_idle() {
+    local node state
+    for node in "$@"; do
+        state=
+        for _ in $(seq 120); do
+            state=$(sinfo -h -n "$node" -o %t 2> /dev/null)
+            [ "$state" = idle ] && break
+            sleep 0.5
+        done
+        [ "$state" = idle ] || { daemon_logs; hard "node $node not idle after 60 s (state '$state')"; }
+    done
+}
+
+slurm_stop() {
+    [ -n "$1" ] && kill -0 "$1" 2> /dev/null || return 0
+    kill "$1"
+    for _ in $(seq 150); do kill -0 "$1" 2> /dev/null || break; sleep 0.1; done
+    kill -9 "$1" 2> /dev/null
+    wait "$1" 2> /dev/null
+}
+
+# Jobs first, so that no slurmstepd or rank outlives the daemons.
+slurm_cancel_all() {
+    squeue -h -o %A 2> /dev/null | xargs -r scancel 2> /dev/null
+    for _ in $(seq 60); do [ -z "$(squeue -h 2> /dev/null)" ] && break; sleep 0.5; done
+}
+
+daemon_logs() {
+    for f in "$tmp"/log/*; do echo "---- $f (last 15 lines)"; tail -n 15 "$f"; done
+}
