@@ -3,7 +3,7 @@
 # Slurm on them. Need root; exit 77 with the reason where namespaces cannot be created.
 TESTS += tests/multinode/emulated-nodes.sh tests/multinode/mpirun-nodes.sh tests/multinode/slurm-nodes.sh
 EXTRA_DIST += tests/multinode/emulated-nodes.sh tests/multinode/mpirun-nodes.sh tests/multinode/slurm-nodes.sh \
-	tests/multinode/nodes.sh tests/multinode/rsh-agent.sh tests/multinode/README-section.md
+	tests/multinode/nodes.sh tests/multinode/rsh-agent.sh
 # --bootstrap-addr's check (gpu_plan_probe_port) in any build, run on the nodes by mpirun-nodes.sh.
 check_PROGRAMS += tests/multinode/probe_port
 tests_multinode_probe_port_SOURCES = tests/multinode/probe_port.c
