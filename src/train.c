@@ -274,8 +274,9 @@ static void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double 
              (unsigned long long)(s + 1), (unsigned long long)L->steps, 100 * frac, loss, lr, ips,
              log_duration(eta_epoch, e1, sizeof e1), log_duration(eta_run, e2, sizeof e2));
     metrics("{\"type\":\"step\",\"epoch\":%d,\"step\":%llu,\"global_step\":%ld,\"loss\":%.6f,\"lr\":%.6g,"
-            "\"images_per_s\":%.1f,\"epoch_fraction\":%.6f,\"step_s\":%.6f,\"eta_epoch_s\":%.3f,\"eta_run_s\":%.3f}",
-            epoch, (unsigned long long)(s + 1), r->step, loss, lr, ips, frac, step_s, eta_epoch, eta_run);
+            "\"images_per_s\":%.1f,\"epoch_fraction\":%.6f,\"step_s\":%.6f,\"eta_epoch_s\":%.3f,\"eta_run_s\":%.3f,"
+            "\"time_s\":%.3f}", epoch, (unsigned long long)(s + 1), r->step, loss, lr, ips, frac, step_s, eta_epoch,
+            eta_run, t - r->env->start_s);
     L->loss_epoch += sums[0];
     L->images_epoch += sums[1];
     L->loss_log = L->images_log = 0;
