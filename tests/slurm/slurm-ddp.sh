@@ -84,12 +84,32 @@ for i in 0 1 2; do
         grep -q '"type":"summary"' "$dir/metrics.jsonl" && [ -s "$dir/model.h5" ] && [ -s "$dir/row.tsv" ] &&
         done_tasks=$((done_tasks + 1))
 done
+# The sweep's table (written by the last task to finish, printed in its log): one row per task with its
+# sweep row and the accuracy and time of its metrics' summary.
+sweep_table_ok() {
+    "${PYTHON3:-/usr/bin/python3}" - "runs/mnist-sweep-$job" "$srcdir/slurm/sweep.tsv" << 'PY'
+import json, sys
+d, table = sys.argv[1], sys.argv[2]
+rows = [l.rstrip("\n").split("\t") for l in open(table) if l.strip() and not l.startswith("#")]
+got = [l.rstrip("\n").split("\t") for l in open(d + "/summary.tsv")]
+want_head = ["task"] + rows[0] + ["test_accuracy_%", "epochs", "time_s", "images_per_s"]
+if got[0] != want_head or len(got) != 4:
+    sys.exit("summary.tsv: %r" % got)
+for i, r in enumerate(got[1:]):
+    s = [json.loads(l) for l in open("%s/task-%d/metrics.jsonl" % (d, i)) if '"summary"' in l][-1]
+    if r[:3] != ["task-%d" % i] + rows[i + 1] or abs(float(r[3]) - 100 * s["test_accuracy"]) > 0.006 or \
+            abs(float(r[5]) - s["wall_s"]) > 0.06:
+        sys.exit("summary.tsv row %r, task %d's summary %r" % (r, i, s))
+PY
+}
+table_logs=$(grep -l '^run-array: all 3 tasks done' "${logs[@]}" 2> /dev/null | wc -l)
 if [ "$rc" -eq 0 ] && [ "$done_tasks" -eq 3 ] && [ "$ports" -eq 3 ] && [ "$most" -eq 3 ] &&
-    grep -q -- '--seed 2 --lr 1.0' "${logs[1]}"; then
+    grep -q -- '--seed 2 --lr 1.0' "${logs[1]}" && [ "$table_logs" -ge 1 ] && sweep_table_ok; then
     pass "sbatch --array=0-2 run-array.sbatch: 3 tasks at once, ports $(grep -ho 'MASTER_PORT=[0-9]*' "${logs[@]}" | cut -d= -f2 | tr '\n' ' ')"
+    grep -h -A4 '^run-array: all 3 tasks done' "${logs[@]}"
 else
-    fail "array: sbatch exit $rc, $done_tasks/3 tasks complete, $ports distinct ports, at most $most running at once" \
-        array.submit "${logs[@]}"
+    fail "array: sbatch exit $rc, $done_tasks/3 tasks complete, $ports distinct ports, at most $most running at once, the sweep's table in $table_logs log(s)" \
+        array.submit "${logs[@]}" "runs/mnist-sweep-$job/summary.tsv"
 fi
 
 # 4. Without PMI every rank would be a world of 1: a one-line message and exit 78, not a hang.
