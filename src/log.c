@@ -22,12 +22,16 @@ static _Noreturn void metrics_failed(void)
     die(EX_IOERR, "--metrics %s: write failed: %s", metrics_name, strerror(errno));
 }
 
-void log_init(int rank, int verbose, int own_tty, const char *metrics_path)
+void log_use_terminal(int own_tty)
+{
+    /* Slurm logs and pipes get one line per report; only a person at a terminal sees one line update. */
+    updating_lines = own_tty && !log_verbose && isatty(STDOUT_FILENO);
+}
+
+void log_init(int rank, int verbose, const char *metrics_path)
 {
     log_rank = rank;
     log_verbose = verbose;
-    /* Slurm logs and pipes get one line per report; only a person at a terminal sees one line update. */
-    updating_lines = own_tty && !verbose && isatty(STDOUT_FILENO);
     if (!metrics_path)
         return;
     metrics_name = metrics_path;

@@ -4,10 +4,12 @@
 #define MNIST_LOG_H
 #include <stddef.h>
 
-/* Collective: rank 0 opens the metrics file; every rank stops (73) if it cannot. own_tty: stdout, when a
- * terminal, is the user's (a process started alone), not one an MPI launcher made for its ranks (mpirun
- * gives them pseudo-terminals even when its own output goes to a file). */
-void log_init(int rank, int verbose, int own_tty, const char *metrics_path);
+/* Collective: rank 0 opens the metrics file; every rank stops (73) if it cannot. */
+void log_init(int rank, int verbose, const char *metrics_path);
+/* After log_init: own_tty says that stdout, when a terminal, is the user's (a process started alone), not
+ * one an MPI launcher made for its ranks (mpirun gives them pseudo-terminals even when its own output goes
+ * to a file). Only then do progress lines update in place. */
+void log_use_terminal(int own_tty);
 /* Rank 0 (or, with --verbose, every rank, prefixed "[rank R]") prints one line. */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A progress line: as say(), except that on the user's terminal (own_tty, without --verbose) each one replaces the last
