@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errors.h"
 #include "threads.h"
 
@@ -80,6 +81,7 @@ static void check_pmi(void)
 
 void bootstrap_init(int *argc, char ***argv, ddp_env *e)
 {
+    double t0 = clock_now();
     int provided;
     check_pmi();
     /* FUNNELED: BLAS/OpenMP threads compute, only the main thread calls MPI. */
@@ -87,6 +89,7 @@ void bootstrap_init(int *argc, char ***argv, ddp_env *e)
     /* Failed MPI calls come back to MPI_CHECK (our one line and exit status), not Open MPI's abort banner. */
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     memset(e, 0, sizeof *e);
+    e->start_s = t0;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &e->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &e->world));
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &e->local));

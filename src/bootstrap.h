@@ -12,6 +12,7 @@ typedef struct {
     MPI_Comm local;         /* ranks sharing this node's memory */
     char host[256];
     const char *launcher;   /* "mpirun", "srun", "singleton" */
+    double start_s;         /* clock_now() when the process began bootstrapping: start-up time counts from it */
 } ddp_env;
 
 void bootstrap_init(int *argc, char ***argv, ddp_env *env);

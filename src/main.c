@@ -29,6 +29,7 @@ int main(int argc, char **argv)
     options_parse(argc, argv, &o);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our own one-line messages instead of HDF5's stack dumps */
     log_init(env.rank, o.verbose, o.metrics);
+    log_use_terminal(strcmp(env.launcher, "singleton") == 0);
     int gpu = choose_device(&o, &env);
     char device[GPU_MSG_LEN] = "cpu";
     gpu_info info;

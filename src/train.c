@@ -70,7 +70,17 @@ typedef struct {
     double job_end;        /* the Slurm job's end (epoch seconds), 0 if unknown or without checkpoints */
     double step_max_s, ckpt_s; /* the longest step and the last checkpoint write, for the stop margin */
     double train_s, images;
+    /* Where the wall-clock time went (seconds): reading the data, evaluations with their replica checks, and
+     * checkpoint writes (which train_s leaves out). */
+    double startup_s, data_s, eval_s, ckpt_total_s;
 } run;
+
+/* One epoch's progress reports: the sums since the last line and over the epoch. */
+typedef struct {
+    uint64_t first, steps;  /* the epoch's first step in this run (after a resume), and its step count */
+    double t0, t_log, ckpt0; /* the epoch's start, the last line's time, r->ckpt_total_s at the start */
+    double loss_log, images_log, loss_epoch, images_epoch;
+} epoch_log;
 
 /* A copy of host data in the backend's memory (all of MNIST is 55 MB: uploaded once, so no step copies
  * images from the host). */
@@ -83,6 +93,7 @@ static void *to_backend(const nn_backend *be, const void *host, size_t bytes)
 
 static void load_data(run *r)
 {
+    double t0 = clock_now();
     const char *dir = r->o->data_dir;
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -116,6 +127,7 @@ static void load_data(run *r)
         shards_files(train), shards_files(train) == 1 ? "" : "s", (unsigned long long)r->n_test);
     shards_close(train);
     shards_close(test);
+    r->data_s = clock_now() - t0;
 }
 
 static void comm_start(run *r)
@@ -177,6 +189,7 @@ static void save_state(run *r, int epoch, uint64_t epoch_step)
     double t0 = clock_now();
     ts_save(&r->ckpt, r->m, r->opt, &p);
     r->ckpt_s = clock_now() - t0;
+    r->ckpt_total_s += r->ckpt_s;
     r->saved_step = r->step;
 }
 
@@ -225,6 +238,51 @@ static int preempted(run *r, int epoch, uint64_t epoch_step)
     return 1;
 }
 
+/* Optimizer steps left in the run after step s (0-based) of epoch's steps: the rest of this epoch and the
+ * epochs after it, or fewer under --max-steps. */
+static uint64_t steps_left(const run *r, int epoch, uint64_t s, uint64_t steps)
+{
+    const options *o = r->o;
+    uint64_t left = steps - (s + 1) + (uint64_t)(o->epochs - epoch) * steps;
+    if (o->dry_run)
+        return 0;
+    if (o->max_steps && (uint64_t)(o->max_steps - r->step) < left)
+        left = (uint64_t)(o->max_steps - r->step);
+    return left;
+}
+
+/* The progress line after step s (0-based) of the epoch: loss and images/s since the last line, the
+ * fraction of the epoch done, and the time left in the epoch and the run at this epoch's mean step time
+ * (checkpoint writes left out; evaluations not counted). */
+static void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr)
+{
+    double sums[2] = {L->loss_log, L->images_log};
+    /* Every rank's local loss sum: the line shows the loss of all ranks' samples. Under the all-reduce's
+     * deadline: a peer frozen between the two must not hang this one. */
+    const char *option;
+    double timeout = wait_deadline(r, &option);
+    comm_allreduce_within(MPI_COMM_WORLD, sums, 2, MPI_SUM, timeout, option, "progress-line sum", r->step);
+    double t = clock_now(), loss = sums[0] / sums[1], ips = sums[1] / (t - L->t_log);
+    double step_s = (t - L->t0 - (r->ckpt_total_s - L->ckpt0)) / (double)(s + 1 - L->first);
+    uint64_t left_run = steps_left(r, epoch, s, L->steps), left_epoch = L->steps - (s + 1);
+    if (left_epoch > left_run)
+        left_epoch = left_run;
+    double frac = (double)(s + 1) / (double)L->steps, eta_epoch = step_s * (double)left_epoch;
+    double eta_run = step_s * (double)left_run;
+    char e1[32], e2[32];
+    progress("epoch %d step %llu/%llu (%.1f%%) loss %.4f lr %.4g images/s %.0f eta epoch %s run %s", epoch,
+             (unsigned long long)(s + 1), (unsigned long long)L->steps, 100 * frac, loss, lr, ips,
+             log_duration(eta_epoch, e1, sizeof e1), log_duration(eta_run, e2, sizeof e2));
+    metrics("{\"type\":\"step\",\"epoch\":%d,\"step\":%llu,\"global_step\":%ld,\"loss\":%.6f,\"lr\":%.6g,"
+            "\"images_per_s\":%.1f,\"epoch_fraction\":%.6f,\"step_s\":%.6f,\"eta_epoch_s\":%.3f,\"eta_run_s\":%.3f,"
+            "\"time_s\":%.3f}", epoch, (unsigned long long)(s + 1), r->step, loss, lr, ips, frac, step_s, eta_epoch,
+            eta_run, t - r->env->start_s);
+    L->loss_epoch += sums[0];
+    L->images_epoch += sums[1];
+    L->loss_log = L->images_log = 0;
+    L->t_log = t;
+}
+
 /* One epoch; returns 1 when --max-steps was reached, 2 when a signal stopped it. */
 static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 {
@@ -235,11 +293,12 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     sampler_permutation(o->seed, (uint64_t)epoch, r->n_train, r->host_perm);
     r->be->upload(r->perm, r->host_perm, r->n_train * sizeof *r->perm);
 
-    double t0 = clock_now(), t_log = t0, loss_epoch = 0, loss_log = 0, images_log = 0, images_epoch = 0;
     int stop = o->max_steps && r->step >= o->max_steps;
     /* A resumed epoch goes on after the steps its checkpoint had done. */
-    uint64_t first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0;
-    for (uint64_t s = first; s < opt_steps && !stop; s++) {
+    epoch_log L = {.first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0, .steps = opt_steps,
+                   .t0 = clock_now(), .ckpt0 = r->ckpt_total_s};
+    L.t_log = L.t0;
+    for (uint64_t s = L.first; s < opt_steps && !stop; s++) {
         double t_step = clock_now();
         uint64_t micro0 = s * (uint64_t)o->accum_steps;
         uint64_t k = micro_steps - micro0 < (uint64_t)o->accum_steps ? micro_steps - micro0 : (uint64_t)o->accum_steps;
@@ -265,27 +324,11 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         r->step++;
         if (clock_now() - t_step > r->step_max_s)
             r->step_max_s = clock_now() - t_step;
-        loss_log += loss;
-        images_log += images; /* this rank's samples: summed over ranks below */
+        L.loss_log += loss;
+        L.images_log += images; /* this rank's samples: summed over ranks in the report */
         stop = (o->max_steps && r->step >= o->max_steps) || o->dry_run;
-        if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop) {
-            double sums[2] = {loss_log, images_log};
-            /* Every rank's local loss sum: the line shows the loss of all ranks' samples. Under the
-             * all-reduce's deadline: a peer frozen between the two must not hang this one. */
-            const char *option;
-            double timeout = wait_deadline(r, &option);
-            comm_allreduce_within(MPI_COMM_WORLD, sums, 2, MPI_SUM, timeout, option, "progress-line sum", r->step);
-            double t = clock_now();
-            say("epoch %d step %llu/%llu loss %.4f lr %.4g images/s %.0f", epoch, (unsigned long long)(s + 1),
-                (unsigned long long)opt_steps, sums[0] / sums[1], lr, sums[1] / (t - t_log));
-            metrics("{\"type\":\"step\",\"epoch\":%d,\"step\":%llu,\"global_step\":%ld,\"loss\":%.6f,\"lr\":%.6g,"
-                    "\"images_per_s\":%.1f}", epoch, (unsigned long long)(s + 1), r->step, sums[0] / sums[1], lr,
-                    sums[1] / (t - t_log));
-            loss_epoch += sums[0];
-            images_epoch += sums[1];
-            loss_log = images_log = 0;
-            t_log = t;
-        }
+        if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop)
+            report_progress(r, &L, epoch, s, lr);
         /* Periodic ones, and one where the run stops, so the same command then has nothing left to redo. */
         int last = s + 1 == opt_steps;
         if (o->checkpoint_dir && (stop || (last && epoch == o->epochs) ||
@@ -294,9 +337,9 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         if (preempted(r, epoch, s + 1))
             stop = 2;
     }
-    r->train_s += clock_now() - t0;
-    r->images += images_epoch;
-    *mean_loss = images_epoch ? loss_epoch / images_epoch : 0;
+    r->train_s += clock_now() - L.t0 - (r->ckpt_total_s - L.ckpt0); /* checkpoint writes are counted apart */
+    r->images += L.images_epoch;
+    *mean_loss = L.images_epoch ? L.loss_epoch / L.images_epoch : 0;
     return stop;
 }
 
@@ -304,10 +347,21 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
  * Leaves the parameters in host_params. */
 static void sync_and_check(run *r, const char *when)
 {
+    double t0 = clock_now();
     if (model_buffer_size(r->m))
         r->cb->average(r->comm, model_buffers(r->m), model_buffer_size(r->m), "BatchNorm statistics");
     model_download(r->m, r->host_params, NULL);
     comm_check_replicas(MPI_COMM_WORLD, r->host_params, model_num_params(r->m), when);
+    r->eval_s += clock_now() - t0;
+}
+
+/* The test set's loss and accuracy (collective), its time counted as evaluation. */
+static eval_result run_evaluate(run *r)
+{
+    double t0 = clock_now();
+    eval_result ev = evaluate(r->m, r->test_images, r->test_labels, r->test_count, r->x, MPI_COMM_WORLD);
+    r->eval_s += clock_now() - t0;
+    return ev;
 }
 
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */
@@ -364,7 +418,7 @@ static int run_epoch(run *r, int epoch, eval_result *ev)
     char when[64];
     snprintf(when, sizeof when, "after epoch %d", epoch);
     sync_and_check(r, when);
-    *ev = evaluate(r->m, r->test_images, r->test_labels, r->test_count, r->x, MPI_COMM_WORLD);
+    *ev = run_evaluate(r);
     double epoch_s = clock_now() - t0, ips = (r->images - i0) / (r->train_s - s0);
     say("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%ld/%ld), %.1f s, %.0f images/s",
         epoch, train_loss, ev->loss, 100 * ev->accuracy, ev->correct, ev->total, epoch_s, ips);
@@ -374,6 +428,16 @@ static int run_epoch(run *r, int epoch, eval_result *ev)
     if (stop)
         say("stopping: %s", r->o->dry_run ? "--dry-run" : "--max-steps reached");
     return stop;
+}
+
+/* Where the wall-clock time went, from the process's start: the phases, and what is in none of them. */
+static void report_time(const run *r, double comm_exposed_s)
+{
+    double wall = clock_now() - r->env->start_s;
+    double other = wall - r->startup_s - r->data_s - r->train_s - r->eval_s - r->ckpt_total_s;
+    say("time: %.1f s wall: start-up %.1f s, data loading %.1f s, training %.1f s (communication exposed %.1f s), "
+        "evaluation %.1f s, checkpoints %.1f s, other %.1f s", wall, r->startup_s, r->data_s, r->train_s,
+        comm_exposed_s, r->eval_s, r->ckpt_total_s, other);
 }
 
 /* The end of a run: replicas checked once more, the overlap and summary lines, the saved model. */
@@ -390,15 +454,18 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
         say("all-reduce: %.2f ms blocking for %.1f MB, %.2f ms exposed per step in %d bucket%s: %.0f%% hidden behind "
             "backward", 1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r->m), 1e3 * exposed, cs.buckets,
             cs.buckets == 1 ? "" : "s", 100 * hidden);
+    report_time(r, cs.exposed_s);
     say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s",
         100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->train_s, total_s, ips, world,
         world == 1 ? "" : "s");
     metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
             "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
             "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
-            "\"fingerprint\":\"%016llx\"}",
+            "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
+            "\"wall_s\":%.3f,\"fingerprint\":\"%016llx\"}",
             o->model, r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
-            1e3 * cs.blocking_s, 1e3 * exposed, hidden, (unsigned long long)fingerprint);
+            1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->startup_s, r->data_s, r->eval_s, r->ckpt_total_s,
+            cs.exposed_s, clock_now() - r->env->start_s, (unsigned long long)fingerprint);
     if (o->verbose)
         say("replica fingerprint %016llx", (unsigned long long)fingerprint);
     if (o->save_model && r->env->rank == 0) {
@@ -425,10 +492,11 @@ int train_run(const options *o, const ddp_env *env, int gpu)
     run r = {.o = o, .env = env, .rc = resolve_recipe(o, env->world)};
     run_setup(&r, gpu);
     double t_start = clock_now();
+    r.startup_s = t_start - env->start_s - r.data_s;
     eval_result ev = {0};
     int epoch = r.start.epoch - 1;
     if (epoch >= o->epochs) { /* nothing to train: --epochs 0, or a resumed run that had finished */
-        ev = evaluate(r.m, r.test_images, r.test_labels, r.test_count, r.x, MPI_COMM_WORLD);
+        ev = run_evaluate(&r);
         say("evaluation: test loss %.4f, test accuracy %.2f%% (%ld/%ld)", ev.loss, 100 * ev.accuracy, ev.correct,
             ev.total);
     }

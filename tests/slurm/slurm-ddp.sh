@@ -20,62 +20,9 @@ hard() { echo "ERROR: $*"; exit 99; }
 [ -x "$bin" ] || hard "no mnist_ddp at $bin: build first (make)"
 [ -n "$(find "$data" -maxdepth 1 -name 'train-*.h5' -print -quit 2>/dev/null)" ] ||
     hard "no MNIST shards in $data: run 'make data'"
-[ "$(id -u)" = 0 ] || skip "slurmd must run as root"
-
 # shellcheck source-path=SCRIPTDIR source=cluster.sh
 . "$srcdir/tests/slurm/cluster.sh"
-slurm_packages
-
-# Nothing from a surrounding Slurm job or the user's defaults may leak into this cluster's jobs.
-while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(SLURM|SBATCH|SRUN|SALLOC)_|^MASTER_(ADDR|PORT)$|^MNIST_DDP_')
-# One node: ranks talk through shared memory only, never a network interface.
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-
-tmp=$(mktemp -d /tmp/slurm-ddp.XXXXXX) || hard "mktemp failed"
-mkdir -p "$tmp/jobs"
-munged_pid='' ctld_pid='' slurmd_pid=''
-cleanup() {
-    if [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2> /dev/null; then
-        slurm_cancel_all
-    fi
-    slurm_stop "$slurmd_pid"
-    slurm_stop "$ctld_pid"
-    slurm_stop "$munged_pid"
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 99' INT TERM HUP
-
-# --- The cluster ----------------------------------------------------------------------------
-node=$(hostname -s)
-# Two distinct free ports outside the ephemeral range: select-port with this shell's PID as "job".
-if ! ctld_port=$(SLURM_JOB_ID=$$ MNIST_DDP_PORT_MIN=16000 MNIST_DDP_PORT_MAX=16999 "$srcdir/slurm/select-port") ||
-    ! slurmd_port=$(SLURM_JOB_ID=$(($$ + 1)) MNIST_DDP_PORT_MIN=16000 MNIST_DDP_PORT_MAX=16999 "$srcdir/slurm/select-port"); then
-    hard "no free ports for slurmctld and slurmd"
-fi
-
-slurm_fake_gpus 2
-{
-    slurm_conf "$tmp" "$node"
-    cat << EOF
-SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-NodeName=$node NodeAddr=127.0.0.1 CPUs=8 RealMemory=8000 Gres=gpu:2 State=UNKNOWN
-PartitionName=test Nodes=$node Default=YES MaxTime=60 State=UP
-EOF
-} > "$tmp/slurm.conf"
-export SLURM_CONF=$tmp/slurm.conf
-
-slurm_munged
-
-slurmctld -D -i -f "$SLURM_CONF" > "$tmp/log/slurmctld.out" 2>&1 &
-ctld_pid=$!
-slurmd -D -f "$SLURM_CONF" -N "$node" > "$tmp/log/slurmd.out" 2>&1 &
-slurmd_pid=$!
-slurm_wait_idle "$node"
-echo "cluster up: node $node, slurmctld on 127.0.0.1:$ctld_port, slurmd on 127.0.0.1:$slurmd_port"
-srun --mpi=list 2>&1 | grep -q pmix || hard "Slurm has no mpi/pmix plugin (srun --mpi=list)"
+slurm_one_node
 
 # --- Checks ---------------------------------------------------------------------------------
 passes=0 failures=0
@@ -138,12 +85,32 @@ for i in 0 1 2; do
         grep -q '"type":"summary"' "$dir/metrics.jsonl" && [ -s "$dir/model.h5" ] && [ -s "$dir/row.tsv" ] &&
         done_tasks=$((done_tasks + 1))
 done
+# The sweep's table (written by the last task to finish, printed in its log): one row per task with its
+# sweep row and the accuracy and time of its metrics' summary.
+sweep_table_ok() {
+    "${PYTHON3:-/usr/bin/python3}" - "runs/mnist-sweep-$job" "$srcdir/slurm/sweep.tsv" << 'PY'
+import json, sys
+d, table = sys.argv[1], sys.argv[2]
+rows = [l.rstrip("\n").split("\t") for l in open(table) if l.strip() and not l.startswith("#")]
+got = [l.rstrip("\n").split("\t") for l in open(d + "/summary.tsv")]
+want_head = ["task"] + rows[0] + ["test_accuracy_%", "epochs", "time_s", "images_per_s"]
+if got[0] != want_head or len(got) != 4:
+    sys.exit("summary.tsv: %r" % got)
+for i, r in enumerate(got[1:]):
+    s = [json.loads(l) for l in open("%s/task-%d/metrics.jsonl" % (d, i)) if '"summary"' in l][-1]
+    if r[:3] != ["task-%d" % i] + rows[i + 1] or abs(float(r[3]) - 100 * s["test_accuracy"]) > 0.006 or \
+            abs(float(r[5]) - s["wall_s"]) > 0.06:
+        sys.exit("summary.tsv row %r, task %d's summary %r" % (r, i, s))
+PY
+}
+table_logs=$(grep -l '^run-array: all 3 tasks done' "${logs[@]}" 2> /dev/null | wc -l)
 if [ "$rc" -eq 0 ] && [ "$done_tasks" -eq 3 ] && [ "$ports" -eq 3 ] && [ "$most" -eq 3 ] &&
-    grep -q -- '--seed 2 --lr 1.0' "${logs[1]}"; then
+    grep -q -- '--seed 2 --lr 1.0' "${logs[1]}" && [ "$table_logs" -ge 1 ] && sweep_table_ok; then
     pass "sbatch --array=0-2 run-array.sbatch: 3 tasks at once, ports $(grep -ho 'MASTER_PORT=[0-9]*' "${logs[@]}" | cut -d= -f2 | tr '\n' ' ')"
+    grep -h -A4 '^run-array: all 3 tasks done' "${logs[@]}"
 else
-    fail "array: sbatch exit $rc, $done_tasks/3 tasks complete, $ports distinct ports, at most $most running at once" \
-        array.submit "${logs[@]}"
+    fail "array: sbatch exit $rc, $done_tasks/3 tasks complete, $ports distinct ports, at most $most running at once, the sweep's table in $table_logs log(s)" \
+        array.submit "${logs[@]}" "runs/mnist-sweep-$job/summary.tsv"
 fi
 
 # 4. Without PMI every rank would be a world of 1: a one-line message and exit 78, not a hang.

@@ -4,7 +4,7 @@
 # GPU path. Fixtures: data_testutil (IDX files and shard sets), model_testutil.h (random batches).
 unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_optim tests/unit/check_model \
 	tests/unit/check_kernels tests/unit/check_idx tests/unit/check_shards tests/unit/check_sampler \
-	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest
+	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 EXTRA_DIST += tests/unit/model_testutil.h
@@ -37,3 +37,5 @@ tests_unit_check_comm_plan_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_comm_plan_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_gpu_plan_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_gpu_plan_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_log_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_log_LDADD = $(LDADD) $(CHECK_LIBS)
