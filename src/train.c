@@ -134,6 +134,8 @@ static void init_model(run *r)
     if (!resumed)
         r->start = (ts_position){.epoch = 1};
     r->step = r->saved_step = r->start.step;
+    if (!resumed && r->o->load_model)
+        checkpoint_verify_model(r->o->load_model);
     if (r->env->rank == 0 && !resumed) {
         if (r->o->load_model)
             checkpoint_load_model(r->o->load_model, r->m);

@@ -78,5 +78,5 @@ expect_fail 74 "--metrics /dev/full: write failed" run_np 2 "$MNIST_DDP" --data 
   --epochs 1 --max-steps 1 --metrics /dev/full
 one_error
 ls "$TMP"/no 2>/dev/null && fail "a failed run created output"
-[ -z "$(find "$TMP" -name '*.tmp.*')" ] || fail "temporary files left behind"
+[ -z "$(find "$TMP" -name '*.tmp*')" ] || fail "temporary files left behind"
 echo "all bad-input cases behave"
