@@ -74,16 +74,6 @@ int af_open(atomic_file *a, const char *path)
     return err;
 }
 
-hid_t af_hdf5_create_plist(void)
-{
-    hid_t p = H5Pcreate(H5P_FILE_CREATE);
-    if (p >= 0 && H5Pset_userblock(p, AF_SEAL_BYTES) < 0) {
-        H5Pclose(p);
-        return -1;
-    }
-    return p;
-}
-
 static void format_seal(char out[AF_SEAL_BYTES], int version, const char *hex, unsigned long long bytes)
 {
     memset(out, 0, AF_SEAL_BYTES);
@@ -101,15 +91,13 @@ static int write_all_at(int fd, const void *buf, size_t len, off_t at)
     return 0;
 }
 
-int af_seal(atomic_file *a)
+int af_write_sealed(atomic_file *a, const void *image, size_t len)
 {
     char hex[SHA256_HEX_LEN + 1], seal[AF_SEAL_BYTES];
-    uint64_t bytes;
-    int err = sha256_fd_hex(a->fd, AF_SEAL_BYTES, hex, &bytes);
-    if (err)
-        return err;
-    format_seal(seal, SEAL_VERSION, hex, (unsigned long long)bytes);
-    return write_all_at(a->fd, seal, sizeof seal, 0);
+    sha256_hex(image, len, hex);
+    format_seal(seal, SEAL_VERSION, hex, (unsigned long long)len);
+    int err = write_all_at(a->fd, seal, sizeof seal, 0);
+    return err ? err : write_all_at(a->fd, image, len, AF_SEAL_BYTES);
 }
 
 /* fsync of a directory; 0 or errno. */
@@ -125,13 +113,7 @@ static int sync_dir(const char *dir)
 
 int af_commit(atomic_file *a)
 {
-    struct stat mine, named;
     int err = fsync(a->fd) != 0 ? errno : 0;
-    /* HDF5 opened the temporary by name: make sure that name still is the file we created. */
-    if (!err && (fstat(a->fd, &mine) != 0 || lstat(a->tmp, &named) != 0))
-        err = errno;
-    else if (!err && (mine.st_dev != named.st_dev || mine.st_ino != named.st_ino))
-        err = ESTALE;
     if (!err && close(a->fd) != 0)
         err = errno;
     a->fd = -1;

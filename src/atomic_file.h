@@ -8,12 +8,13 @@
  * only SIGKILL (or a crash) can leave a temporary behind, and af_remove_stale removes those whose writer
  * on this host is gone.
  *
- * Sealed files (model files, checkpoints) start with a 512-byte header that HDF5 keeps as its "userblock":
- * a magic line, the format version and the SHA-256 and length of the bytes after it, so a reader checks
- * the whole file before the HDF5 library parses any of it (af_verify). */
+ * Sealed files (model files, checkpoints) start with a 512-byte header: a magic line, the format version
+ * and the SHA-256 and length of the bytes after it, so a reader checks the whole file before the HDF5
+ * library parses any of it (af_verify). HDF5 reads such a file as one with a 512-byte "userblock" (it
+ * looks for its signature at 0, 512, 1024... and takes the offset where it finds it as the file's base),
+ * so h5py and PyTorch tooling read sealed files unchanged. */
 #ifndef MNIST_ATOMIC_FILE_H
 #define MNIST_ATOMIC_FILE_H
-#include <hdf5.h>
 #include <signal.h>
 #include <stddef.h>
 
@@ -28,15 +29,12 @@ typedef struct {
 
 /* Creates the temporary for path. 0, or an errno value (nothing is left behind, signals restored). */
 int af_open(atomic_file *a, const char *path);
-/* Writes the seal over the first AF_SEAL_BYTES (the file must have been written with a userblock of that
- * size, see af_hdf5_create_plist). 0, or an errno value. */
-int af_seal(atomic_file *a);
+/* Writes the seal of image (len bytes), then image after it. 0, or an errno value (ENOSPC, EFBIG...). */
+int af_write_sealed(atomic_file *a, const void *image, size_t len);
 /* fsync, rename over the final name, fsync the directory. 0, or an errno value with the temporary removed. */
 int af_commit(atomic_file *a);
 /* Removes the temporary (any failure path). */
 void af_abort(atomic_file *a);
-/* An HDF5 file-creation property list with the userblock af_seal fills (close with H5Pclose); -1 on failure. */
-hid_t af_hdf5_create_plist(void);
 
 /* Removes the temporaries for final names starting with path_prefix ("DIR/ckpt-", or a file's path) whose
  * writer on this host has exited (kill -9, power loss), saying so; returns how many. */

@@ -14,7 +14,7 @@
 
 const char checkpoint_format[] = "mnist_ddp state_dict 1";
 
-void checkpoint_check_writable(const char *option, const char *path)
+void checkpoint_check_writable(const char *option, const char *value, const char *path)
 {
     int err = 0;
     if (world_rank() == 0) {
@@ -27,29 +27,50 @@ void checkpoint_check_writable(const char *option, const char *path)
     }
     MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (err)
-        die_all(EX_CANTCREAT, "%s %s: cannot create a file there: %s", option, path, strerror(err));
+        die_all(EX_CANTCREAT, "%s %s: cannot create a file there: %s", option, value, strerror(err));
+}
+
+/* fill's file built in memory (HDF5's core driver, nothing on disk): its image, malloc'd, or NULL. HDF5
+ * never writes to the disk itself, so a full disk is an ordinary write error of ours, with its errno
+ * (HDF5 1.10 crashes at exit after a failed H5Fclose on a full disk), and HDF5 never opens a name in a
+ * shared directory. */
+static void *hdf5_image(int (*fill)(hid_t f, const void *arg), const void *arg, size_t *len)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t f = fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0
+                  ? -1 : H5Fcreate("mnist_ddp-image", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    void *image = NULL;
+    ssize_t n = -1;
+    if (f >= 0 && fill(f, arg) == 0 && H5Fflush(f, H5F_SCOPE_LOCAL) >= 0 &&
+        (n = H5Fget_file_image(f, NULL, 0)) > 0) {
+        image = xmalloc((size_t)n);
+        if (H5Fget_file_image(f, image, (size_t)n) != n) {
+            free(image);
+            image = NULL;
+        }
+    }
+    if (f >= 0)
+        H5Fclose(f);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    *len = image ? (size_t)n : 0;
+    return image;
 }
 
 int checkpoint_write_sealed(const char *path, int (*fill)(hid_t f, const void *arg), const void *arg)
 {
+    size_t len;
+    void *image = hdf5_image(fill, arg, &len);
+    if (!image)
+        return EIO;
     atomic_file a;
     int err = af_open(&a, path);
-    if (err)
-        return err;
-    hid_t fcpl = af_hdf5_create_plist();
-    hid_t f = fcpl < 0 ? -1 : H5Fcreate(a.tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
-    int bad = f < 0 || fill(f, arg) != 0;
-    if (f >= 0 && H5Fclose(f) < 0)
-        bad = 1;
-    if (fcpl >= 0)
-        H5Pclose(fcpl);
-    /* HDF5 does not keep errno: EIO stands for "it failed while writing" (a full disk, most often). */
-    err = bad ? EIO : af_seal(&a);
-    if (err) {
+    if (!err && (err = af_write_sealed(&a, image, len)) != 0)
         af_abort(&a);
-        return err;
-    }
-    return af_commit(&a);
+    else if (!err)
+        err = af_commit(&a);
+    free(image);
+    return err;
 }
 
 int checkpoint_write_attr(hid_t loc, const char *name, hid_t type, const void *value)
@@ -119,8 +140,7 @@ void checkpoint_save_model(const char *path, model *m, int epoch, double test_ac
     model_file mf = {m, epoch, test_accuracy};
     int err = checkpoint_write_sealed(path, fill_model, &mf);
     if (err)
-        die(err == EIO ? EX_IOERR : EX_CANTCREAT, "--save-model %s: writing it failed: %s%s", path,
-            strerror(err), err == EIO ? " (disk full?)" : "");
+        die(EX_IOERR, "--save-model %s: writing it failed: %s", path, strerror(err));
 }
 
 char *checkpoint_read_string_attr(hid_t loc, const char *name)

@@ -319,7 +319,7 @@ static void run_setup(run *r, int gpu)
     r->be = gpu ? nn_cuda() : &nn_cpu;
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
-        checkpoint_check_writable("--save-model", o->save_model);
+        checkpoint_check_writable("--save-model", o->save_model, o->save_model);
     if (o->checkpoint_dir) {
         ts_prepare_dir(o->checkpoint_dir);
         preempt_install();

@@ -121,7 +121,7 @@ void ts_prepare_dir(const char *dir)
     if (err)
         die_all(EX_CANTCREAT, "--checkpoint-dir %s: cannot create it: %s", dir, strerror(err));
     char probe[PATH_LEN];
-    checkpoint_check_writable("--checkpoint-dir", file_path(probe, sizeof probe, dir, 0));
+    checkpoint_check_writable("--checkpoint-dir", dir, file_path(probe, sizeof probe, dir, 0));
     if (world_rank() == 0) {
         snprintf(probe, sizeof probe, "%s/ckpt-", dir);
         af_remove_stale(probe);
@@ -193,8 +193,7 @@ static void write_durably(const ts_config *c, const model *m, const host_state *
     state_file s = {m, h, p, &c->id};
     int err = checkpoint_write_sealed(file_path(path, sizeof path, c->dir, p->step), fill_file, &s);
     if (err)
-        die(EX_IOERR, "--checkpoint-dir %s: writing checkpoint '%s' failed: %s%s", c->dir, path, strerror(err),
-            err == EIO ? " (disk full?)" : "");
+        die(EX_IOERR, "--checkpoint-dir %s: writing checkpoint '%s' failed: %s", c->dir, path, strerror(err));
     long *steps;
     int n = list_checkpoints(c->dir, &steps);
     for (int i = c->keep; i < n; i++)

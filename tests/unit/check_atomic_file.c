@@ -182,13 +182,12 @@ enum { BODY = 1500 };
 /* A sealed file: the userblock, then BODY bytes of content; returns its path. */
 static char *sealed_file(const char *name)
 {
-    char *path = tu_path(g_dir, name), body[BODY];
+    char *path = tu_path(g_dir, name), image[BODY];
     for (int i = 0; i < BODY; i++)
-        body[i] = (char)(i * 7 + 3);
+        image[i] = (char)(i * 7 + 3);
     atomic_file a;
     ck_assert_int_eq(af_open(&a, path), 0);
-    ck_assert_int_eq(pwrite(a.fd, body, BODY, AF_SEAL_BYTES), BODY);
-    ck_assert_int_eq(af_seal(&a), 0);
+    ck_assert_int_eq(af_write_sealed(&a, image, sizeof image), 0);
     ck_assert_int_eq(af_commit(&a), 0);
     return path;
 }
