@@ -1,6 +1,7 @@
 #!/bin/sh
 # The trainer's outputs (--save-model, checkpoints, --metrics) on their failure paths and their modes:
-# - the umask applies (077 and 022 give 600 and 644 files, 700 and 755 for a created --checkpoint-dir);
+# - the umask applies (077, 022 and 002 give 600, 644 and 664 files, 700, 755 and 775 for a created
+#   --checkpoint-dir);
 # - a full disk (RLIMIT_FSIZE: ulimit -f) while writing a checkpoint, the model or the metrics stops the
 #   run with 74 and one line; no file under a final name is half-written, no temporary is left, the
 #   metrics file keeps whole JSON lines only (and no SIGXFSZ kills the process);
@@ -21,7 +22,7 @@ no_temps() { # no_temps DIR: no temporary of ours under DIR
 one_error() { [ "$(grep -c 'error:' "$TMP/err")" -eq 1 ] || { cat "$TMP/err" >&2; fail "not exactly one error line"; }; }
 
 # Modes under two umasks, for every output.
-for mask in 077 022; do
+for mask in 077 022 002; do
   # shellcheck disable=SC2086
   (umask "$mask" && run_np 2 "$MNIST_DDP" $common --save-model "$TMP/m$mask.h5" --checkpoint-dir "$TMP/ck$mask" \
     --checkpoint-every 5 --metrics "$TMP/m$mask.json") >"$TMP/log" 2>&1 || { cat "$TMP/log"; fail "umask $mask run"; }
@@ -48,7 +49,7 @@ full() { # full BLOCKS ARGS...: run the trainer with its files limited to BLOCKS
 mkdir "$TMP/full"
 pattern="--checkpoint-dir $TMP/full/ck: writing checkpoint '$TMP/full/ck/ckpt-000000000005.h5' failed"
 full 16384 --checkpoint-dir "$TMP/full/ck" --checkpoint-every 5 # 8 MB, a checkpoint is 14 MB
-[ -z "$(ls "$TMP/full/ck")" ] || fail "a failed checkpoint write left $(ls "$TMP/full/ck")"
+[ -z "$(ls -A "$TMP/full/ck")" ] || fail "a failed checkpoint write left $(ls -A "$TMP/full/ck")"
 pattern="--save-model $TMP/full/m.h5: writing it failed"
 full 4096 --save-model "$TMP/full/m.h5" # 2 MB, the model is 4.8 MB
 [ ! -e "$TMP/full/m.h5" ] || fail "a failed --save-model left $TMP/full/m.h5"

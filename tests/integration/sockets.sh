@@ -45,12 +45,13 @@ listeners() {
 train() {
   tag=$1; shift
   # shellcheck disable=SC2086
-  run_np 2 "$@" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 1 --log-interval 5 >"$TMP/$tag.log" 2>&1 &
+  run_np 2 "$@" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 1 --max-steps 40 --log-interval 5 >"$TMP/$tag.log" 2>&1 &
   job=$!
+  trap 'kill "$job" 2>/dev/null; rm -rf "$TMP"' EXIT # a failed check ends the run it looked at
   i=0
-  until grep -q "^epoch 1 step 10/" "$TMP/$tag.log"; do
+  until grep -q "^epoch 1 step 5/" "$TMP/$tag.log" 2>/dev/null; do
     i=$((i + 1))
-    [ "$i" -lt 600 ] && kill -0 "$job" 2>/dev/null || { cat "$TMP/$tag.log"; fail "$tag: the run never reached step 10"; }
+    [ "$i" -lt 600 ] && kill -0 "$job" 2>/dev/null || { cat "$TMP/$tag.log"; fail "$tag: the run never reached step 5"; }
     sleep 0.1
   done
   pids=$(ranks_of "$job")
