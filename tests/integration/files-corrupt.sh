@@ -70,6 +70,19 @@ damage "$TMP/m.h5" "$TMP/bad.h5" flip@half
 RUN_TIMEOUT=60 expect_fail 65 "--load-model $TMP/bad.h5: checksum mismatch" run_np 2 "$MNIST_DDP" $common \
   --epochs 0 --load-model "$TMP/bad.h5"
 one_line "$TMP/bad.h5"
+! grep -q "MPI_ABORT" "$TMP/err" || fail "the ranks were aborted instead of all stopping with 65"
+# A checkpoint rewritten by h5py (no seal) is not one of ours: refused (a model file is loaded, with a warning).
+"$PYTHON3" - "$(ckpt "$TMP/ck" 10)" "$TMP/unsealed.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as src, h5py.File(sys.argv[2], "w") as dst:
+    for k in src:
+        src.copy(k, dst)
+    dst.attrs.update(src.attrs)
+PY
+# shellcheck disable=SC2086
+expect_fail 65 "--resume $TMP/unsealed.h5: no mnist_ddp checksum header" $once $common --batch-size 20 \
+  --resume "$TMP/unsealed.h5"
+one_line "$TMP/unsealed.h5"
 # The undamaged files load (so the refusals above are about the damage).
 # shellcheck disable=SC2086
 run_np 2 "$MNIST_DDP" $common --epochs 0 --load-model "$TMP/m.h5" >"$TMP/log" 2>&1 ||

@@ -41,9 +41,9 @@ done
 # default one (over 3 MB), would hit the limit first.
 full() { # full BLOCKS ARGS...: run the trainer with its files limited to BLOCKS blocks
   blocks=$1; shift
-  # shellcheck disable=SC2086
-  PMIX_MCA_gds=hash expect_fail 74 "$pattern" sh -c 'ulimit -f "$0" && exec timeout -k 5 120 "$@"' "$blocks" \
-    "$MNIST_DDP" $common "$@"
+  # shellcheck disable=SC2086,SC2016
+  expect_fail 74 "$pattern" env PMIX_MCA_gds=hash sh -c 'ulimit -f "$0" && exec timeout -k 5 120 "$@"' \
+    "$blocks" "$MNIST_DDP" $common "$@"
   one_error
 }
 mkdir "$TMP/full"

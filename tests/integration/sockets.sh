@@ -28,7 +28,8 @@ ranks_of() {
 # writes it; unix: its path or @name).
 listeners() {
   pid=$1
-  inodes=$(ls -l "/proc/$pid/fd" 2>/dev/null | sed -n 's/.*socket:\[\([0-9]*\)\].*/\1/p' | tr '\n' ' ')
+  inodes=$(for fd in "/proc/$pid/fd"/*; do readlink "$fd"; done 2>/dev/null |
+    sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p' | tr '\n' ' ')
   for proto in tcp tcp6 udp udp6; do
     # tcp state 0A: LISTEN; udp state 07: bound, receiving
     awk -v proto="$proto" -v inodes=" $inodes " '
@@ -51,7 +52,10 @@ train() {
   i=0
   until grep -q "^epoch 1 step 5/" "$TMP/$tag.log" 2>/dev/null; do
     i=$((i + 1))
-    [ "$i" -lt 600 ] && kill -0 "$job" 2>/dev/null || { cat "$TMP/$tag.log"; fail "$tag: the run never reached step 5"; }
+    if [ "$i" -ge 600 ] || ! kill -0 "$job" 2>/dev/null; then
+      cat "$TMP/$tag.log"
+      fail "$tag: the run never reached step 5"
+    fi
     sleep 0.1
   done
   pids=$(ranks_of "$job")
