@@ -83,6 +83,20 @@ PY
 expect_fail 65 "--resume $TMP/unsealed.h5: no mnist_ddp checksum header" $once $common --batch-size 20 \
   --resume "$TMP/unsealed.h5"
 one_line "$TMP/unsealed.h5"
+# A tensor edited and the file resealed (the seal holds): the checkpoint's own digest over its content,
+# position and settings still refuses it.
+"$PYTHON3" - "$(ckpt "$TMP/ck" 10)" "$TMP/resealed.h5" <<'PY'
+import hashlib, shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "a") as f:
+    f["fc2.bias"][0] += 1.0
+body = open(sys.argv[2], "rb").read()[512:]
+seal = b"mnist_ddp sealed file 1\nsha256 %s\nbytes %d\n" % (hashlib.sha256(body).hexdigest().encode(), len(body))
+open(sys.argv[2], "wb").write(seal.ljust(512, b"\0") + body)
+PY
+# shellcheck disable=SC2086
+expect_fail 65 "--resume $TMP/resealed.h5: checksum mismatch: the file says" $once $common --batch-size 20 \
+  --resume "$TMP/resealed.h5"
 # The undamaged files load (so the refusals above are about the damage).
 # shellcheck disable=SC2086
 run_np 2 "$MNIST_DDP" $common --epochs 0 --load-model "$TMP/m.h5" >"$TMP/log" 2>&1 ||
