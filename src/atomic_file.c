@@ -17,15 +17,33 @@ static const char seal_magic[] = "mnist_ddp sealed file ";
 enum { SEAL_VERSION = 1 };
 static const unsigned char hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
 
-/* The signals whose default action ends the process: held while a temporary exists. */
-static void hold_signals(sigset_t *saved)
+/* The signals whose default action ends the process: held while a temporary exists. Not by a signal mask,
+ * which is per thread (Open MPI's and OpenMP's threads would still take a process-directed SIGTERM and
+ * end the process mid-write), but by a handler, which is per process: it notes the signal, and
+ * release_signals restores the default and raises it once the file is in place or removed. Signals that
+ * already have a handler (preempt.c's flag) or are ignored keep it. */
+static const int held[AF_HELD_SIGNALS] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+static volatile sig_atomic_t pending;
+
+static void note_signal(int sig) { pending = sig; }
+
+static void hold_signals(struct sigaction saved[AF_HELD_SIGNALS])
 {
-    sigset_t s;
-    sigemptyset(&s);
-    int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
-        sigaddset(&s, sigs[i]);
-    pthread_sigmask(SIG_BLOCK, &s, saved);
+    struct sigaction note = {.sa_handler = note_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&note.sa_mask);
+    for (int i = 0; i < AF_HELD_SIGNALS; i++)
+        if (sigaction(held[i], NULL, &saved[i]) == 0 && saved[i].sa_handler == SIG_DFL)
+            sigaction(held[i], &note, NULL);
+}
+
+static void release_signals(const struct sigaction saved[AF_HELD_SIGNALS])
+{
+    for (int i = 0; i < AF_HELD_SIGNALS; i++)
+        sigaction(held[i], &saved[i], NULL);
+    int sig = pending;
+    pending = 0;
+    if (sig)
+        raise(sig);
 }
 
 static void host_name(char *buf, size_t len)
@@ -55,7 +73,7 @@ int af_open(atomic_file *a, const char *path)
     snprintf(a->path, sizeof a->path, "%s", path);
     split_path(path, dir, sizeof dir, &base);
     host_name(host, sizeof host);
-    hold_signals(&a->saved);
+    hold_signals(a->saved);
     /* Another file under our name (a dead process with our pid, or planted) is left alone: next n. */
     errno = ENAMETOOLONG;
     for (int n = 0; n < 100; n++) {
@@ -70,7 +88,7 @@ int af_open(atomic_file *a, const char *path)
     }
     int err = errno;
     a->tmp[0] = 0;
-    pthread_sigmask(SIG_SETMASK, &a->saved, NULL);
+    release_signals(a->saved);
     return err;
 }
 
@@ -86,6 +104,8 @@ static int write_all_at(int fd, const void *buf, size_t len, off_t at)
         ssize_t n = pwrite(fd, (const char *)buf + done, len - done, at + (off_t)done);
         if (n < 0 && errno != EINTR)
             return errno;
+        if (n == 0)
+            return EIO;
         done += n > 0 ? (size_t)n : 0;
     }
     return 0;
@@ -128,7 +148,7 @@ int af_commit(atomic_file *a)
     const char *base;
     split_path(a->path, dir, sizeof dir, &base);
     err = sync_dir(dir);
-    pthread_sigmask(SIG_SETMASK, &a->saved, NULL);
+    release_signals(a->saved);
     return err;
 }
 
@@ -140,7 +160,7 @@ void af_abort(atomic_file *a)
     if (a->tmp[0])
         unlink(a->tmp);
     a->tmp[0] = 0;
-    pthread_sigmask(SIG_SETMASK, &a->saved, NULL);
+    release_signals(a->saved);
 }
 
 /* The writer's pid when name is one of our temporaries for a final name starting with prefix, made on

@@ -3,8 +3,8 @@
  *
  * The temporary name is DIR/.<base>.<pid>.<n>@<host>.tmp, created with O_CREAT|O_EXCL|O_NOFOLLOW and mode
  * 0666 (the umask applies, as for any output): in a shared directory nobody can make us write through a
- * symlink or into a file they prepared. Signals that end the process (SIGTERM, SIGINT, SIGHUP, SIGUSR1/2)
- * are held from af_open to af_commit/af_abort, so a write is finished or removed before they take effect;
+ * symlink or into a file they prepared. Signals that end the process (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+ * SIGUSR1/2) are held from af_open to af_commit/af_abort, so a write is finished or removed before they act;
  * only SIGKILL (or a crash) can leave a temporary behind, and af_remove_stale removes those whose writer
  * on this host is gone.
  *
@@ -18,13 +18,13 @@
 #include <signal.h>
 #include <stddef.h>
 
-enum { AF_PATH_LEN = 4096, AF_SEAL_BYTES = 512 };
+enum { AF_PATH_LEN = 4096, AF_SEAL_BYTES = 512, AF_HELD_SIGNALS = 6 };
 
 typedef struct {
     char path[AF_PATH_LEN]; /* the final name */
     char tmp[AF_PATH_LEN];  /* the temporary one, "" once renamed or removed */
     int fd;                 /* open on tmp, read-write */
-    sigset_t saved;         /* the signal mask before af_open */
+    struct sigaction saved[AF_HELD_SIGNALS]; /* the held signals' actions before af_open */
 } atomic_file;
 
 /* Creates the temporary for path. 0, or an errno value (nothing is left behind, signals restored). */

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,10 +116,21 @@ START_TEST(abort_and_failure_leave_nothing)
 }
 END_TEST
 
+static void *idle(void *arg)
+{
+    for (;;)
+        pause();
+    return arg;
+}
+
 /* In a child: SIGTERM arrives while the file is being written; the process must end by it only after
- * the file is in place. */
+ * the file is in place. Another thread, as Open MPI and OpenMP start, may be the one the kernel hands a
+ * process-directed signal to. */
 static void term_during_write(void *arg)
 {
+    pthread_t t;
+    if (pthread_create(&t, NULL, idle, NULL) != 0)
+        _exit(4);
     atomic_file a;
     if (af_open(&a, arg) != 0)
         _exit(2);
