@@ -6,23 +6,22 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "errors.h"
 
 static int log_rank, log_verbose;
-static FILE *metrics_file;
+static int metrics_fd = -1; /* written with write(2): no stdio buffer left to flush half a line at exit */
 static const char *metrics_name;
 static off_t metrics_whole; /* the file's length after its last complete line */
 
 /* A full disk or a lost file system stops the run (74) at the first failed line, never passes silently; the
  * file keeps whole lines only (a reader never sees half a JSON object), where it can be truncated. */
-static _Noreturn void metrics_failed(void)
+static _Noreturn void metrics_failed(int err)
 {
-    int err = errno;
-    if (metrics_file)
-        (void)!ftruncate(fileno(metrics_file), metrics_whole);
+    (void)!ftruncate(metrics_fd, metrics_whole);
     die(EX_IOERR, "--metrics %s: write failed: %s", metrics_name, strerror(err));
 }
 
@@ -38,9 +37,8 @@ void log_init(int rank, int verbose, const char *metrics_path)
     metrics_name = metrics_path;
     /* A log, not a result: written in place as the run goes (not through a temporary and a rename), so a
      * killed job keeps what it reached and tail -f works. Mode 0666: the umask applies. */
-    int err = 0, fd = -1;
-    if (rank == 0 && ((fd = open(metrics_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0 ||
-                      !(metrics_file = fdopen(fd, "w"))))
+    int err = 0;
+    if (rank == 0 && (metrics_fd = open(metrics_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
         err = errno;
     MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (err)
@@ -63,25 +61,34 @@ void say(const char *fmt, ...)
 
 void metrics(const char *fmt, ...)
 {
-    if (!metrics_file)
+    if (metrics_fd < 0)
         return;
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    vfprintf(metrics_file, fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    fputc('\n', metrics_file);
-    if (fflush(metrics_file) != 0 || ferror(metrics_file))
-        metrics_failed();
-    metrics_whole = ftello(metrics_file);
+    char *line = xmalloc((size_t)n + 2);
+    vsnprintf(line, (size_t)n + 1, fmt, again);
+    va_end(again);
+    line[n] = '\n';
+    for (size_t done = 0; done < (size_t)n + 1;) {
+        ssize_t w = write(metrics_fd, line + done, (size_t)n + 1 - done);
+        if (w <= 0 && !(w < 0 && errno == EINTR))
+            metrics_failed(w < 0 ? errno : EIO);
+        done += w > 0 ? (size_t)w : 0;
+    }
+    free(line);
+    metrics_whole += n + 1;
 }
 
 void log_close(void)
 {
-    FILE *f = metrics_file;
+    int fd = metrics_fd;
+    if (fd < 0)
+        return;
     /* Durable at the end of the run like the other outputs; EINVAL: a pipe or device, nothing to sync. */
-    if (f && fsync(fileno(f)) != 0 && errno != EINVAL)
-        metrics_failed();
-    metrics_file = NULL;
-    if (f && fclose(f) != 0)
-        metrics_failed();
+    if ((fsync(fd) != 0 && errno != EINVAL) || close(fd) != 0)
+        metrics_failed(errno);
+    metrics_fd = -1;
 }
