@@ -8,40 +8,79 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "errors.h"
 #include "h5util.h"
 
 const char checkpoint_format[] = "mnist_ddp state_dict 1";
 
-void checkpoint_check_writable(const char *option, const char *path)
+void checkpoint_check_writable(const char *option, const char *value, const char *path)
 {
     int err = 0;
     if (world_rank() == 0) {
-        char probe[4096];
-        snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
-        FILE *f = fopen(probe, "w");
-        if (!f)
-            err = errno;
-        else {
-            fclose(f);
-            unlink(probe);
+        /* The probe is the temporary the real write will make: the same directory, flags and name. */
+        atomic_file a;
+        if ((err = af_open(&a, path)) == 0) {
+            af_abort(&a);
+            af_remove_stale(path);
         }
     }
     MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (err)
-        die_all(EX_CANTCREAT, "%s %s: cannot create a file there: %s", option, path, strerror(err));
+        die_all(EX_CANTCREAT, "%s %s: cannot create a file there: %s", option, value, strerror(err));
 }
 
-void checkpoint_write_attr(hid_t loc, const char *name, hid_t type, const void *value)
+/* fill's file built in memory (HDF5's core driver, nothing on disk): its image, malloc'd, or NULL. HDF5
+ * never writes to the disk itself, so a full disk is an ordinary write error of ours, with its errno
+ * (HDF5 1.10 crashes at exit after a failed H5Fclose on a full disk), and HDF5 never opens a name in a
+ * shared directory. */
+static void *hdf5_image(int (*fill)(hid_t f, const void *arg), const void *arg, size_t *len)
 {
-    if (h5_write_attr(loc, name, type, type, value) < 0)
-        die(EX_IOERR, "cannot write attribute '%s'", name);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t f = fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0
+                  ? -1 : H5Fcreate("mnist_ddp-image", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    void *image = NULL;
+    ssize_t n = -1;
+    if (f >= 0 && fill(f, arg) == 0 && H5Fflush(f, H5F_SCOPE_LOCAL) >= 0 &&
+        (n = H5Fget_file_image(f, NULL, 0)) > 0) {
+        image = xmalloc((size_t)n);
+        if (H5Fget_file_image(f, image, (size_t)n) != n) {
+            free(image);
+            image = NULL;
+        }
+    }
+    if (f >= 0)
+        H5Fclose(f);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    *len = image ? (size_t)n : 0;
+    return image;
 }
 
-void checkpoint_write_string_attr(hid_t loc, const char *name, const char *value)
+int checkpoint_write_sealed(const char *path, int (*fill)(hid_t f, const void *arg), const void *arg)
 {
-    if (h5_write_str_attr(loc, name, value) < 0)
-        die(EX_IOERR, "cannot write attribute '%s'", name);
+    size_t len;
+    void *image = hdf5_image(fill, arg, &len);
+    if (!image)
+        return EIO;
+    atomic_file a;
+    int err = af_open(&a, path);
+    if (!err && (err = af_write_sealed(&a, image, len)) != 0)
+        af_abort(&a);
+    else if (!err)
+        err = af_commit(&a);
+    free(image);
+    return err;
+}
+
+int checkpoint_write_attr(hid_t loc, const char *name, hid_t type, const void *value)
+{
+    return h5_write_attr(loc, name, type, type, value) < 0 ? -1 : 0;
+}
+
+int checkpoint_write_string_attr(hid_t loc, const char *name, const char *value)
+{
+    return h5_write_str_attr(loc, name, value) < 0 ? -1 : 0;
 }
 
 /* One tensor as a dataset of its shape; PyTorch's num_batches_tracked is an int64 scalar. */
@@ -68,13 +107,16 @@ int checkpoint_write_tensor(hid_t file, const tensor_desc *t, const float *base)
     return rc < 0 ? -1 : 0;
 }
 
-void checkpoint_save_model(const char *path, model *m, int epoch, double test_accuracy)
+typedef struct {
+    model *m;
+    int epoch;
+    double test_accuracy;
+} model_file;
+
+static int fill_model(hid_t f, const void *arg)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (f < 0)
-        die(EX_CANTCREAT, "--save-model %s: cannot create '%s'", path, tmp);
+    const model_file *mf = arg;
+    model *m = mf->m;
     int bad = 0;
     float *params = xmalloc(model_num_params(m) * sizeof *params);
     float *bufs = xmalloc((model_buffer_size(m) + 1) * sizeof *bufs);
@@ -85,21 +127,20 @@ void checkpoint_save_model(const char *path, model *m, int epoch, double test_ac
         bad = checkpoint_write_tensor(f, model_buffer(m, i), bufs);
     free(params);
     free(bufs);
-    if (!bad) {
-        checkpoint_write_string_attr(f, "format", checkpoint_format);
-        checkpoint_write_string_attr(f, "model", model_name(m));
-        checkpoint_write_attr(f, "epoch", H5T_NATIVE_INT, &epoch);
-        checkpoint_write_attr(f, "test_accuracy", H5T_NATIVE_DOUBLE, &test_accuracy);
-    }
-    if (H5Fclose(f) < 0 || bad) {
-        unlink(tmp);
-        die(EX_IOERR, "--save-model %s: writing '%s' failed (disk full?)", path, tmp);
-    }
-    if (rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        die(EX_CANTCREAT, "--save-model %s: cannot rename '%s' into place: %s", path, tmp, strerror(err));
-    }
+    if (bad || checkpoint_write_string_attr(f, "format", checkpoint_format) ||
+        checkpoint_write_string_attr(f, "model", model_name(m)) ||
+        checkpoint_write_attr(f, "epoch", H5T_NATIVE_INT, &mf->epoch) ||
+        checkpoint_write_attr(f, "test_accuracy", H5T_NATIVE_DOUBLE, &mf->test_accuracy))
+        return -1;
+    return 0;
+}
+
+void checkpoint_save_model(const char *path, model *m, int epoch, double test_accuracy)
+{
+    model_file mf = {m, epoch, test_accuracy};
+    int err = checkpoint_write_sealed(path, fill_model, &mf);
+    if (err)
+        die(EX_IOERR, "--save-model %s: writing it failed: %s", path, strerror(err));
 }
 
 char *checkpoint_read_string_attr(hid_t loc, const char *name)
@@ -161,8 +202,11 @@ static void read_tensor(hid_t f, const char *path, const tensor_desc *t, float *
 
 void checkpoint_load_model(const char *path, model *m)
 {
+    char why[512];
     if (access(path, R_OK) != 0)
         die(EX_NOINPUT, "--load-model %s: %s", path, strerror(errno));
+    if (af_verify(path, why, sizeof why) == AF_BAD)
+        die(EX_DATAERR, "--load-model %s: %s", path, why);
     if (H5Fis_hdf5(path) <= 0)
         die(EX_DATAERR, "--load-model %s: not an HDF5 file", path);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -186,4 +230,26 @@ void checkpoint_load_model(const char *path, model *m)
     free(fmt);
     free(name);
     H5Fclose(f);
+}
+
+void checkpoint_verify_model(const char *path)
+{
+    struct {
+        int code, rc;
+        char why[512];
+    } v = {0, AF_SEALED, ""};
+    if (world_rank() == 0) {
+        if (access(path, R_OK) != 0) {
+            v.code = EX_NOINPUT;
+            snprintf(v.why, sizeof v.why, "%s", strerror(errno));
+        } else if ((v.rc = af_verify(path, v.why, sizeof v.why)) == AF_BAD) {
+            v.code = EX_DATAERR;
+        } else if (v.rc == AF_UNSEALED) {
+            warn("--load-model %s: no mnist_ddp checksum header (written by another tool?): only HDF5's own "
+                 "checks apply", path);
+        }
+    }
+    MPI_CHECK(MPI_Bcast(&v, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (v.code)
+        die_all(v.code, "--load-model %s: %s", path, v.why);
 }

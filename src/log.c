@@ -1,10 +1,13 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -13,13 +16,16 @@
 static int log_rank, log_verbose;
 static int updating_lines; /* progress lines replace each other: a user's terminal, without --verbose */
 static int progress_open; /* a terminal's progress line is on screen without its newline */
-static FILE *metrics_file;
+static int metrics_fd = -1; /* written with write(2): no stdio buffer left to flush half a line at exit */
 static const char *metrics_name;
+static off_t metrics_whole; /* the file's length after its last complete line */
 
-/* A full disk or a lost file system stops the run (74) at the first failed line, never passes silently. */
-static _Noreturn void metrics_failed(void)
+/* A full disk or a lost file system stops the run (74) at the first failed line, never passes silently; the
+ * file keeps whole lines only (a reader never sees half a JSON object), where it can be truncated. */
+static _Noreturn void metrics_failed(int err)
 {
-    die(EX_IOERR, "--metrics %s: write failed: %s", metrics_name, strerror(errno));
+    (void)!ftruncate(metrics_fd, metrics_whole);
+    die(EX_IOERR, "--metrics %s: write failed: %s", metrics_name, strerror(err));
 }
 
 void log_use_terminal(int own_tty)
@@ -32,12 +38,16 @@ void log_init(int rank, int verbose, const char *metrics_path)
 {
     log_rank = rank;
     log_verbose = verbose;
+    /* A write past RLIMIT_FSIZE (ulimit -f) fails with EFBIG, reported like a full disk, instead of a
+     * SIGXFSZ that would end the process mid-write. */
+    signal(SIGXFSZ, SIG_IGN);
     if (!metrics_path)
         return;
     metrics_name = metrics_path;
-    /* A log, not a result: written as the run goes, so a killed job keeps what it reached. */
+    /* A log, not a result: written in place as the run goes (not through a temporary and a rename), so a
+     * killed job keeps what it reached and tail -f works. Mode 0666: the umask applies. */
     int err = 0;
-    if (rank == 0 && !(metrics_file = fopen(metrics_path, "w")))
+    if (rank == 0 && (metrics_fd = open(metrics_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
         err = errno;
     MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (err)
@@ -95,15 +105,25 @@ const char *log_duration(double s, char *buf, size_t size)
 
 void metrics(const char *fmt, ...)
 {
-    if (!metrics_file)
+    if (metrics_fd < 0)
         return;
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    vfprintf(metrics_file, fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    fputc('\n', metrics_file);
-    if (fflush(metrics_file) != 0 || ferror(metrics_file))
-        metrics_failed();
+    char *line = xmalloc((size_t)n + 2);
+    vsnprintf(line, (size_t)n + 1, fmt, again);
+    va_end(again);
+    line[n] = '\n';
+    for (size_t done = 0; done < (size_t)n + 1;) {
+        ssize_t w = write(metrics_fd, line + done, (size_t)n + 1 - done);
+        if (w <= 0 && !(w < 0 && errno == EINTR))
+            metrics_failed(w < 0 ? errno : EIO);
+        done += w > 0 ? (size_t)w : 0;
+    }
+    free(line);
+    metrics_whole += n + 1;
 }
 
 void log_close(void)
@@ -112,8 +132,11 @@ void log_close(void)
         putchar('\n');
         progress_open = 0;
     }
-    FILE *f = metrics_file;
-    metrics_file = NULL;
-    if (f && fclose(f) != 0)
-        metrics_failed();
+    int fd = metrics_fd;
+    if (fd < 0)
+        return;
+    /* Durable at the end of the run like the other outputs; EINVAL: a pipe or device, nothing to sync. */
+    if ((fsync(fd) != 0 && errno != EINVAL) || close(fd) != 0)
+        metrics_failed(errno);
+    metrics_fd = -1;
 }

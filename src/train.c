@@ -146,6 +146,8 @@ static void init_model(run *r)
     if (!resumed)
         r->start = (ts_position){.epoch = 1};
     r->step = r->saved_step = r->start.step;
+    if (!resumed && r->o->load_model)
+        checkpoint_verify_model(r->o->load_model);
     if (r->env->rank == 0 && !resumed) {
         if (r->o->load_model)
             checkpoint_load_model(r->o->load_model, r->m);
@@ -371,7 +373,7 @@ static void run_setup(run *r, int gpu)
     r->be = gpu ? nn_cuda() : &nn_cpu;
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
-        checkpoint_check_writable("--save-model", o->save_model);
+        checkpoint_check_writable("--save-model", o->save_model, o->save_model);
     if (o->checkpoint_dir) {
         ts_prepare_dir(o->checkpoint_dir);
         preempt_install();

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <hdf5.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "comm.h"
@@ -121,13 +121,16 @@ void ts_prepare_dir(const char *dir)
     if (err)
         die_all(EX_CANTCREAT, "--checkpoint-dir %s: cannot create it: %s", dir, strerror(err));
     char probe[PATH_LEN];
-    snprintf(probe, sizeof probe, "%s/.ckpt", dir);
-    checkpoint_check_writable("--checkpoint-dir", probe);
+    checkpoint_check_writable("--checkpoint-dir", dir, file_path(probe, sizeof probe, dir, 0));
+    if (world_rank() == 0) {
+        snprintf(probe, sizeof probe, "%s/ckpt-", dir);
+        af_remove_stale(probe);
+    }
 }
 
-static void write_long(hid_t loc, const char *name, long v)
+static int write_long(hid_t loc, const char *name, long v)
 {
-    checkpoint_write_attr(loc, name, H5T_NATIVE_LONG, &v);
+    return checkpoint_write_attr(loc, name, H5T_NATIVE_LONG, &v);
 }
 
 /* The optimizer group: one subgroup per state part, a tensor per parameter. Returns 0, or -1. */
@@ -148,62 +151,49 @@ static int write_optimizer(hid_t f, const model *m, const host_state *h)
     return bad ? -1 : 0;
 }
 
-static int write_file(const char *tmp, const model *m, const host_state *h, const ts_position *p,
-                      const ts_identity *id)
+/* What a checkpoint file holds, for fill_file. */
+typedef struct {
+    const model *m;
+    const host_state *h;
+    const ts_position *p;
+    const ts_identity *id;
+} state_file;
+
+/* The attributes after the tensors: format, position, identity and the digest over all of it. */
+static int write_attrs(hid_t f, const state_file *s)
 {
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (f < 0)
-        return -1;
+    char hex[SHA256_HEX_LEN + 1], name[64];
+    digest(s->h, s->p, s->id, hex);
+    int bad = checkpoint_write_string_attr(f, "format", checkpoint_format) ||
+              checkpoint_write_string_attr(f, "model", model_name(s->m)) ||
+              checkpoint_write_string_attr(f, "checkpoint_format", state_format) ||
+              write_long(f, "global_step", s->p->step) || write_long(f, "epoch", s->p->epoch) ||
+              write_long(f, "epoch_step", s->p->epoch_step) || write_long(f, "restarts", s->p->restarts);
+    for (int i = 0; i < s->id->n && !bad; i++)
+        bad = checkpoint_write_string_attr(f, strcat(strcpy(name, "setting."), s->id->s[i].name), s->id->s[i].value);
+    return bad || checkpoint_write_string_attr(f, "sha256", hex) ? -1 : 0;
+}
+
+static int fill_file(hid_t f, const void *arg)
+{
+    const state_file *s = arg;
     int bad = 0;
-    for (int i = 0; i < model_num_tensors(m) && !bad; i++)
-        bad = checkpoint_write_tensor(f, model_tensor(m, i), h->params);
-    for (int i = 0; i < model_num_buffers(m) && !bad; i++)
-        bad = checkpoint_write_tensor(f, model_buffer(m, i), h->bufs);
-    bad = bad || write_optimizer(f, m, h);
-    if (!bad) {
-        char hex[SHA256_HEX_LEN + 1], name[64];
-        digest(h, p, id, hex);
-        checkpoint_write_string_attr(f, "format", checkpoint_format);
-        checkpoint_write_string_attr(f, "model", model_name(m));
-        checkpoint_write_string_attr(f, "checkpoint_format", state_format);
-        write_long(f, "global_step", p->step);
-        write_long(f, "epoch", p->epoch);
-        write_long(f, "epoch_step", p->epoch_step);
-        write_long(f, "restarts", p->restarts);
-        for (int i = 0; i < id->n; i++)
-            checkpoint_write_string_attr(f, strcat(strcpy(name, "setting."), id->s[i].name), id->s[i].value);
-        checkpoint_write_string_attr(f, "sha256", hex);
-    }
-    return H5Fclose(f) < 0 || bad ? -1 : 0;
+    for (int i = 0; i < model_num_tensors(s->m) && !bad; i++)
+        bad = checkpoint_write_tensor(f, model_tensor(s->m, i), s->h->params);
+    for (int i = 0; i < model_num_buffers(s->m) && !bad; i++)
+        bad = checkpoint_write_tensor(f, model_buffer(s->m, i), s->h->bufs);
+    return bad || write_optimizer(f, s->m, s->h) || write_attrs(f, s) ? -1 : 0;
 }
 
-/* fsync of a file or directory by name; 0 or errno. */
-static int sync_path(const char *path, int flags)
-{
-    int fd = open(path, O_RDONLY | flags);
-    if (fd < 0)
-        return errno;
-    int err = fsync(fd) != 0 ? errno : 0;
-    close(fd);
-    return err;
-}
-
-/* Rank 0: the file under a temporary name, durable, renamed into place, the directory durable; then the
- * oldest beyond keep removed. Dies 74 on any failure (the temporary removed, older checkpoints intact). */
+/* Rank 0: the file written and renamed into place durably (checkpoint_write_sealed); then the oldest
+ * beyond keep removed. Dies 74 on any failure (nothing left behind, older checkpoints intact). */
 static void write_durably(const ts_config *c, const model *m, const host_state *h, const ts_position *p)
 {
-    char path[PATH_LEN], tmp[PATH_LEN + 64];
-    file_path(path, sizeof path, c->dir, p->step);
-    snprintf(tmp, sizeof tmp, "%s/.ckpt-%0*ld.h5.tmp.%ld", c->dir, NAME_DIGITS, p->step, (long)getpid());
-    int err = write_file(tmp, m, h, p, &c->id) != 0 ? EIO : sync_path(tmp, 0);
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err) {
-        unlink(tmp);
+    char path[PATH_LEN];
+    state_file s = {m, h, p, &c->id};
+    int err = checkpoint_write_sealed(file_path(path, sizeof path, c->dir, p->step), fill_file, &s);
+    if (err)
         die(EX_IOERR, "--checkpoint-dir %s: writing checkpoint '%s' failed: %s", c->dir, path, strerror(err));
-    }
-    if ((err = sync_path(c->dir, O_DIRECTORY)) != 0)
-        die(EX_IOERR, "--checkpoint-dir %s: fsync of the directory failed: %s", c->dir, strerror(err));
     long *steps;
     int n = list_checkpoints(c->dir, &steps);
     for (int i = c->keep; i < n; i++)
@@ -314,6 +304,13 @@ static const char *read_tensors(hid_t f, const model *m, host_state *h, char *wh
 static int load_file(const char *path, const ts_config *c, const model *m, host_state *h, ts_position *p, char *why,
                      size_t len)
 {
+    /* Only mnist_ddp writes checkpoints: one without its seal is as damaged as one with a wrong seal. */
+    int sealed = af_verify(path, why, len);
+    if (sealed != AF_SEALED) {
+        if (sealed == AF_UNSEALED)
+            snprintf(why, len, "no mnist_ddp checksum header (not written by mnist_ddp, or damaged)");
+        return LOAD_CORRUPT;
+    }
     hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
     if (f < 0) {
         snprintf(why, len, "not a readable HDF5 file");

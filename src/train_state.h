@@ -10,8 +10,9 @@
  *                               (in progress, 1-based), epoch_step (its optimizer steps done), restarts,
  *                               setting.<name> (the run's identity, below) and sha256 over all of these
  *                               and the tensors' bytes.
- * Rank 0 writes it to a temporary name in DIR, fsyncs it, renames it and fsyncs DIR; older files beyond
- * --checkpoint-keep go only after that. The identity is what must match to resume: model, optimizer and
+ * Rank 0 writes it sealed through an atomic_file (temporary name in DIR, fsync, rename, fsync of DIR; a
+ * checksum header checked before HDF5 parses the file); older files beyond --checkpoint-keep go only after
+ * that. A file without the seal is not a checkpoint. The identity is what must match to resume: model, optimizer and
  * its hyper-parameters, global batch, seed, precision and the training set (samples, source checksum). */
 #ifndef MNIST_TRAIN_STATE_H
 #define MNIST_TRAIN_STATE_H

@@ -3,6 +3,9 @@
 #   invariance, identical replicas, accuracy after one epoch cross-checked by PyTorch, whole short runs
 #   replayed by a PyTorch DDP reference, checkpoints and resume (exact, elastic, refusals), preemption by
 #   a signal or a killed rank;
+# - the output files: damaged model files and checkpoints refused before HDF5 parses them (files-corrupt);
+#   their modes and failure paths: full disk, read-only directory, a killed writer's temporaries
+#   (files-failures); no listening socket of the trainer's own (sockets);
 # - the CPU collectives (src/comm_mpi.c): a Check suite on 2 ranks (tests/run-test; also passes on 3 with
 #   MPI_NP=3), and comm_fail's scenarios that end the job, driven by comm-failures.sh;
 # - the data tools: mnist2h5 and data/fetch-mnist;
@@ -12,7 +15,8 @@ integration_scripts = tests/integration/train-options.sh tests/integration/train
 	tests/integration/train-accuracy.sh tests/integration/train-replay.sh tests/integration/train-resume.sh \
 	tests/integration/train-preempt.sh tests/integration/train-timelimit.sh tests/integration/comm-failures.sh \
 	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh tests/integration/shard-corruption.sh \
-	tests/integration/train-progress.sh tests/integration/plot.sh
+	tests/integration/train-progress.sh tests/integration/plot.sh tests/integration/files-corrupt.sh \
+	tests/integration/files-failures.sh tests/integration/sockets.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
 check_PROGRAMS += tests/integration/mpi_comm tests/integration/comm_fail tests/integration/shard_load

@@ -1,10 +1,12 @@
 # Unit suites (Check, one process each): GEMM mapping, layer and whole-model gradient checks, optimizers,
 # the GPU kernels' index math (kernels.h) against the CPU layers; IDX parsing, HDF5 shards and their
-# manifests, the sampler; the pure decisions of the collectives (bucket rule, overlap figure) and of the
-# GPU path. Fixtures: data_testutil (IDX files and shard sets), model_testutil.h (random batches).
+# manifests, the sampler; the atomic output files and their seal (check_atomic_file); the pure decisions of
+# the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log).
+# Fixtures: data_testutil (IDX files and shard sets), model_testutil.h (random batches).
 unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_optim tests/unit/check_model \
 	tests/unit/check_kernels tests/unit/check_idx tests/unit/check_shards tests/unit/check_sampler \
-	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log
+	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
+	tests/unit/check_atomic_file
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 EXTRA_DIST += tests/unit/model_testutil.h
@@ -13,6 +15,7 @@ data_test_util = tests/unit/data_testutil.c tests/unit/data_testutil.h
 tests_unit_check_idx_SOURCES = tests/unit/check_idx.c $(data_test_util)
 tests_unit_check_shards_SOURCES = tests/unit/check_shards.c $(data_test_util)
 tests_unit_check_manifest_SOURCES = tests/unit/check_manifest.c $(data_test_util)
+tests_unit_check_atomic_file_SOURCES = tests/unit/check_atomic_file.c $(data_test_util)
 
 # Check's flags, per program (automake has no per-directory flags).
 tests_unit_check_gemm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -39,3 +42,5 @@ tests_unit_check_gpu_plan_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_gpu_plan_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_log_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_log_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_atomic_file_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_atomic_file_LDADD = $(LDADD) $(CHECK_LIBS)
