@@ -97,6 +97,23 @@ extern "C" int gpu_bound_device(void) { return bound_device; }
 
 extern "C" void *gpu_compute_stream(void) { return (void *)compute_stream; }
 
+static void (*compute_wait)(void *ctx); // the gradient all-reduce's wait with its deadline, when it exists
+static void *compute_wait_ctx;
+
+extern "C" void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx)
+{
+    compute_wait = wait;
+    compute_wait_ctx = ctx;
+}
+
+extern "C" void gpu_wait_compute(void)
+{
+    if (compute_wait)
+        compute_wait(compute_wait_ctx);
+    else
+        CUDA_CHECK(cudaStreamSynchronize(compute_stream));
+}
+
 extern "C" void gpu_describe(const gpu_info *info, char *buf, size_t len)
 {
     snprintf(buf, len, "cuda:%d (%s)", info->device, info->pci_bus_id);

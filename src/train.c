@@ -235,7 +235,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     sampler_permutation(o->seed, (uint64_t)epoch, r->n_train, r->host_perm);
     r->be->upload(r->perm, r->host_perm, r->n_train * sizeof *r->perm);
 
-    double t0 = clock_now(), t_log = t0, loss_epoch = 0, loss_log = 0, images_log = 0, images_epoch = 0;
+    double t0 = clock_now(), t_log = t0, loss_epoch = 0, images_log = 0, images_epoch = 0;
     int stop = o->max_steps && r->step >= o->max_steps;
     /* A resumed epoch goes on after the steps its checkpoint had done. */
     uint64_t first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0;
@@ -251,13 +251,14 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             total += g;
         }
         r->be->zero(model_grads(r->m), model_num_params(r->m) * sizeof(float));
-        double loss = 0, images = 0;
+        double images = 0;
         for (uint64_t j = 0; j < k; j++) {
             uint64_t g;
             const uint64_t *ids;
             int n = gather_batch(r, micro0 + j, &g, &ids);
             r->cb->arm(r->comm, j + 1 == k, r->step);
-            loss += model_forward_backward(r->m, r->x, r->y, ids, n, dropout_key, 1.0f / (float)total);
+            /* The loss stays on the device: nothing waits between backward and finish's last bucket. */
+            model_train_batch(r->m, r->x, r->y, ids, n, dropout_key, 1.0f / (float)total);
             images += n;
         }
         r->cb->finish(r->comm);
@@ -265,11 +266,11 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         r->step++;
         if (clock_now() - t_step > r->step_max_s)
             r->step_max_s = clock_now() - t_step;
-        loss_log += loss;
         images_log += images; /* this rank's samples: summed over ranks below */
         stop = (o->max_steps && r->step >= o->max_steps) || o->dry_run;
         if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop) {
-            double sums[2] = {loss_log, images_log};
+            /* A GPU's one host wait of the interval (gpu.h: under the all-reduce's deadline). */
+            double sums[2] = {model_take_loss(r->m), images_log};
             /* Every rank's local loss sum: the line shows the loss of all ranks' samples. Under the
              * all-reduce's deadline: a peer frozen between the two must not hang this one. */
             const char *option;
@@ -283,7 +284,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
                     sums[1] / (t - t_log));
             loss_epoch += sums[0];
             images_epoch += sums[1];
-            loss_log = images_log = 0;
+            images_log = 0;
             t_log = t;
         }
         /* Periodic ones, and one where the run stops, so the same command then has nothing left to redo. */

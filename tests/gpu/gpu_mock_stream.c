@@ -15,7 +15,7 @@
 #include <string.h>
 
 static const char *const kind_name[] = {"memcpy", "memset", "stream wait", "event record", "all-reduce",
-                                        "broadcast", "GEMM", "kernel"};
+                                        "broadcast", "GEMM", "kernel fault", "kernel"};
 
 static const char *stream_name(const struct CUstream_st *s)
 {
@@ -83,7 +83,7 @@ static void execute(struct CUstream_st *s)
         gemm_run(o);
         break;
     case OP_BCAST:
-        if (o->root != o->rank)
+        if (o->root != o->rank && !mock.bcast_keep)
             for (size_t i = 0; i < o->count; i++)
                 o->buf[i] = 1000.0f + (float)i;
         break;
@@ -218,6 +218,11 @@ void mock_fault_kernel(cudaStream_t s, cudaError_t e) { mock_enqueue(s, (mock_op
  * never complete would hang there with no deadline. */
 static cudaError_t sync_device(const char *call)
 {
+    for (int i = 0; i < mock.nstreams; i++)
+        if (mock.streams[i]->done < mock.streams[i]->n) {
+            mock_trace(TR_WAIT, NULL, 0);
+            break;
+        }
     for (;;) {
         long before = mock.time;
         progress(1);
@@ -243,7 +248,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     cudaError_t r = mock_cuda_status("cudaMalloc");
     if (r != cudaSuccess)
         return r;
-    *p = malloc(bytes ? bytes : 1);
+    *p = calloc(1, bytes ? bytes : 1);
+    mock_trace(TR_ALLOC, *p, bytes);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void *p)
@@ -256,6 +262,11 @@ cudaError_t cudaFree(void *p)
     return r;
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags)
+{
+    (void)flags;
+    return cudaMalloc(p, bytes);
+}
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int priority)
@@ -285,6 +296,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     cudaError_t r = mock_cuda_status("cudaStreamSynchronize");
+    if (r == cudaSuccess && s->done < s->n)
+        mock_trace(TR_WAIT, NULL, 0);
     while (r == cudaSuccess && s->done < s->n) {
         long before = mock.time;
         progress(1);
@@ -348,6 +361,10 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
     cudaError_t r = mock_cuda_status("cudaEventQuery");
     if (r != cudaSuccess)
         return r;
+    if (!event_complete(e) && e->waited != e->gen) {
+        e->waited = e->gen;
+        mock_trace(TR_WAIT, NULL, 0);
+    }
     progress(1);
     if (mock.sticky) /* a fault that ran during this poll */
         return mock.sticky;
@@ -382,5 +399,6 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
     cudaError_t r = mock_cuda_status("cudaMemsetAsync");
     if (r != cudaSuccess)
         return r;
+    mock_trace(TR_MEMSET, dst, bytes);
     return mock_enqueue(s, (mock_op){.kind = OP_MEMSET, .dst = dst, .value = value, .bytes = bytes});
 }
