@@ -34,6 +34,10 @@ extern "C" int gpu_available(char *why, size_t len)
         len = sizeof scratch;
     }
     int count = 0, driver = 0, runtime = 0;
+    // Read by cuInit, which the first runtime call below makes: load every kernel with the module now
+    // (CUDA >= 12.2 defaults to lazy loading, which would load a kernel at its first launch, possibly
+    // while a collective is in flight, and allocate then). A value the user set wins.
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); // clear it: the answer "no GPU" is not an error of a later call
@@ -87,9 +91,9 @@ extern "C" void gpu_bind(const gpu_info *info)
         cuda_check_fail(e, "cudaSetDevice(info->device)", __FILE__, __LINE__);
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    // Blocking with respect to the legacy default stream: work someone queued on stream 0 by mistake is
-    // still ordered before the events the all-reduce waits on.
-    CUDA_CHECK(cudaStreamCreateWithPriority(&compute_stream, cudaStreamDefault, least));
+    // Non-blocking: no implicit synchronisation with the legacy default stream (which nothing of ours
+    // uses: every kernel, copy and cuBLAS call names the compute stream; the simulation rejects stream 0).
+    CUDA_CHECK(cudaStreamCreateWithPriority(&compute_stream, cudaStreamNonBlocking, least));
     bound_device = info->device;
 }
 

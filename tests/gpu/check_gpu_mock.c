@@ -71,6 +71,8 @@ START_TEST(test_probe_and_init)
     ck_assert_int_eq(mock.init_device_seen, 1);     /* cudaSetDevice before init */
     ck_assert_int_eq(mock.comm_flags_ok, 1);        /* comm stream non-blocking ... */
     ck_assert_int_eq(mock.comm_priority_seen, -5);  /* ... with the highest priority */
+    ck_assert_int_eq(mock.compute_flags_ok, 1);     /* compute stream non-blocking too */
+    ck_assert_str_eq(mock.module_loading, "EAGER"); /* kernels loaded before any collective */
     gpu_comm_free(c);
     gpu_release();
     no_violations();
@@ -268,7 +270,7 @@ START_TEST(test_race_detector)
     mock_reset(_i);
     cudaStream_t a, b;
     cudaEvent_t e;
-    ck_assert_int_eq(cudaStreamCreateWithPriority(&a, cudaStreamDefault, 0), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithPriority(&a, cudaStreamNonBlocking, 0), cudaSuccess);
     ck_assert_int_eq(cudaStreamCreateWithPriority(&b, cudaStreamNonBlocking, -5), cudaSuccess);
     ck_assert_int_eq(cudaEventCreate(&e), cudaSuccess);
     cudaMemsetAsync(x, 0, sizeof x, a);

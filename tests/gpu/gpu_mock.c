@@ -98,6 +98,8 @@ static int visible(int phys[16])
 cudaError_t cudaGetDeviceCount(int *count)
 {
     int phys[16];
+    const char *loading = getenv("CUDA_MODULE_LOADING"); /* what cuInit would see */
+    snprintf(mock.module_loading, sizeof mock.module_loading, "%s", loading ? loading : "");
     if (mock.count_err != cudaSuccess)
         return mock.count_err;
     *count = visible(phys);
@@ -352,7 +354,7 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t h)
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s)
 {
     h->stream = s;
-    mock.blas_on_compute_stream = s && !(s->flags & cudaStreamNonBlocking);
+    mock.blas_on_compute_stream = s && !MOCK_IS_COMM(s);
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)

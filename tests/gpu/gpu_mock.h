@@ -40,6 +40,10 @@ typedef struct {
     float *c;
 } mock_op;
 
+/* Both of our streams are non-blocking; the communication stream is the one with the highest priority
+ * (cudaDeviceGetStreamPriorityRange of the simulation: least 0, greatest -5). */
+#define MOCK_IS_COMM(s) ((s)->priority < 0)
+
 /* Happens-before: vc[t] operations of stream t (by position) complete before the next operation here. */
 struct CUstream_st {
     unsigned flags;
@@ -90,6 +94,8 @@ typedef struct {
     int hang_collectives;                  /* collectives never complete */
     float peer_max;                        /* the other rank's values in a max all-reduce */
     int init_blocking_seen, init_device_seen, comm_flags_ok, comm_priority_seen;
+    int compute_flags_ok;                  /* the compute stream was created non-blocking */
+    char module_loading[16];               /* CUDA_MODULE_LOADING at the first runtime call ("" unset) */
     int abort_called, violations, collectives;
     long polls_running;
     char violation[256];
@@ -99,7 +105,7 @@ typedef struct {
     int blas_handles, gemms, gemm_ex_calls;
     cublasMath_t blas_math;
     cublasComputeType_t gemm_ex_compute;
-    int blas_on_compute_stream;            /* the handle's stream is the blocking (compute) one */
+    int blas_on_compute_stream;            /* the handle's stream is the compute stream */
     /* What the host did, counted (and traced for mock_step_report): kernel launches, host waits (a
      * synchronising call or an event poll that finds device work pending), device and pinned allocations. */
     long launches, waits, allocs;

@@ -19,14 +19,14 @@ static const char *const kind_name[] = {"memcpy", "memset", "stream wait", "even
 
 static const char *stream_name(const struct CUstream_st *s)
 {
-    return s->flags & cudaStreamNonBlocking ? "communication stream" : "compute stream";
+    return MOCK_IS_COMM(s) ? "communication stream" : "compute stream";
 }
 
 /* ---- Scheduler -------------------------------------------------------------------------------- */
 
 static int eager(const struct CUstream_st *s)
 {
-    int comm = (s->flags & cudaStreamNonBlocking) != 0;
+    int comm = MOCK_IS_COMM(s);
     return mock.policy == EAGER_COMM ? comm : !comm;
 }
 
@@ -280,9 +280,11 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, in
     st->flags = flags;
     st->priority = priority;
     st->id = mock.nstreams;
-    if (flags & cudaStreamNonBlocking) {
-        mock.comm_flags_ok = 1;
+    if (priority < 0) {
+        mock.comm_flags_ok = (flags & cudaStreamNonBlocking) != 0;
         mock.comm_priority_seen = priority;
+    } else {
+        mock.compute_flags_ok = (flags & cudaStreamNonBlocking) != 0;
     }
     mock.streams[mock.nstreams++] = st;
     *s = st;
