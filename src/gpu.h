@@ -65,6 +65,15 @@ typedef struct {
  * Creates no context. CPU-only build: 0, "this build has no GPU path (configure --with-cuda)". */
 int gpu_available(char *why, size_t len);
 
+/* Before MPI_Init (bootstrap_init): binds device local % visible, local being the launcher's local rank
+ * (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID or PMI_LOCAL_RANK, the first set), so a
+ * CUDA-aware MPI that creates a context inside MPI_Init creates it on this rank's GPU, not on GPU 0.
+ * Nothing when no variable is set or no GPU is usable. CPU-only build: a no-op. */
+void gpu_choose_early(void);
+/* The device gpu_choose_early() bound (-1: none), the variable and local rank it used. GPU build only;
+ * gpu_select() stops the job (78) when MPI's node-local rank chooses another device. */
+int gpu_early_device(const char **var, long *local_rank);
+
 /* Fills info for device local_rank % visible without creating a context (no cudaSetDevice). Returns 0,
  * or -1 with why when no GPU is usable. GPU build only. */
 int gpu_probe(int local_rank, gpu_info *info, char *why, size_t len);
