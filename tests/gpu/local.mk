@@ -4,7 +4,7 @@ EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/
 	tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock.h tests/gpu/gpu_mock_host.c tests/gpu/gpu-mock-host.sh \
 	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh \
 	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-rpath.sh \
-	tests/gpu/gpu-mock-early.sh
+	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh
 
 if HAVE_CUDA
 # The CUDA translation units and their MPI glue against a simulated CUDA runtime, cuBLAS and NCCL
@@ -26,6 +26,8 @@ TESTS += tests/gpu/gpu-mock-steps.sh
 TESTS += tests/gpu/gpu-mock-early.sh
 # The binary's run-time library path: resolved directories, the CUDA and NCCL libraries found without LD_LIBRARY_PATH.
 TESTS += tests/gpu/gpu-rpath.sh
+# The GPU run kit runs with nothing but itself and the C library (chroot), as far as the CPU allows.
+TESTS += tests/gpu/gpu-kit.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
 TESTS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
