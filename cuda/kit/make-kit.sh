@@ -3,8 +3,8 @@
 # PyTorch's NCCL, but no Open MPI, HDF5, OpenBLAS or network): the --with-cuda binaries and GPU test programs in
 # the build tree's layout, every shared library they and Open MPI's mpirun, orted and plugins load except the
 # NVIDIA driver's, CUDA's and the C library's, Open MPI's and PMIx's plugins and help files (relocated with
-# OPAL_PREFIX / PMIX_PREFIX), the MNIST shards and a small cut of them, and cuda/kit/run, which finds the machine's CUDA,
-# cuBLAS and NCCL and writes one report.
+# OPAL_PREFIX / PMIX_PREFIX), the MNIST shards and a small cut of them, and cuda/kit/run, which finds the
+# machine's CUDA, cuBLAS and NCCL and writes one report.
 # Usage: make-kit.sh BUILDDIR SRCDIR OUT.tar.gz
 set -eu
 build=$1 src=$2 out=$3
@@ -17,7 +17,7 @@ ompi=/usr/lib/x86_64-linux-gnu/openmpi   # Debian/Ubuntu layout, prefix /usr
 pmix=/usr/lib/x86_64-linux-gnu/pmix2
 for f in "$build/src/mnist_ddp" "$build/src/mnist2h5" "$build/tests/gpu/gpu_backend" "$build/tests/gpu/mpi_gpu_device" \
          "$build/tests/gpu/mpi_gpu_allreduce" "$build/data/mnist"; do
-  [ -e "$f" ] || { echo "make-kit: $f is missing: configure --with-cuda, make, make check-gpu's programs, make data" >&2; exit 1; }
+  [ -e "$f" ] || { echo "make-kit: $f is missing (configure --with-cuda; make; make data)" >&2; exit 1; }
 done
 [ -d "$ompi/lib/openmpi3" ] || { echo "make-kit: no Open MPI plugins in $ompi/lib/openmpi3" >&2; exit 1; }
 
@@ -61,7 +61,9 @@ fi
 
 # The shared-library closure (ldd resolves transitively), minus what the target machine brings: the C
 # library and loader, the NVIDIA driver and the CUDA libraries (run finds them there).
-skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libnccl\.so|libnvidia|libnvrtc|libnvJitLink)'
+libc_re='linux-vdso|ld-linux|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|libresolv\.so|libutil\.so'
+cuda_re='libcuda\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libnccl\.so|libnvidia|libnvrtc|libnvJitLink'
+skip="^($libc_re|$cuda_re)"
 find "$k/src" "$k/tests/gpu" "$k/bin" "$k/lib/x86_64-linux-gnu" -type f | while read -r f; do
   file -L "$f" | grep -q 'ELF' || continue
   ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'

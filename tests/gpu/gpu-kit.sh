@@ -14,7 +14,8 @@ PYTHON3=$PYTHON3 sh "$abs_top_srcdir/cuda/kit/make-kit.sh" "$abs_top_builddir" "
   fail "make-kit.sh failed"
 
 root=$TMP/root
-mkdir -p "$root/kit" "$root/usr/local/cuda/lib64" "$root/bin" "$root/usr/bin" "$root/lib/x86_64-linux-gnu" "$root/lib64" "$root/etc" \
+mkdir -p "$root/kit" "$root/usr/local/cuda/lib64" "$root/bin" "$root/usr/bin" "$root/lib/x86_64-linux-gnu" \
+  "$root/lib64" "$root/etc" \
   "$root/dev" "$root/proc" "$root/sys" "$root/tmp"
 tar -C "$root/kit" -xzf "$TMP/kit.tar.gz"
 # The base system: the C library's shared objects and loader, a shell, dirname, cat and env.

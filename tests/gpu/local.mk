@@ -55,7 +55,8 @@ endif
 
 # The GPU path's tests alone (CI's --with-cuda build; a GPU node's first check). Without CUDA: none.
 if HAVE_CUDA
-gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-early.sh tests/gpu/gpu-rpath.sh tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/gpu_backend \
+gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-early.sh tests/gpu/gpu-rpath.sh \
+	tests/gpu/gpu-kit.sh tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/gpu_backend \
 	tests/gpu/gpu-train.sh
 if HAVE_CHECK
 gpu_tests += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
