@@ -243,6 +243,23 @@ static cudaError_t sync_device(const char *call)
     return cudaSuccess;
 }
 
+/* Host waits the code under test must not need in a step: each counts (when device work is pending). */
+cudaError_t cudaDeviceSynchronize(void)
+{
+    cudaError_t r = mock_cuda_status("cudaDeviceSynchronize");
+    return r == cudaSuccess ? sync_device("cudaDeviceSynchronize") : r;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    cudaError_t r = mock_cuda_status("cudaMemcpy");
+    if (r == cudaSuccess)
+        r = sync_device("cudaMemcpy"); /* blocking: after all earlier work of every blocking stream */
+    if (r == cudaSuccess)
+        memcpy(dst, src, bytes);
+    return r;
+}
+
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     cudaError_t r = mock_cuda_status("cudaMalloc");
@@ -374,6 +391,23 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
         return cudaErrorNotReady;
     join(mock.host_vc, e->vc);
     return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    cudaError_t r = mock_cuda_status("cudaEventSynchronize");
+    if (r == cudaSuccess && !event_complete(e))
+        mock_trace(TR_WAIT, NULL, 0);
+    while (r == cudaSuccess && !event_complete(e)) {
+        long before = mock.time;
+        progress(1);
+        if (mock.sticky)
+            return mock.sticky;
+        if (mock.time == before)
+            return cudaErrorLaunchTimeout; /* nothing can run: a deadlock */
+    }
+    if (r == cudaSuccess)
+        join(mock.host_vc, e->vc);
+    return r;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
