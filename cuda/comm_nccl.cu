@@ -407,7 +407,8 @@ extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
         add_exposed(g, g->timed + 1);
     }
     // End of backward on the device timeline; the comm stream waits on it, so 'done' below is never
-    // earlier than 'bwd_end' (exposed time >= 0) and the remainder is ordered after the last kernels.
+    // earlier than 'bwd_end' (exposed time >= 0; a completed 'done' implies a completed 'bwd_end', which
+    // the ring's wait above relies on) and the remainder is ordered after the last kernels.
     CUDA_CHECK(cudaEventRecord(g->bwd_end[slot], c->compute));
     CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->bwd_end[slot], 0));
     size_t start, count;
