@@ -4,6 +4,7 @@
 // dedicated communication stream (non-blocking, highest priority), ordered with events: the comm stream
 // waits on an event recorded on the compute stream when a bucket is enqueued, and the compute stream
 // waits on an event recorded after the last collective, so the optimizer waits on the last bucket only.
+// The gradient all-reduce never makes the host wait: gpu_grad_comm_settle() does, once per log interval.
 //
 // Non-blocking communicator (config.blocking = 0): any NCCL call may return ncclInProgress; before the
 // next NCCL call on the communicator we poll ncclCommGetAsyncError until it leaves ncclInProgress. Every
@@ -39,6 +40,10 @@ struct gpu_comm {
     float *dev_scalar, *host_scalar; // one float for max-over-ranks (host side pinned: no blocking copy)
 };
 
+// Timed steps in flight: the host may run this many steps ahead of the GPU before finish() waits for the
+// oldest (CUDA's launch queue, about a thousand operations, throttles it sooner anyway).
+enum { TIMING_SLOTS = 64 };
+
 struct gpu_grad_comm {
     gpu_comm *c;
     float *grads;
@@ -46,7 +51,10 @@ struct gpu_grad_comm {
     bucket_plan plan;
     int armed, pass_buckets;
     cudaEvent_t ready;          // end of the kernels of a bucket (timing disabled)
-    cudaEvent_t bwd_end, done;  // end of backward / of the last bucket (timed: exposed time)
+    cudaEvent_t settled;        // end of the compute stream's queue at gpu_grad_comm_settle (timing disabled)
+    // Per step, a ring: end of backward / of the last bucket (timed: exposed time). Steps posted, timed.
+    cudaEvent_t bwd_end[TIMING_SLOTS], done[TIMING_SLOTS];
+    long posted, timed;
     comm_stats stats;
 };
 
@@ -297,6 +305,28 @@ extern "C" void gpu_comm_free(gpu_comm *c)
 
 // ---- Gradient all-reduce --------------------------------------------------------------------------
 
+// Adds the exposed time of the posted steps up to 'upto' (their events have completed: the host waited).
+static void add_exposed(gpu_grad_comm *g, long upto)
+{
+    for (; g->timed < upto; g->timed++) {
+        int slot = (int)(g->timed % TIMING_SLOTS);
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, g->bwd_end[slot], g->done[slot]));
+        g->stats.exposed_s += ms > 0 ? 1e-3 * (double)ms : 0;
+    }
+}
+
+// gpu_wait_compute() while g exists. One event at the end of the compute stream: that stream waits on every
+// 'done', so this one wait covers the all-reduces (under the deadline, watching NCCL's errors) and
+// everything the trainer queued; then the steps' exposed times can be read.
+static void settle(void *ctx)
+{
+    gpu_grad_comm *g = (gpu_grad_comm *)ctx;
+    CUDA_CHECK(cudaEventRecord(g->settled, g->c->compute));
+    WAIT_EVENT(g->c, g->settled, "gradient all-reduce");
+    add_exposed(g, g->posted);
+}
+
 extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, size_t n, size_t bucket_bytes)
 {
     gpu_grad_comm *g = (gpu_grad_comm *)xcalloc(1, sizeof *g);
@@ -305,8 +335,11 @@ extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, si
     g->n = n;
     bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
     CUDA_CHECK(cudaEventCreateWithFlags(&g->ready, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreate(&g->bwd_end));
-    CUDA_CHECK(cudaEventCreate(&g->done));
+    CUDA_CHECK(cudaEventCreateWithFlags(&g->settled, cudaEventDisableTiming));
+    for (int i = 0; i < TIMING_SLOTS; i++) {
+        CUDA_CHECK(cudaEventCreate(&g->bwd_end[i]));
+        CUDA_CHECK(cudaEventCreate(&g->done[i]));
+    }
     if (c->world > 1 && n > 0) {
         // Reference for the overlap figure: the best of three isolated all-reduces of the whole buffer
         // (each the maximum over ranks). A scratch copy: the gradients may hold anything now.
@@ -321,6 +354,7 @@ extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, si
         }
         CUDA_CHECK(cudaFree(scratch)); // the timed operations were waited for
     }
+    gpu_set_compute_wait(settle, g); // the backend's read-backs get the deadline and the figures
     return g;
 }
 
@@ -367,21 +401,23 @@ extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
     if (!g->armed)
         return;
     gpu_comm *c = g->c;
+    int slot = (int)(g->posted % TIMING_SLOTS);
+    if (g->posted - g->timed == TIMING_SLOTS) { // the host is a whole ring ahead: wait for the oldest step
+        WAIT_EVENT(c, g->done[slot], "gradient all-reduce");
+        add_exposed(g, g->timed + 1);
+    }
     // End of backward on the device timeline; the comm stream waits on it, so 'done' below is never
-    // earlier than 'bwd_end' (exposed time >= 0) and the remainder is ordered after the last kernels.
-    CUDA_CHECK(cudaEventRecord(g->bwd_end, c->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->bwd_end, 0));
+    // earlier than 'bwd_end' (exposed time >= 0; a completed 'done' implies a completed 'bwd_end', which
+    // the ring's wait above relies on) and the remainder is ordered after the last kernels.
+    CUDA_CHECK(cudaEventRecord(g->bwd_end[slot], c->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->bwd_end[slot], 0));
     size_t start, count;
     if (bucket_flush(&g->plan, &start, &count))
         launch(g, start, count);
-    CUDA_CHECK(cudaEventRecord(g->done, c->stream));
-    // The optimizer waits on the last bucket only. Redundant while the host waits for 'done' just below (an
-    // equivalent mutant, as in compute_after_comm()); kept so the device order does not rest on that wait.
-    CUDA_CHECK(cudaStreamWaitEvent(c->compute, g->done, 0));
-    WAIT_EVENT(c, g->done, "gradient all-reduce");
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, g->bwd_end, g->done));
-    g->stats.exposed_s += ms > 0 ? 1e-3 * (double)ms : 0;
+    CUDA_CHECK(cudaEventRecord(g->done[slot], c->stream));
+    // The optimizer waits on the last bucket, on the device: the host goes on queueing the next step.
+    CUDA_CHECK(cudaStreamWaitEvent(c->compute, g->done[slot], 0));
+    g->posted++;
     g->stats.buckets = g->pass_buckets;
     g->stats.reductions++;
     c->timeout_s = comm_wait_deadline(c->startup_s, c->step_timeout_s, g->stats.reductions, &c->option);
@@ -389,17 +425,23 @@ extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
     g->armed = 0;
 }
 
+extern "C" void gpu_grad_comm_settle(gpu_grad_comm *g) { settle(g); }
+
 extern "C" comm_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g) { return g->stats; }
 
 extern "C" void gpu_grad_comm_free(gpu_grad_comm *g)
 {
     if (!g)
         return;
+    gpu_set_compute_wait(nullptr, nullptr);
     // Nothing may still read the gradients or the events: wait for the comm stream (deadline).
-    CUDA_CHECK(cudaEventRecord(g->done, g->c->stream));
-    WAIT_EVENT(g->c, g->done, "gradient all-reduce");
+    CUDA_CHECK(cudaEventRecord(g->ready, g->c->stream));
+    WAIT_EVENT(g->c, g->ready, "gradient all-reduce");
     CUDA_CHECK(cudaEventDestroy(g->ready));
-    CUDA_CHECK(cudaEventDestroy(g->bwd_end));
-    CUDA_CHECK(cudaEventDestroy(g->done));
+    CUDA_CHECK(cudaEventDestroy(g->settled));
+    for (int i = 0; i < TIMING_SLOTS; i++) {
+        CUDA_CHECK(cudaEventDestroy(g->bwd_end[i]));
+        CUDA_CHECK(cudaEventDestroy(g->done[i]));
+    }
     free(g);
 }

@@ -26,6 +26,56 @@ static gpu_probe_status probe_status(cudaError_t e)
     }
 }
 
+// Before the process's first CUDA runtime call (it runs cuInit, which reads this): load every kernel with
+// the module (CUDA >= 12.2 defaults to lazy loading, which would load a kernel at its first launch,
+// possibly while a collective is in flight, and allocate then). A value the user set wins.
+static void before_cuinit(void) { setenv("CUDA_MODULE_LOADING", "EAGER", 0); }
+
+// The device chosen before MPI_Init from the launcher's local rank (gpu_choose_early), -1: none.
+static int early_device = -1;
+static const char *early_var;
+static long early_local;
+
+extern "C" void gpu_choose_early(void)
+{
+    // Open MPI's first: under mpirun inside a Slurm allocation, SLURM_LOCALID describes mpirun's daemon.
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID",
+                                       "PMI_LOCAL_RANK"};
+    for (const char *var : vars) {
+        const char *s = getenv(var);
+        char *end;
+        long v = s && *s ? strtol(s, &end, 10) : -1;
+        if (v >= 0 && !*end) {
+            early_var = var;
+            early_local = v;
+            break;
+        }
+    }
+    if (!early_var)
+        return;
+    before_cuinit();
+    int count = 0;
+    // No GPU, or the device cannot be set (busy, exclusive-process): nothing chosen; gpu_decide() and
+    // gpu_select() say why later, in one line for the job.
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        (void)cudaGetLastError();
+        return;
+    }
+    int dev = gpu_plan_device_index((int)early_local, count);
+    if (cudaSetDevice(dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    early_device = dev;
+}
+
+extern "C" int gpu_early_device(const char **var, long *local_rank)
+{
+    *var = early_var;
+    *local_rank = early_local;
+    return early_device;
+}
+
 extern "C" int gpu_available(char *why, size_t len)
 {
     char scratch[GPU_MSG_LEN], detail[256];
@@ -34,6 +84,7 @@ extern "C" int gpu_available(char *why, size_t len)
         len = sizeof scratch;
     }
     int count = 0, driver = 0, runtime = 0;
+    before_cuinit();
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); // clear it: the answer "no GPU" is not an error of a later call
@@ -55,7 +106,8 @@ extern "C" int gpu_probe(int local_rank, gpu_info *info, char *why, size_t len)
     if (!gpu_available(why, len))
         return -1;
     // Property queries only: no cudaSetDevice, so no context exists before the duplicate check (a second
-    // context on an exclusive-process GPU would fail with a less helpful message).
+    // context on an exclusive-process GPU would fail with a less helpful message), but the one
+    // gpu_choose_early() made before MPI_Init on the device that gpu_select() then checks.
     CUDA_CHECK(cudaGetDeviceCount(&info->visible));
     info->device = gpu_plan_device_index(local_rank, info->visible);
     cudaDeviceProp prop;
@@ -87,15 +139,32 @@ extern "C" void gpu_bind(const gpu_info *info)
         cuda_check_fail(e, "cudaSetDevice(info->device)", __FILE__, __LINE__);
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    // Blocking with respect to the legacy default stream: work someone queued on stream 0 by mistake is
-    // still ordered before the events the all-reduce waits on.
-    CUDA_CHECK(cudaStreamCreateWithPriority(&compute_stream, cudaStreamDefault, least));
+    // Non-blocking: no implicit synchronisation with the legacy default stream (which nothing of ours
+    // uses: every kernel, copy and cuBLAS call names the compute stream; the simulation rejects stream 0).
+    CUDA_CHECK(cudaStreamCreateWithPriority(&compute_stream, cudaStreamNonBlocking, least));
     bound_device = info->device;
 }
 
 extern "C" int gpu_bound_device(void) { return bound_device; }
 
 extern "C" void *gpu_compute_stream(void) { return (void *)compute_stream; }
+
+static void (*compute_wait)(void *ctx); // the gradient all-reduce's wait with its deadline, when it exists
+static void *compute_wait_ctx;
+
+extern "C" void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx)
+{
+    compute_wait = wait;
+    compute_wait_ctx = ctx;
+}
+
+extern "C" void gpu_wait_compute(void)
+{
+    if (compute_wait)
+        compute_wait(compute_wait_ctx);
+    else
+        CUDA_CHECK(cudaStreamSynchronize(compute_stream));
+}
 
 extern "C" void gpu_describe(const gpu_info *info, char *buf, size_t len)
 {

@@ -46,11 +46,33 @@ int gpu_decide(const ddp_env *env, int want_cuda)
     return 0;
 }
 
+/* The device bound before MPI_Init (gpu_choose_early) must be the one MPI's node-local rank chooses: else
+ * the launcher numbered the ranks of a node differently from MPI, and a CUDA-aware MPI set up this rank's
+ * context on another rank's GPU. Stops every rank (78) with the first such rank's line. */
+static void check_early_device(const ddp_env *env, const gpu_info *info)
+{
+    const char *var;
+    long local;
+    int early = gpu_early_device(&var, &local);
+    int first = first_rank_where(early >= 0 && early != info->device, env);
+    if (first == INT_MAX)
+        return;
+    char line[GPU_MSG_LEN];
+    if (env->rank == first)
+        snprintf(line, sizeof line, "rank %d on %s: %s=%ld chose GPU %d before MPI_Init, but its node-local MPI rank "
+                 "%d chooses GPU %d: the launcher and MPI number the ranks of a node differently (a wrapper script "
+                 "changing %s? mixed MPI installations?); launch with 'srun --mpi=pmix' or 'mpirun' directly",
+                 env->rank, env->host, var, local, early, env->local_rank, info->device, var);
+    MPI_CHECK(MPI_Bcast(line, (int)sizeof line, MPI_CHAR, first, MPI_COMM_WORLD));
+    die_all(EX_CONFIG, "%s", line);
+}
+
 gpu_node_verdict gpu_select_try(const ddp_env *env, gpu_info *info, char *why, size_t len)
 {
     char msg[GPU_MSG_LEN];
     if (gpu_probe(env->local_rank, info, msg, sizeof msg) != 0)
         die(EX_UNAVAILABLE, "no usable GPU: %s (gpu_decide() decides between GPU and CPU first)", msg);
+    check_early_device(env, info);
 
     gpu_slot mine;
     memset(&mine, 0, sizeof mine);

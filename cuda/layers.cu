@@ -3,7 +3,8 @@
 // GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block
 // reductions (per-channel sums, BatchNorm statistics, the loss), whose summation order differs from the
 // CPU's: results agree with the CPU path to rounding, not bit for bit. Everything runs on the compute
-// stream; only download and the host-valued reductions (sum_losses, count_correct) wait for it.
+// stream; only upload, download and count_correct wait for it, through gpu_wait_compute() (the deadline of
+// the all-reduce); the loss stays on the device (add_losses).
 #include "config.h"
 
 #include <cstdint>
@@ -89,13 +90,13 @@ static void cu_zero(void *p, size_t bytes)
 static void cu_upload(void *dst, const void *host, size_t bytes)
 {
     CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream()));
-    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    gpu_wait_compute();
 }
 
 static void cu_download(void *host, const void *src, size_t bytes)
 {
     CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream()));
-    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    gpu_wait_compute();
 }
 
 // ---- elementwise kernels ----------------------------------------------------------------------
@@ -265,15 +266,15 @@ __global__ void k_bn_grad(const float *x, const float *dy, const float *gamma, c
         dx[c * count + j] = op_bn_grad(xc[j], dyc[j], m, is, gamma[c], mean_dy, mean_dy_xhat);
 }
 
-// Host-valued reductions of a batch (one block): the loss sum, or the number of correct predictions.
-__global__ void k_sum_losses(const float *loss, int n, double *out)
+// Reductions of a batch (one block): the loss sum added to *out, or the number of correct predictions.
+__global__ void k_add_losses(const float *loss, int n, double *out)
 {
     double s = 0.0;
     for (int i = threadIdx.x; i < n; i += THREADS)
         s += loss[i];
     s = block_sum(s);
     if (threadIdx.x == 0)
-        *out = s;
+        *out += s;
 }
 
 __global__ void k_count_correct(const float *z, const uint8_t *labels, int n, int K, double *out)
@@ -391,38 +392,35 @@ static void cu_log_softmax_nll_backward(const float *logp, const uint8_t *labels
     LAUNCH(k_nll_grad, (size_t)N * K, logp, labels, dz, K, g);
 }
 
-// One double on the device and its pinned host copy, for the host-valued reductions.
-static double *reduction_result(double **host)
+// One double on the device and its pinned host copy, for count_correct: allocated by nn_cuda() before the
+// first step (an allocation synchronises the device), kept for the process.
+static double *result_dev, *result_host;
+
+static void reduction_alloc(void)
 {
-    static double *dev = nullptr, *pinned = nullptr;
-    if (!dev) {
-        CUDA_CHECK(cudaMalloc(&dev, sizeof *dev));
-        CUDA_CHECK(cudaMallocHost(&pinned, sizeof *pinned));
+    if (!result_dev) {
+        CUDA_CHECK(cudaMalloc(&result_dev, sizeof *result_dev));
+        CUDA_CHECK(cudaMallocHost(&result_host, sizeof *result_host));
     }
-    *host = pinned;
-    return dev;
 }
 
 static double fetch(double *dev, double *host)
 {
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaMemcpyAsync(host, dev, sizeof *host, cudaMemcpyDeviceToHost, stream()));
-    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    gpu_wait_compute();
     return *host;
 }
 
-static double cu_sum_losses(const float *loss, int N)
+static void cu_add_losses(const float *loss, int N, double *sum)
 {
-    double *host, *dev = reduction_result(&host);
-    k_sum_losses<<<1, THREADS, 0, stream()>>>(loss, N, dev);
-    return fetch(dev, host);
+    LAUNCH_BLOCKS(k_add_losses, 1, loss, N, sum);
 }
 
 static long cu_count_correct(const float *z, const uint8_t *labels, int N, int K)
 {
-    double *host, *dev = reduction_result(&host);
-    k_count_correct<<<1, THREADS, 0, stream()>>>(z, labels, N, K, dev);
-    return (long)fetch(dev, host);
+    k_count_correct<<<1, THREADS, 0, stream()>>>(z, labels, N, K, result_dev);
+    return (long)fetch(result_dev, result_host);
 }
 
 static void cu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
@@ -451,7 +449,7 @@ static const nn_backend cuda_backend = {
     .flatten_cnhw = cu_flatten_cnhw, .unflatten_cnhw = cu_unflatten_cnhw,
     .batchnorm_forward_train = cu_batchnorm_forward_train, .batchnorm_forward_eval = cu_batchnorm_forward_eval,
     .batchnorm_backward = cu_batchnorm_backward, .log_softmax_nll_forward = cu_log_softmax_nll_forward,
-    .log_softmax_nll_backward = cu_log_softmax_nll_backward, .sum_losses = cu_sum_losses,
+    .log_softmax_nll_backward = cu_log_softmax_nll_backward, .add_losses = cu_add_losses,
     .count_correct = cu_count_correct, .adadelta_step = cu_adadelta_step, .sgd_step = cu_sgd_step,
 };
 
@@ -459,5 +457,6 @@ extern "C" const nn_backend *nn_cuda(void)
 {
     if (!gpu_compute_stream())
         die(EX_SOFTWARE, "nn_cuda: no device bound (gpu_select() comes first)");
+    reduction_alloc();
     return &cuda_backend;
 }

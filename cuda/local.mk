@@ -16,3 +16,17 @@ EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.c
 # nvcc writes each object's header dependencies (-MMD, in the .cu.o rule) beside it.
 -include cuda/device.d cuda/comm_nccl.d cuda/gemm_cublas.d cuda/layers.d
 CLEANFILES += cuda/*.d
+
+# The GPU run kit (cuda/kit/make-kit.sh): binaries, GPU test programs, the libraries they need but CUDA's and
+# the driver's, Open MPI's plugins, the MNIST shards and cuda/kit/run, at most 64 MiB. GPU build only.
+EXTRA_DIST += cuda/kit/make-kit.sh cuda/kit/run
+CLEANFILES += mnist_ddp-gpu-kit.tar.gz
+.PHONY: gpu-kit
+if HAVE_CUDA
+gpu-kit: all tests/gpu/gpu_backend tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce
+	@test -d data/mnist || $(MAKE) $(AM_MAKEFLAGS) data
+	PYTHON3=$(PYTHON3) $(SHELL) $(srcdir)/cuda/kit/make-kit.sh $(abs_top_builddir) $(abs_top_srcdir) mnist_ddp-gpu-kit.tar.gz
+else
+gpu-kit:
+	@echo "make gpu-kit needs the GPU build: ./configure --with-cuda" >&2; exit 1
+endif

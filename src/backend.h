@@ -50,7 +50,9 @@ typedef struct nn_backend {
                                const float *invstd, float *dx, float *dgamma, float *dbeta, int C, size_t count);
     void (*log_softmax_nll_forward)(const float *z, const uint8_t *labels, float *logp, float *loss, int N, int K);
     void (*log_softmax_nll_backward)(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g);
-    double (*sum_losses)(const float *loss, int N);
+    /* *sum (one double of backend memory) += the sum of loss[0..N): the loss stays on the device until
+     * someone downloads it, so a training step need not wait for the GPU. */
+    void (*add_losses)(const float *loss, int N, double *sum);
     long (*count_correct)(const float *z, const uint8_t *labels, int N, int K);
     void (*adadelta_step)(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
                           float rho, float eps, float weight_decay);

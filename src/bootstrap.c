@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "errors.h"
+#include "gpu.h"
 #include "threads.h"
 
 
@@ -79,11 +80,25 @@ static void check_pmi(void)
     exit(EX_CONFIG);
 }
 
+/* --device cpu / --no-cuda on the command line (options are parsed after MPI_Init: their errors are
+ * reported collectively): no GPU context before MPI_Init for a CPU run. */
+static int cpu_requested(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--no-cuda") || !strcmp(argv[i], "--device=cpu") ||
+            (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")))
+            return 1;
+    return 0;
+}
+
 void bootstrap_init(int *argc, char ***argv, ddp_env *e)
 {
     double t0 = clock_now();
     int provided;
     check_pmi();
+    /* A CUDA-aware MPI may create a GPU context inside MPI_Init: on this rank's GPU, not on GPU 0. */
+    if (!cpu_requested(*argc, *argv))
+        gpu_choose_early();
     /* FUNNELED: BLAS/OpenMP threads compute, only the main thread calls MPI. */
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     /* Failed MPI calls come back to MPI_CHECK (our one line and exit status), not Open MPI's abort banner. */

@@ -23,6 +23,7 @@
  *   model_set_grad_hook(m, gpu_grad_comm_ready, g)
  *   per optimizer step: gpu_grad_comm_arm(g, last_micro_batch, step) per micro-batch; backward (hooks);
  *                       gpu_grad_comm_finish(g); optimizer kernels on gpu_compute_stream()
+ *   per log interval: the loss read-back, whose wait is gpu_grad_comm_settle(g) (gpu_wait_compute)
  *   gpu_comm_average(c, dev_bn_stats, nb, "BatchNorm statistics")
  *   gpu_grad_comm_free(g); gpu_comm_free(c); gpu_blas_free(); gpu_release()   before bootstrap_finalize()
  * Every kernel and cuBLAS call of the trainer must run on gpu_compute_stream(): the all-reduce orders
@@ -64,6 +65,15 @@ typedef struct {
  * Creates no context. CPU-only build: 0, "this build has no GPU path (configure --with-cuda)". */
 int gpu_available(char *why, size_t len);
 
+/* Before MPI_Init (bootstrap_init): binds device local % visible, local being the launcher's local rank
+ * (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID or PMI_LOCAL_RANK, the first set), so a
+ * CUDA-aware MPI that creates a context inside MPI_Init creates it on this rank's GPU, not on GPU 0.
+ * Nothing when no variable is set or no GPU is usable. CPU-only build: a no-op. */
+void gpu_choose_early(void);
+/* The device gpu_choose_early() bound (-1: none), the variable and local rank it used. GPU build only;
+ * gpu_select() stops the job (78) when MPI's node-local rank chooses another device. */
+int gpu_early_device(const char **var, long *local_rank);
+
 /* Fills info for device local_rank % visible without creating a context (no cudaSetDevice). Returns 0,
  * or -1 with why when no GPU is usable. GPU build only. */
 int gpu_probe(int local_rank, gpu_info *info, char *why, size_t len);
@@ -78,6 +88,13 @@ int gpu_bound_device(void);
 /* The stream every kernel, copy and cuBLAS call of the trainer runs on (a cudaStream_t; blocking with
  * respect to the legacy default stream, lowest priority). NULL before gpu_bind(). GPU build only. */
 void *gpu_compute_stream(void);
+
+/* Waits on the host for everything queued on the compute stream: through the function set by
+ * gpu_set_compute_wait (the gradient all-reduce's: deadline, NCCL errors), else cudaStreamSynchronize.
+ * Every host wait of the CUDA backend (upload, download, count_correct) is this one. GPU build only. */
+void gpu_wait_compute(void);
+/* wait(ctx) becomes gpu_wait_compute(); NULL restores cudaStreamSynchronize. GPU build only. */
+void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx);
 
 /* "cuda:0 (0000:3B:00.0)": the device column of bootstrap_report(). CPU-only build: a stub. */
 void gpu_describe(const gpu_info *info, char *buf, size_t len);
@@ -135,9 +152,16 @@ void gpu_grad_comm_arm(gpu_grad_comm *g, int armed, long step);
 /* Model hook (grad_ready_fn), called on the host once the kernels that make gradients
  * [offset, offset + count) final are queued on the compute stream. */
 void gpu_grad_comm_ready(void *ctx, size_t offset, size_t count);
-/* Starts the remainder, makes the compute stream wait for the last bucket, and waits on the host for
- * completion with the deadline (ncclCommAbort + die 69 on error or timeout). */
+/* Starts the remainder and makes the compute stream wait for the last bucket; the host does not wait
+ * (unless it is 64 steps ahead of the GPU). The first step costs no host wait between backward and here:
+ * the loss stays on the device (model_train_batch). */
 void gpu_grad_comm_finish(gpu_grad_comm *g);
+/* Waits on the host, with the deadline (ncclCommAbort + die 69 on error or timeout), for everything queued
+ * on the compute stream so far, the all-reduces included, and adds their exposed time to the figures.
+ * gpu_grad_comm_create() makes it gpu_wait_compute() (until gpu_grad_comm_free()), so every read-back
+ * of the backend waits here: the trainer's one host wait per log interval is the loss's. */
+void gpu_grad_comm_settle(gpu_grad_comm *g);
+/* The figures of the reductions settled so far (exposed_s) and posted (reductions, launched, buckets). */
 comm_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g);
 void gpu_grad_comm_free(gpu_grad_comm *g);
 

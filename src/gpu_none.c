@@ -56,6 +56,7 @@ void gpu_blas_init(const char *precision)
     no_gpu_path(__func__);
 }
 
+void gpu_choose_early(void) {}
 void gpu_blas_free(void) { no_gpu_path(__func__); }
 void gpu_release(void) { no_gpu_path(__func__); }
 const nn_backend *nn_cuda(void) { no_gpu_path(__func__); }

@@ -144,6 +144,7 @@ struct model {
     bn_stats stats[MAX_STATS];
     float *logits, *logp, *dlogits; /* [capacity][CLASSES] */
     float *loss;                    /* [capacity] */
+    double *loss_sum;               /* [2], backend memory: training losses until model_take_loss; evaluation */
     grad_ready_fn hook;
     void *hook_ctx;
     union {
@@ -427,6 +428,8 @@ model *model_create_on(const nn_backend *be, const char *name, int capacity)
     m->logp = floats(m, (size_t)capacity * CLASSES);
     m->dlogits = floats(m, (size_t)capacity * CLASSES);
     m->loss = floats(m, (size_t)capacity);
+    m->loss_sum = model_mem(m, 2 * sizeof(double));
+    be->zero(m->loss_sum, 2 * sizeof(double));
     arch->alloc(m);
     model_init_params(m, 0);
     return m;
@@ -517,21 +520,40 @@ static void check_batch(const model *m, int n)
         die(EX_SOFTWARE, "batch of %d samples for a model of capacity %d", n, m->capacity);
 }
 
-double model_forward_backward(model *m, const float *x, const uint8_t *labels, const uint64_t *ids, int n,
-                              uint64_t dropout_key, float grad_scale)
+void model_train_batch(model *m, const float *x, const uint8_t *labels, const uint64_t *ids, int n,
+                       uint64_t dropout_key, float grad_scale)
 {
     const nn_backend *be = m->be;
     check_batch(m, n);
     if (n == 0) {
         for (int L = m->arch->nlayers - 1; L >= 0; L--) /* back to front, as in backward */
             grads_ready(m, L);
-        return 0.0;
+        return;
     }
     m->arch->forward(m, x, n, ids, dropout_key, 1);
     be->log_softmax_nll_forward(m->logits, labels, m->logp, m->loss, n, CLASSES);
+    /* Before backward, so the gradient all-reduce can start the moment backward's last hook returns. */
+    be->add_losses(m->loss, n, &m->loss_sum[0]);
     be->log_softmax_nll_backward(m->logp, labels, m->dlogits, n, CLASSES, grad_scale);
     m->arch->backward(m, x, n);
-    return be->sum_losses(m->loss, n); /* after backward is queued: a GPU waits here, not mid-pass */
+}
+
+/* The double at sum, reset to 0 (a GPU waits here for the work queued before). */
+static double take(const model *m, double *sum)
+{
+    double v;
+    m->be->download(&v, sum, sizeof v);
+    m->be->zero(sum, sizeof v);
+    return v;
+}
+
+double model_take_loss(model *m) { return take(m, &m->loss_sum[0]); }
+
+double model_forward_backward(model *m, const float *x, const uint8_t *labels, const uint64_t *ids, int n,
+                              uint64_t dropout_key, float grad_scale)
+{
+    model_train_batch(m, x, labels, ids, n, dropout_key, grad_scale);
+    return model_take_loss(m);
 }
 
 double model_evaluate(model *m, const float *x, const uint8_t *labels, int n, long *correct)
@@ -543,5 +565,6 @@ double model_evaluate(model *m, const float *x, const uint8_t *labels, int n, lo
     m->arch->forward(m, x, n, NULL, 0, 0);
     be->log_softmax_nll_forward(m->logits, labels, m->logp, m->loss, n, CLASSES);
     *correct += be->count_correct(m->logp, labels, n, CLASSES);
-    return be->sum_losses(m->loss, n);
+    be->add_losses(m->loss, n, &m->loss_sum[1]);
+    return take(m, &m->loss_sum[1]);
 }

@@ -61,8 +61,14 @@ void model_set_grad_hook(model *m, grad_ready_fn fn, void *ctx);
  * element e of sample ids[i] in dropout layer L is kept iff
  * rng_uniform(rng_key(rng_key(dropout_key, ids[i]), L), e) >= p, so masks do not depend on the
  * batch split. ADDS the gradient of grad_scale * (sum of per-sample losses) to model_grads and
- * returns that sum. n may be 0: only the hook calls happen. BatchNorm uses the batch statistics
- * and updates the running stats like PyTorch (momentum 0.1, unbiased running_var). */
+ * adds that sum to the model's loss sum (model_take_loss), on the device: a GPU does not wait. n may
+ * be 0: only the hook calls happen. BatchNorm uses the batch statistics and updates the running stats
+ * like PyTorch (momentum 0.1, unbiased running_var). */
+void model_train_batch(model *m, const float *x, const uint8_t *labels, const uint64_t *ids, int n,
+                       uint64_t dropout_key, float grad_scale);
+/* The loss sum of the batches trained since the last call, then 0 (a GPU waits for its queue here). */
+double model_take_loss(model *m);
+/* model_train_batch, then model_take_loss: this batch's loss sum when nothing else was pending. */
 double model_forward_backward(model *m, const float *x, const uint8_t *labels, const uint64_t *ids, int n,
                               uint64_t dropout_key, float grad_scale);
 

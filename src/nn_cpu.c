@@ -344,6 +344,11 @@ double cpu_sum_losses(const float *loss, int N)
     return s;
 }
 
+void cpu_add_losses(const float *loss, int N, double *sum)
+{
+    *sum += cpu_sum_losses(loss, N);
+}
+
 void cpu_log_softmax_nll_backward(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g)
 {
     for (int n = 0; n < N; n++)
@@ -388,6 +393,6 @@ const nn_backend nn_cpu = {
     .flatten_cnhw = cpu_flatten_cnhw, .unflatten_cnhw = cpu_unflatten_cnhw,
     .batchnorm_forward_train = cpu_batchnorm_forward_train, .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
     .batchnorm_backward = cpu_batchnorm_backward, .log_softmax_nll_forward = cpu_log_softmax_nll_forward,
-    .log_softmax_nll_backward = cpu_log_softmax_nll_backward, .sum_losses = cpu_sum_losses,
+    .log_softmax_nll_backward = cpu_log_softmax_nll_backward, .add_losses = cpu_add_losses,
     .count_correct = cpu_count_correct, .adadelta_step = cpu_adadelta_step, .sgd_step = cpu_sgd_step,
 };

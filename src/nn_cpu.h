@@ -53,6 +53,7 @@ void cpu_batchnorm_backward(const float *x, const float *dy, const float *gamma,
 void cpu_log_softmax_nll_forward(const float *z, const uint8_t *labels, float *logp, float *loss, int N, int K);
 /* Sum of loss [N], in double. */
 double cpu_sum_losses(const float *loss, int N);
+void cpu_add_losses(const float *loss, int N, double *sum);
 /* dz = gradient of g * (sum of losses). */
 void cpu_log_softmax_nll_backward(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g);
 long cpu_count_correct(const float *z, const uint8_t *labels, int N, int K);

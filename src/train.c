@@ -79,7 +79,7 @@ typedef struct {
 typedef struct {
     uint64_t first, steps;  /* the epoch's first step in this run (after a resume), and its step count */
     double t0, t_log, ckpt0; /* the epoch's start, the last line's time, r->ckpt_total_s at the start */
-    double loss_log, images_log, loss_epoch, images_epoch;
+    double images_log, loss_epoch, images_epoch;
 } epoch_log;
 
 /* A copy of host data in the backend's memory (all of MNIST is 55 MB: uploaded once, so no step copies
@@ -258,7 +258,8 @@ static uint64_t steps_left(const run *r, int epoch, uint64_t s, uint64_t steps)
  * (checkpoint writes left out; evaluations not counted). */
 static void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr)
 {
-    double sums[2] = {L->loss_log, L->images_log};
+    /* A GPU's one host wait of the interval (gpu.h: under the all-reduce's deadline). */
+    double sums[2] = {model_take_loss(r->m), L->images_log};
     /* Every rank's local loss sum: the line shows the loss of all ranks' samples. Under the all-reduce's
      * deadline: a peer frozen between the two must not hang this one. */
     const char *option;
@@ -281,7 +282,7 @@ static void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double 
             eta_run, t - r->env->start_s);
     L->loss_epoch += sums[0];
     L->images_epoch += sums[1];
-    L->loss_log = L->images_log = 0;
+    L->images_log = 0;
     L->t_log = t;
 }
 
@@ -312,13 +313,14 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             total += g;
         }
         r->be->zero(model_grads(r->m), model_num_params(r->m) * sizeof(float));
-        double loss = 0, images = 0;
+        double images = 0;
         for (uint64_t j = 0; j < k; j++) {
             uint64_t g;
             const uint64_t *ids;
             int n = gather_batch(r, micro0 + j, &g, &ids);
             r->cb->arm(r->comm, j + 1 == k, r->step);
-            loss += model_forward_backward(r->m, r->x, r->y, ids, n, dropout_key, 1.0f / (float)total);
+            /* The loss stays on the device: nothing waits between backward and finish's last bucket. */
+            model_train_batch(r->m, r->x, r->y, ids, n, dropout_key, 1.0f / (float)total);
             images += n;
         }
         r->cb->finish(r->comm);
@@ -326,7 +328,6 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         r->step++;
         if (clock_now() - t_step > r->step_max_s)
             r->step_max_s = clock_now() - t_step;
-        L.loss_log += loss;
         L.images_log += images; /* this rank's samples: summed over ranks in the report */
         stop = (o->max_steps && r->step >= o->max_steps) || o->dry_run;
         if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop)

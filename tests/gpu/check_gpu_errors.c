@@ -156,7 +156,7 @@ static const failure cases[] = {
      "waiting for the gradient all-reduce (cudaEventQuery) failed: cudaErrorIllegalAddress", 1},
     /* The fault runs at once; the next runtime call reports it. */
     {"kernel fault, seen at the next call", AT_FINISH, kernel_fault, EAGER_COMPUTE, 5, EX_SOFTWARE,
-     "cudaEventRecord(g->bwd_end, c->compute) failed: cudaErrorIllegalAddress", 0},
+     "cudaEventRecord(g->bwd_end[slot], c->compute) failed: cudaErrorIllegalAddress", 0},
     {"range outside the gradients", AT_FINISH, range_outside, EAGER_COMM, 5, EX_SOFTWARE,
      "gradient range [999, 1001) reported ready lies outside the 1000 gradients", 0},
     {"peer dies, buckets in flight at free", AT_IN_FLIGHT, hang, EAGER_COMM, 0.2, EX_UNAVAILABLE,
@@ -226,8 +226,10 @@ static void run_job(void)
     gpu_grad_comm_ready(job.g, N / 2, N / 2);
     gpu_grad_comm_ready(job.g, 0, N / 2);
     at(AT_FINISH);
-    if (cur->at != AT_IN_FLIGHT) /* else the job stops with both buckets in flight */
+    if (cur->at != AT_IN_FLIGHT) { /* else the job stops with both buckets in flight */
         gpu_grad_comm_finish(job.g);
+        gpu_wait_compute(); /* the trainer's read-back (log interval): gpu_grad_comm_settle */
+    }
     gpu_grad_comm_free(job.g);
     at(AT_SHUTDOWN);
     gpu_comm_free(job.c);

@@ -71,6 +71,8 @@ START_TEST(test_probe_and_init)
     ck_assert_int_eq(mock.init_device_seen, 1);     /* cudaSetDevice before init */
     ck_assert_int_eq(mock.comm_flags_ok, 1);        /* comm stream non-blocking ... */
     ck_assert_int_eq(mock.comm_priority_seen, -5);  /* ... with the highest priority */
+    ck_assert_int_eq(mock.compute_flags_ok, 1);     /* compute stream non-blocking too */
+    ck_assert_str_eq(mock.module_loading, "EAGER"); /* kernels loaded before any collective */
     gpu_comm_free(c);
     gpu_release();
     no_violations();
@@ -143,9 +145,12 @@ START_TEST(test_grad_allreduce)
                     ck_abort_msg("bucket %zu B, step %d: gradient %zu is %g, expected %g", buckets[b], step, i,
                                  (double)out[i], 2.0 * h[i]);
         }
+        gpu_wait_compute(); /* the trainer's read-back: settles the steps' exposed times */
         st = gpu_grad_comm_get_stats(g);
         ck_assert_int_eq(st.reductions, STEPS);
         ck_assert_msg(st.exposed_s >= 0, "negative exposed time");
+        if (mock.policy == EAGER_COMPUTE) /* the all-reduces lag behind backward: some time is exposed */
+            ck_assert_msg(st.exposed_s > 0, "no exposed time settled");
         if (buckets[b] == 0) /* the last step reports in order */
             ck_assert_int_eq(st.buckets, NL);
         if (buckets[b] >= n * sizeof(float))
@@ -168,6 +173,36 @@ START_TEST(test_grad_allreduce)
     gpu_release();
     free(h);
     free(out);
+    no_violations();
+}
+END_TEST
+
+/* finish() makes no host wait: steps queue back to back until the host is a ring of 64 timed steps ahead of
+ * the device, then each finish waits for the oldest and reads its exposed time (both events complete: the
+ * communication stream waits for the end of backward); one gpu_wait_compute() settles them all. Both
+ * schedules. */
+START_TEST(test_steps_without_waits)
+{
+    enum { N = 1000, RING = 64, STEPS = RING + 6 };
+    mock_reset(_i);
+    gpu_comm *c = start(5.0);
+    float *d;
+    ck_assert_int_eq(cudaMalloc((void **)&d, N * sizeof *d), cudaSuccess);
+    gpu_grad_comm *g = gpu_grad_comm_create(c, d, N, 0);
+    long waits = mock.waits;
+    for (int step = 0; step < STEPS; step++) {
+        gpu_grad_comm_arm(g, 1, step);
+        gpu_grad_comm_ready(g, 0, N);
+        gpu_grad_comm_finish(g);
+        ck_assert_int_eq(mock.waits - waits, (step < RING ? 0 : step - RING + 1));
+    }
+    gpu_wait_compute();
+    ck_assert_int_eq(mock.waits - waits, STEPS - RING + 1);
+    comm_stats st = gpu_grad_comm_get_stats(g);
+    ck_assert_int_eq(st.reductions, STEPS);
+    ck_assert_msg(st.exposed_s > 0, "no exposed time settled");
+    gpu_grad_comm_free(g);
+    gpu_comm_free(c);
     no_violations();
 }
 END_TEST
@@ -237,7 +272,7 @@ START_TEST(test_race_detector)
     mock_reset(_i);
     cudaStream_t a, b;
     cudaEvent_t e;
-    ck_assert_int_eq(cudaStreamCreateWithPriority(&a, cudaStreamDefault, 0), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithPriority(&a, cudaStreamNonBlocking, 0), cudaSuccess);
     ck_assert_int_eq(cudaStreamCreateWithPriority(&b, cudaStreamNonBlocking, -5), cudaSuccess);
     ck_assert_int_eq(cudaEventCreate(&e), cudaSuccess);
     cudaMemsetAsync(x, 0, sizeof x, a);
@@ -328,6 +363,7 @@ int main(void)
     tcase_add_test(tc, test_no_gpu);
     tcase_add_loop_test(tc, test_grad_allreduce, 0, 4);
     tcase_add_test(tc, test_single_rank);
+    tcase_add_loop_test(tc, test_steps_without_waits, 0, 2);
     tcase_add_loop_test(tc, test_free_in_flight, 0, 2);
     tcase_add_loop_test(tc, test_race_detector, 0, 2);
     tcase_add_loop_test(tc, test_gemm, 0, 3);

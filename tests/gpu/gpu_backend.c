@@ -452,9 +452,11 @@ static void test_loss(void)
 
     enum { M = 1000 }; /* more samples than one block has threads */
     twin losses = twin_rnd(M, 0, 5);
-    double sum[2];
-    BOTH(sum[s_] = be->sum_losses(P(losses), M));
-    check_scalar("sum_losses (1000)", sum[0], sum[1], TOL_SUM);
+    double sum[2], start = 1.5; /* add_losses adds (twice here) to what the accumulator holds */
+    twin acc = twin_new(&start, sizeof start);
+    BOTH(be->add_losses(P(losses), M, P(acc)); be->add_losses(P(losses), M, P(acc)));
+    BOTH(be->download(&sum[s_], P(acc), sizeof sum[s_]));
+    check_scalar("add_losses (1000, twice, onto 1.5)", sum[0], sum[1], TOL_SUM);
 
     float *hz = rnd_levels((size_t)M * K, 3); /* ties: the first maximum is the prediction */
     uint8_t *lab2 = rnd_bytes(M, K);

@@ -98,6 +98,8 @@ static int visible(int phys[16])
 cudaError_t cudaGetDeviceCount(int *count)
 {
     int phys[16];
+    const char *loading = getenv("CUDA_MODULE_LOADING"); /* what cuInit would see */
+    snprintf(mock.module_loading, sizeof mock.module_loading, "%s", loading ? loading : "");
     if (mock.count_err != cudaSuccess)
         return mock.count_err;
     *count = visible(phys);
@@ -237,6 +239,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
     ncclComm_t c = calloc(1, sizeof *c);
     c->rank = rank;
     c->nranks = nranks;
+    mock.nccl_rank = rank;
     go_in_progress(c, mock.init_polls, mock.init_result);
     *comm = c;
     return c->state == ncclInProgress ? ncclInProgress : ncclSuccess;
@@ -282,6 +285,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     if (send != recv || type != ncclFloat)
         mock_violate("all-reduce not in place or not float");
     mock_op o = {.kind = OP_ALLREDUCE, .buf = recv, .count = count, .redop = redop};
+    mock_trace(TR_ALLREDUCE, recv, count * sizeof(float));
     return collective(c, o, s, "ncclAllReduce");
 }
 
@@ -350,7 +354,7 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t h)
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s)
 {
     h->stream = s;
-    mock.blas_on_compute_stream = s && !(s->flags & cudaStreamNonBlocking);
+    mock.blas_on_compute_stream = s && !MOCK_IS_COMM(s);
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
@@ -378,6 +382,7 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
     if (m < 0 || n < 0 || k < 0 || lda < (ra > 1 ? ra : 1) || ldb < (rb > 1 ? rb : 1) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
     mock.gemms++;
+    mock_trace(TR_GEMM, c, 0);
     mock_enqueue(h->stream, (mock_op){.kind = OP_GEMM, .ta = ta != CUBLAS_OP_N, .tb = tb != CUBLAS_OP_N, .m = m,
                                       .n = n, .k = k, .alpha = alpha, .a = a, .lda = lda, .b = b, .ldb = ldb,
                                       .beta = beta, .c = c, .ldc = ldc});

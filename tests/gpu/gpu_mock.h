@@ -12,7 +12,7 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
-enum { OP_MEMCPY, OP_MEMSET, OP_WAIT, OP_RECORD, OP_ALLREDUCE, OP_BCAST, OP_GEMM, OP_FAULT };
+enum { OP_MEMCPY, OP_MEMSET, OP_WAIT, OP_RECORD, OP_ALLREDUCE, OP_BCAST, OP_GEMM, OP_FAULT, OP_KERNEL };
 /* Scheduling policies: which stream runs as early as it can while the other lags. */
 enum { EAGER_COMM, EAGER_COMPUTE };
 enum { MOCK_STREAMS = 16 };
@@ -40,6 +40,10 @@ typedef struct {
     float *c;
 } mock_op;
 
+/* Both of our streams are non-blocking; the communication stream is the one with the highest priority
+ * (cudaDeviceGetStreamPriorityRange of the simulation: least 0, greatest -5). */
+#define MOCK_IS_COMM(s) ((s)->priority < 0)
+
 /* Happens-before: vc[t] operations of stream t (by position) complete before the next operation here. */
 struct CUstream_st {
     unsigned flags;
@@ -54,6 +58,7 @@ struct CUevent_st {
     int destroyed;
     struct CUstream_st *s; /* NULL: never recorded */
     long pos, gen, time;
+    long waited;           /* the gen of the last record a host wait counted (a polling loop is one wait) */
     long vc[MOCK_STREAMS]; /* what completes before the last record */
 };
 
@@ -89,6 +94,8 @@ typedef struct {
     int hang_collectives;                  /* collectives never complete */
     float peer_max;                        /* the other rank's values in a max all-reduce */
     int init_blocking_seen, init_device_seen, comm_flags_ok, comm_priority_seen;
+    int compute_flags_ok;                  /* the compute stream was created non-blocking */
+    char module_loading[16];               /* CUDA_MODULE_LOADING at the first runtime call ("" unset) */
     int abort_called, violations, collectives;
     long polls_running;
     char violation[256];
@@ -98,8 +105,19 @@ typedef struct {
     int blas_handles, gemms, gemm_ex_calls;
     cublasMath_t blas_math;
     cublasComputeType_t gemm_ex_compute;
-    int blas_on_compute_stream;            /* the handle's stream is the blocking (compute) one */
+    int blas_on_compute_stream;            /* the handle's stream is the compute stream */
+    /* What the host did, counted (and traced for mock_step_report): kernel launches, host waits (a
+     * synchronising call or an event poll that finds device work pending), device and pinned allocations. */
+    long launches, waits, allocs;
+    int bcast_keep;                        /* a broadcast leaves the data as it is (every rank holds the same) */
+    int nccl_rank;                         /* of the last communicator initialised */
 } gpu_mock_state;
+
+/* Trace kinds (tests/gpu/gpu_mock_steps.c). */
+enum { TR_LAUNCH, TR_GEMM, TR_WAIT, TR_ALLOC, TR_MEMSET, TR_ALLREDUCE };
+void mock_trace(int kind, const void *p, size_t bytes);
+/* Writes one line per optimizer step of the traced run to path (see gpu_mock_steps.c); 0 or -1. */
+int mock_step_report(const char *path);
 
 extern gpu_mock_state mock;
 

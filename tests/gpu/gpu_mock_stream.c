@@ -15,18 +15,18 @@
 #include <string.h>
 
 static const char *const kind_name[] = {"memcpy", "memset", "stream wait", "event record", "all-reduce",
-                                        "broadcast", "GEMM", "kernel"};
+                                        "broadcast", "GEMM", "kernel fault", "kernel"};
 
 static const char *stream_name(const struct CUstream_st *s)
 {
-    return s->flags & cudaStreamNonBlocking ? "communication stream" : "compute stream";
+    return MOCK_IS_COMM(s) ? "communication stream" : "compute stream";
 }
 
 /* ---- Scheduler -------------------------------------------------------------------------------- */
 
 static int eager(const struct CUstream_st *s)
 {
-    int comm = (s->flags & cudaStreamNonBlocking) != 0;
+    int comm = MOCK_IS_COMM(s);
     return mock.policy == EAGER_COMM ? comm : !comm;
 }
 
@@ -83,7 +83,7 @@ static void execute(struct CUstream_st *s)
         gemm_run(o);
         break;
     case OP_BCAST:
-        if (o->root != o->rank)
+        if (o->root != o->rank && !mock.bcast_keep)
             for (size_t i = 0; i < o->count; i++)
                 o->buf[i] = 1000.0f + (float)i;
         break;
@@ -218,6 +218,11 @@ void mock_fault_kernel(cudaStream_t s, cudaError_t e) { mock_enqueue(s, (mock_op
  * never complete would hang there with no deadline. */
 static cudaError_t sync_device(const char *call)
 {
+    for (int i = 0; i < mock.nstreams; i++)
+        if (mock.streams[i]->done < mock.streams[i]->n) {
+            mock_trace(TR_WAIT, NULL, 0);
+            break;
+        }
     for (;;) {
         long before = mock.time;
         progress(1);
@@ -238,12 +243,30 @@ static cudaError_t sync_device(const char *call)
     return cudaSuccess;
 }
 
+/* Host waits the code under test must not need in a step: each counts (when device work is pending). */
+cudaError_t cudaDeviceSynchronize(void)
+{
+    cudaError_t r = mock_cuda_status("cudaDeviceSynchronize");
+    return r == cudaSuccess ? sync_device("cudaDeviceSynchronize") : r;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    cudaError_t r = mock_cuda_status("cudaMemcpy");
+    if (r == cudaSuccess)
+        r = sync_device("cudaMemcpy"); /* blocking: after all earlier work of every blocking stream */
+    if (r == cudaSuccess)
+        memcpy(dst, src, bytes);
+    return r;
+}
+
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     cudaError_t r = mock_cuda_status("cudaMalloc");
     if (r != cudaSuccess)
         return r;
-    *p = malloc(bytes ? bytes : 1);
+    *p = calloc(1, bytes ? bytes : 1);
+    mock_trace(TR_ALLOC, *p, bytes);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void *p)
@@ -256,6 +279,11 @@ cudaError_t cudaFree(void *p)
     return r;
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags)
+{
+    (void)flags;
+    return cudaMalloc(p, bytes);
+}
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int priority)
@@ -269,9 +297,11 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, in
     st->flags = flags;
     st->priority = priority;
     st->id = mock.nstreams;
-    if (flags & cudaStreamNonBlocking) {
-        mock.comm_flags_ok = 1;
+    if (priority < 0) {
+        mock.comm_flags_ok = (flags & cudaStreamNonBlocking) != 0;
         mock.comm_priority_seen = priority;
+    } else {
+        mock.compute_flags_ok = (flags & cudaStreamNonBlocking) != 0;
     }
     mock.streams[mock.nstreams++] = st;
     *s = st;
@@ -285,6 +315,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     cudaError_t r = mock_cuda_status("cudaStreamSynchronize");
+    if (r == cudaSuccess && s->done < s->n)
+        mock_trace(TR_WAIT, NULL, 0);
     while (r == cudaSuccess && s->done < s->n) {
         long before = mock.time;
         progress(1);
@@ -348,6 +380,10 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
     cudaError_t r = mock_cuda_status("cudaEventQuery");
     if (r != cudaSuccess)
         return r;
+    if (!event_complete(e) && e->waited != e->gen) {
+        e->waited = e->gen;
+        mock_trace(TR_WAIT, NULL, 0);
+    }
     progress(1);
     if (mock.sticky) /* a fault that ran during this poll */
         return mock.sticky;
@@ -355,6 +391,23 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
         return cudaErrorNotReady;
     join(mock.host_vc, e->vc);
     return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    cudaError_t r = mock_cuda_status("cudaEventSynchronize");
+    if (r == cudaSuccess && !event_complete(e))
+        mock_trace(TR_WAIT, NULL, 0);
+    while (r == cudaSuccess && !event_complete(e)) {
+        long before = mock.time;
+        progress(1);
+        if (mock.sticky)
+            return mock.sticky;
+        if (mock.time == before)
+            return cudaErrorLaunchTimeout; /* nothing can run: a deadlock */
+    }
+    if (r == cudaSuccess)
+        join(mock.host_vc, e->vc);
+    return r;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
@@ -382,5 +435,6 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
     cudaError_t r = mock_cuda_status("cudaMemsetAsync");
     if (r != cudaSuccess)
         return r;
+    mock_trace(TR_MEMSET, dst, bytes);
     return mock_enqueue(s, (mock_op){.kind = OP_MEMSET, .dst = dst, .value = value, .bytes = bytes});
 }

@@ -2,19 +2,32 @@
 # make dist ships them whatever this tree was configured with.
 EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/gpu_mock.c \
 	tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock.h tests/gpu/gpu_mock_host.c tests/gpu/gpu-mock-host.sh \
-	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh
+	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh \
+	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-rpath.sh \
+	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh
 
 if HAVE_CUDA
 # The CUDA translation units and their MPI glue against a simulated CUDA runtime, cuBLAS and NCCL
 # (tests/gpu/gpu_mock*.c define the cuda*/cublas*/nccl* functions; libcudart and libnccl are not linked):
 # control flow, stream/event ordering (race detector), deadlines, error and abort paths, device agreement
 # and the bootstrap address, on machines without a GPU.
-mock_sources = tests/gpu/gpu_mock.c tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock.h
+mock_sources = tests/gpu/gpu_mock.c tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock.h
 mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(BLAS_LIBS) -lm
 check_PROGRAMS += tests/gpu/gpu_mock_host
 tests_gpu_gpu_mock_host_SOURCES = tests/gpu/gpu_mock_host.c $(mock_sources)
 tests_gpu_gpu_mock_host_LDADD = $(mock_ldadd)
 TESTS += tests/gpu/gpu-mock-host.sh
+# mnist_ddp's own main and trainer on the simulation: launches, host waits and allocations per step.
+check_PROGRAMS += tests/gpu/gpu_mock_train
+tests_gpu_gpu_mock_train_SOURCES = src/main.c tests/gpu/gpu_mock_main.c $(mock_sources)
+tests_gpu_gpu_mock_train_LDADD = $(mock_ldadd) -lstdc++ # layers.o is C++
+TESTS += tests/gpu/gpu-mock-steps.sh
+# The device bound before MPI_Init from the launcher's local rank, and MPI's node-local rank agreeing.
+TESTS += tests/gpu/gpu-mock-early.sh
+# The binary's run-time library path: resolved directories, the CUDA and NCCL libraries found without LD_LIBRARY_PATH.
+TESTS += tests/gpu/gpu-rpath.sh
+# The GPU run kit runs with nothing but itself and the C library (chroot), as far as the CPU allows.
+TESTS += tests/gpu/gpu-kit.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
 TESTS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
@@ -42,7 +55,8 @@ endif
 
 # The GPU path's tests alone (CI's --with-cuda build; a GPU node's first check). Without CUDA: none.
 if HAVE_CUDA
-gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/gpu_backend \
+gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-early.sh tests/gpu/gpu-rpath.sh \
+	tests/gpu/gpu-kit.sh tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/gpu_backend \
 	tests/gpu/gpu-train.sh
 if HAVE_CHECK
 gpu_tests += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors

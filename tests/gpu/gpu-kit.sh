@@ -1,0 +1,45 @@
+#!/bin/sh
+# The GPU run kit (cuda/kit/make-kit.sh, make gpu-kit) is complete: in a root file system holding nothing
+# but the kit, the C library, a shell, three coreutils and CUDA's library directory (as a GPU machine has it,
+# at /usr/local/cuda/lib64; chroot in a private mount namespace: no /usr/lib, no Open MPI, HDF5 or OpenBLAS
+# of this machine), ./run --cpu-only finds CUDA's libraries and trains on 2 ranks with the kit's own mpirun,
+# plugins and libraries. The GPU part needs a GPU and CUDA on the target: not checked
+# here. Also: the tarball stays within 64 MiB (make-kit.sh refuses more).
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h" || skip "CPU-only build (the kit holds the GPU build)"
+need_data
+for t in unshare chroot mount; do command -v $t >/dev/null || fail "$t (util-linux, coreutils) is needed"; done
+PYTHON3=$PYTHON3 sh "$abs_top_srcdir/cuda/kit/make-kit.sh" "$abs_top_builddir" "$abs_top_srcdir" "$TMP/kit.tar.gz" ||
+  fail "make-kit.sh failed"
+
+root=$TMP/root
+mkdir -p "$root/kit" "$root/usr/local/cuda/lib64" "$root/bin" "$root/usr/bin" "$root/lib/x86_64-linux-gnu" \
+  "$root/lib64" "$root/etc" \
+  "$root/dev" "$root/proc" "$root/sys" "$root/tmp"
+tar -C "$root/kit" -xzf "$TMP/kit.tar.gz"
+# The base system: the C library's shared objects and loader, a shell, dirname, cat and env.
+for f in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2; do
+  cp -L "/lib/x86_64-linux-gnu/$f" "$root/lib/x86_64-linux-gnu/"
+done
+cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+cp -L /bin/dash "$root/bin/sh"
+cp -L /usr/bin/dirname /usr/bin/cat /usr/bin/env "$root/usr/bin/"
+cp /etc/passwd /etc/group "$root/etc/"
+
+# This machine's CUDA libraries (those mnist_ddp was linked with) stand for the GPU machine's.
+cuda_lib=$(ldd "$abs_top_builddir/src/mnist_ddp" | sed -n 's|.*libcudart\.so[^ ]* => \(.*\)/libcudart.*|\1|p')
+[ -d "$cuda_lib" ] || fail "cannot tell where mnist_ddp's libcudart is"
+if [ "$(id -u)" -eq 0 ]; then ns="unshare -m"; else ns="unshare -rm"; fi
+# shellcheck disable=SC2016
+$ns sh -c '
+  r=$1
+  mount --rbind /dev "$r/dev" && mount -t proc proc "$r/proc" && mount --rbind /sys "$r/sys" &&
+    mount --bind "$2" "$r/usr/local/cuda/lib64" &&
+    mount -t tmpfs tmpfs "$r/tmp" || { echo "cannot mount in the namespace" >&2; exit 2; }
+  exec chroot "$r" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/tmp TMPDIR=/tmp /kit/mnist_ddp-gpu-kit/run --cpu-only
+' sh "$root" "$cuda_lib" >"$TMP/out" 2>&1 || true
+cat "$TMP/out"
+grep -q '^PASS: CPU-only training' "$TMP/out" || fail "the kit does not run by itself in a bare root file system"
+grep -q '^summary: test accuracy' "$TMP/out" || fail "no summary line from the kit's training run"
+echo "ok: the kit trains with nothing but itself and the C library ($(($(wc -c <"$TMP/kit.tar.gz") / 1048576)) MiB)"

@@ -1,0 +1,45 @@
+#!/bin/sh
+# mnist_ddp's own training loop on 2 ranks with the simulated CUDA runtime, cuBLAS and NCCL
+# (tests/gpu/gpu_mock_train): per optimizer step, no device allocation, no host wait but the one loss
+# read-back of each log interval, and the last bucket's all-reduce enqueued before any host wait of the
+# step (so it starts when backward ends); the same launches every step. Both models (convnet: the whole
+# gradient in one bucket), both adversarial schedules. No GPU needed.
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+P=$abs_top_builddir/tests/gpu/gpu_mock_train
+[ -x "$P" ] || skip "tests/gpu/gpu_mock_train not built (GPU build only)"
+need_data
+small_mnist "$TMP/small" 128 16
+RUN_TIMEOUT=300
+STEPS=11 INTERVAL=4
+
+# check_steps REPORT: the per-step lines of steps 1 .. STEPS-1 (the last runs into the end of the run;
+# step 0 is the set-up before the first step).
+check_steps() {
+  awk -v steps=$STEPS -v interval=$INTERVAL '
+    $2 == 0 { next }
+    { n++; s = $2; l = $4; w = $8; a = $10; b = $12; first = $14
+      if (s != n) { print "step " s " out of order"; bad = 1 }
+      if (a != 0) { print "step " s ": " a " device allocations"; bad = 1 }
+      want = (s % interval == 0) ? 1 : 0
+      if (w != want) { print "step " s ": " w " host waits, expected " want; bad = 1 }
+      if (b < 1 || first != 1) { print "step " s ": last bucket not enqueued before the first host wait"; bad = 1 }
+      if (n == 1) l1 = l; else if (l != l1) { print "step " s ": " l " launches, step 1 had " l1; bad = 1 } }
+    END { if (n != steps - 1) { print n " steps reported, expected " steps - 1; bad = 1 }
+          if (l1 < 1) { print "no kernel launch in a step"; bad = 1 }
+          if (!bad) printf "%d launches per step", l1
+          exit bad }' "$1"
+}
+
+for model in net convnet; do
+  for policy in compute comm; do
+    rep=$TMP/steps-$model-$policy
+    # --seed 0: the parameters every rank initialises at creation, so the simulated broadcast (which keeps
+    # each rank's data) leaves identical replicas.
+    MOCK_POLICY=$policy MOCK_STEP_REPORT=$rep run_np 2 "$P" --device cuda --model "$model" --data "$TMP/small" \
+      --seed 0 --batch-size 4 --test-batch-size 16 --epochs 1 --max-steps $STEPS --log-interval $INTERVAL \
+      >"$TMP/out" 2>&1 || { cat "$TMP/out" >&2; fail "$model, $policy eager: the run failed"; }
+    msg=$(check_steps "$rep") || { cat "$rep" >&2; fail "$model, $policy eager: $msg"; }
+    echo "ok: $model, $policy eager: $msg, 1 host wait per $INTERVAL steps, no allocation"
+  done
+done

@@ -1,0 +1,26 @@
+#!/bin/sh
+# The GPU build's run-time library path (configure, m4/mnist_cuda.m4): every RUNPATH entry of mnist_ddp is
+# a real directory named without symlinks (/usr/local/cuda may point at another CUDA major version on the
+# node that runs it), and the loader finds libcudart, libcublas and libnccl there or in the system's own
+# directories, with no LD_LIBRARY_PATH. No GPU needed.
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+B=$abs_top_builddir/src/mnist_ddp
+grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h" || skip "CPU-only build (configure --with-cuda)"
+command -v readelf >/dev/null || fail "readelf (binutils) is needed"
+paths=$(readelf -d "$B" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]/\1/p')
+[ -n "$paths" ] || fail "mnist_ddp has no RUNPATH: the CUDA libraries are found only through LD_LIBRARY_PATH"
+old_ifs=$IFS; IFS=:
+for d in $paths; do
+  [ -d "$d" ] || fail "RUNPATH entry $d is not a directory"
+  real=$(cd "$d" && pwd -P)
+  [ "$real" = "$d" ] || fail "RUNPATH entry $d goes through a symlink (resolves to $real)"
+done
+IFS=$old_ifs
+deps=$(env -u LD_LIBRARY_PATH ldd "$B")
+for lib in libcudart libcublas libnccl; do
+  line=$(printf '%s\n' "$deps" | grep "$lib\.so") || fail "mnist_ddp does not link $lib"
+  case $line in *"not found"*) fail "the loader does not find $lib without LD_LIBRARY_PATH: $line" ;; esac
+  echo "ok: $(echo "$line" | sed 's/^[[:space:]]*//; s/ (0x.*//')"
+done
+echo "ok: RUNPATH $paths"

@@ -1,0 +1,49 @@
+/* mnist_ddp itself (src/main.c, the real trainer and CUDA backend) on the simulated CUDA runtime, cuBLAS
+ * and NCCL: kernels are counted and ordered but compute nothing, so only the control flow is real (what the
+ * host queues and when it waits), not the numbers. Driven by tests/gpu/gpu-mock-steps.sh.
+ *   MOCK_POLICY=comm|compute   which stream runs eagerly (default compute: the all-reduces lag)
+ *   MOCK_STEP_REPORT=FILE      rank 0 writes one line per optimizer step there (gpu_mock_steps.c)
+ * At exit, a misuse of the simulated API (a race between the streams, a call on a communicator still in
+ * progress...) is an error: status 97. Every rank prints the device bound when MPI_Init began (-1: none),
+ * seen through MPI's profiling interface. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu_mock.h"
+
+static int rank = -1, device_at_init = -1;
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    device_at_init = mock.current_device;
+    int r = PMPI_Init_thread(argc, argv, required, provided);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return r;
+}
+
+static void report(void)
+{
+    printf("gpu_mock_train: rank %d: device %d bound before MPI_Init\n", rank, device_at_init);
+    fflush(stdout);
+    const char *path = getenv("MOCK_STEP_REPORT");
+    if (path && mock.nccl_rank == 0 && mock_step_report(path) != 0) {
+        fprintf(stderr, "gpu_mock_train: cannot write %s\n", path);
+        _exit(97);
+    }
+    if (mock.violations) {
+        fprintf(stderr, "gpu_mock_train: CUDA/NCCL API misuse (%d): %s\n", mock.violations, mock.violation);
+        _exit(97);
+    }
+}
+
+__attribute__((constructor)) static void start(void)
+{
+    const char *policy = getenv("MOCK_POLICY");
+    mock_reset(policy && strcmp(policy, "comm") == 0 ? EAGER_COMM : EAGER_COMPUTE);
+    mock.current_device = -1; /* none bound yet */
+    mock.bcast_keep = 1; /* with --seed 0 every rank holds rank 0's parameters: the broadcast changes nothing */
+    atexit(report);
+}

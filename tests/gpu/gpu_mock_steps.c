@@ -1,0 +1,156 @@
+/* Kernel launches of nvcc-compiled code in the simulation (they count and order, they compute nothing),
+ * and the trace of what the host does, cut into optimizer steps by mock_step_report().
+ * A <<<>>> launch compiles to __cudaPushCallConfiguration, __cudaPopCallConfiguration and, with CUDA 13,
+ * __cudaGetKernel + __cudaLaunchKernel; the fat binary's functions register at start-up. */
+#include "gpu_mock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- Launches ----------------------------------------------------------------------------------- */
+
+static struct {
+    dim3 grid, block;
+    size_t shared;
+    cudaStream_t stream;
+} pushed;
+
+void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *name, int limit,
+                            uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize);
+unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, struct CUstream_st *stream);
+cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shared, void *stream);
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *fun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
+                               cudaStream_t stream);
+
+void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *name, int limit,
+                            uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize)
+{
+    (void)handle, (void)host_fun, (void)device_fun, (void)name, (void)limit, (void)tid, (void)bid, (void)bdim;
+    (void)gdim, (void)wsize;
+}
+
+unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, struct CUstream_st *stream)
+{
+    pushed.grid = grid;
+    pushed.block = block;
+    pushed.shared = shared;
+    pushed.stream = stream;
+    return 0;
+}
+
+cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shared, void *stream)
+{
+    *grid = pushed.grid;
+    *block = pushed.block;
+    *shared = pushed.shared;
+    *(cudaStream_t *)stream = pushed.stream;
+    return cudaSuccess;
+}
+
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *fun)
+{
+    *kernel = (cudaKernel_t)fun;
+    return cudaSuccess;
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
+                               cudaStream_t stream)
+{
+    (void)kernel, (void)args, (void)shared;
+    cudaError_t r = mock_cuda_status("cudaLaunchKernel");
+    if (r != cudaSuccess)
+        return r;
+    if (!stream)
+        mock_violate("a kernel launched on the legacy default stream");
+    if (!grid.x || !block.x || block.x > 1024)
+        return cudaErrorInvalidConfiguration;
+    mock_trace(TR_LAUNCH, NULL, 0);
+    return mock_enqueue(stream, (mock_op){.kind = OP_KERNEL});
+}
+
+/* ---- Trace ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int kind;
+    const void *p;
+    size_t bytes;
+} trace_entry;
+
+static trace_entry *trace;
+static size_t ntrace, captrace;
+
+void mock_trace(int kind, const void *p, size_t bytes)
+{
+    if (kind == TR_LAUNCH)
+        mock.launches++;
+    else if (kind == TR_WAIT)
+        mock.waits++;
+    else if (kind == TR_ALLOC)
+        mock.allocs++;
+    if (ntrace == captrace) {
+        captrace = captrace ? 2 * captrace : 4096;
+        trace = realloc(trace, captrace * sizeof *trace);
+        if (!trace)
+            abort();
+    }
+    trace[ntrace++] = (trace_entry){kind, p, bytes};
+}
+
+/* The gradient buffer: the memset region that starts where all-reduces start, cleared most often (once per
+ * optimizer step; the overlap reference's scratch buffer once). NULL when none. */
+static const trace_entry *gradient_memset(void)
+{
+    const trace_entry *best = NULL;
+    long best_n = 0;
+    for (size_t i = 0; i < ntrace; i++) {
+        if (trace[i].kind != TR_MEMSET)
+            continue;
+        long n = 0, reduced = 0;
+        for (size_t j = 0; j < ntrace; j++) {
+            n += trace[j].kind == TR_MEMSET && trace[j].p == trace[i].p;
+            reduced |= trace[j].kind == TR_ALLREDUCE && trace[j].p == trace[i].p;
+        }
+        if (reduced && n > best_n) {
+            best = &trace[i];
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+/* One line per optimizer step but the last (which runs into the end of the run): a step starts where the
+ * trainer clears the gradients; "step 0" runs from the model's creation, which clears them too, to the
+ * first step. "last_bucket_first" is 1 when the step's last bucket (the one holding the
+ * gradients' first element: buckets go back to front) was enqueued before the step's first host wait. */
+int mock_step_report(const char *path)
+{
+    const trace_entry *g = gradient_memset();
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    long step = -1, count[TR_ALLREDUCE + 1] = {0}, last_bucket = -1, first_wait = -1;
+    for (size_t i = 0; g && i < ntrace; i++) {
+        const trace_entry *t = &trace[i];
+        if (t->kind == TR_MEMSET && t->p == g->p) {
+            if (step >= 0)
+                fprintf(f, "step %ld launches %ld gemms %ld waits %ld allocs %ld buckets %ld last_bucket_first %d\n",
+                        step, count[TR_LAUNCH], count[TR_GEMM], count[TR_WAIT], count[TR_ALLOC],
+                        count[TR_ALLREDUCE], last_bucket >= 0 && (first_wait < 0 || last_bucket < first_wait));
+            step++;
+            for (int k = 0; k <= TR_ALLREDUCE; k++)
+                count[k] = 0;
+            last_bucket = first_wait = -1;
+            continue;
+        }
+        int in_grads = (const char *)t->p >= (const char *)g->p && (const char *)t->p < (const char *)g->p + g->bytes;
+        if (t->kind == TR_ALLREDUCE && !in_grads)
+            continue; /* another collective (BatchNorm statistics) */
+        count[t->kind]++;
+        if (t->kind == TR_ALLREDUCE && t->p == g->p)
+            last_bucket = (long)i;
+        if (t->kind == TR_WAIT && first_wait < 0)
+            first_wait = (long)i;
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
