@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 static const char *program = "mnist_ddp";
+static void (*exit_hook)(int code);
 
 void error_set_program(const char *name) { program = name; }
+void error_set_exit_hook(void (*hook)(int code)) { exit_hook = hook; }
 
 static int mpi_running(void)
 {
@@ -43,6 +45,8 @@ void die_at(const char *file, int line, int code, const char *fmt, ...)
     va_start(ap, fmt);
     print_line("error", file, line, fmt, ap);
     va_end(ap);
+    if (exit_hook)
+        exit_hook(code);
     if (mpi_running()) {
         int size = 1;
         MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -64,6 +68,8 @@ int world_rank(void)
 void exit_all(int code)
 {
     fflush(stdout);
+    if (exit_hook)
+        exit_hook(code);
     if (mpi_running())
         MPI_Finalize();
     exit(code);
