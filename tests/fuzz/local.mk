@@ -7,7 +7,7 @@ FUZZ_HARNESSES = idx shard model options
 fuzz_vars = srcdir='$(srcdir)' FUZZ_CLANG='$(FUZZ_CLANG)' \
 	MPICC='$(MPICC)' HDF5_CFLAGS='$(HDF5_CFLAGS)' HDF5_LIBS='$(HDF5_LIBS)' BLAS_CFLAGS='$(BLAS_CFLAGS)' \
 	BLAS_LIBS='$(BLAS_LIBS)' LIB_SOURCES='$(src_libmnistddp_a_SOURCES)'
-.PHONY: fuzz fuzz-build
+.PHONY: fuzz fuzz-build clean-fuzz
 fuzz-build: config.h
 	@$(MAKE) -f $(srcdir)/tests/fuzz/fuzz.mk $(fuzz_vars)
 fuzz: fuzz-build

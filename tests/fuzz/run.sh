@@ -15,7 +15,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # leaves allocated is released by exit() in the program, so it is not a leak (fuzz_common.h).
 # allocator_may_return_null: a size read from a damaged file (HDF5 asks malloc for 2^64 bytes) gets NULL,
 # as from glibc, instead of an ASan report; the caller's handling of that is what is under test.
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1}
+# Set here, not inherited: a --enable-sanitizers build's test environment has options of its own.
+ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1
 export ASAN_OPTIONS
 status=0
 
@@ -23,7 +24,7 @@ status=0
 # linked into the harness binary).
 first_frame() {
   grep -E '^ +#[0-9]+ 0x' "$1" | grep -v -E "\(.*/fuzz_[a-z]+\+0x" | grep -m1 -E 'libhdf5|/src/|/tests/' |
-    sed 's/^ *#[0-9]* 0x[0-9a-f]* *//; s/ *(BuildId.*//'
+    sed 's/^ *#[0-9]* 0x[0-9a-f]* *//; s/^in //; s/ *(BuildId.*//'
 }
 
 for h in "$@"; do
