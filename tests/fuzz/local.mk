@@ -17,4 +17,4 @@ clean-fuzz:
 	rm -rf tests/fuzz/build tests/fuzz/work
 EXTRA_DIST += tests/fuzz/fuzz.mk tests/fuzz/run.sh tests/fuzz/fuzz_common.c tests/fuzz/fuzz_common.h \
 	tests/fuzz/fuzz_idx.c tests/fuzz/fuzz_shard.c tests/fuzz/fuzz_model.c tests/fuzz/fuzz_options.c \
-	tests/fuzz/options.dict tests/fuzz/corpus
+	tests/fuzz/options.dict tests/fuzz/corpus tests/fuzz/CAMPAIGN.md
