@@ -9,7 +9,7 @@
 
 static const char *program = "mnist_ddp";
 static void (*exit_hook)(int code);
-static int dying; /* die() is ending the process */
+static int dying; /* die() is ending the process (or, in a harness, its hook took over) */
 
 /* Asked by LeakSanitizer at exit in a --enable-sanitizers build (a no-op otherwise): after die(), what is
  * still allocated is the failed operation's state, released by exit() by design, not a leak. Normal exits
@@ -52,9 +52,9 @@ void die_at(const char *file, int line, int code, const char *fmt, ...)
     va_start(ap, fmt);
     print_line("error", file, line, fmt, ap);
     va_end(ap);
+    dying = 1;
     if (exit_hook)
         exit_hook(code);
-    dying = 1;
     if (mpi_running()) {
         int size = 1;
         MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -91,8 +91,6 @@ void die_all_at(const char *file, int line, int code, const char *fmt, ...)
         print_line("error", file, line, fmt, ap);
         va_end(ap);
     }
-    if (exit_hook)
-        exit_hook(code);
     dying = 1;
     exit_all(code);
 }
