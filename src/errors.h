@@ -31,6 +31,9 @@ MNIST_NORETURN void die_at(const char *file, int line, int code, const char *fmt
 MNIST_NORETURN void die_all_at(const char *file, int line, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void warn_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* For test harnesses (tests/fuzz): die(), die_all() and exit_all() call hook(code) first, after the message
+ * and before MPI is torn down; a hook that longjmps turns the fatal error into a return. NULL: none. */
+void error_set_exit_hook(void (*hook)(int code));
 
 #define die(code, ...) die_at(__FILE__, __LINE__, (code), __VA_ARGS__)
 #define die_all(code, ...) die_all_at(__FILE__, __LINE__, (code), __VA_ARGS__)
