@@ -63,5 +63,6 @@ gpu_tests += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
 endif
 endif
 .PHONY: check-gpu
+# The MNIST shards first: the simulated runs, the kit and the GPU training read them.
 check-gpu:
-	$(MAKE) $(AM_MAKEFLAGS) check TESTS='tests/unit/check_gpu_plan $(gpu_tests)' check_DATA=
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS='tests/unit/check_gpu_plan $(gpu_tests)' check_DATA='$(mnist_data_stamp)'
