@@ -312,12 +312,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
     (void)s; /* kept: CUDA releases it once its work is done */
     return mock_cuda_status("cudaStreamDestroy");
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t s)
+/* The host blocks until done(what): the scheduler runs the streams meanwhile; then the host has seen
+ * everything up to clock vc. */
+static cudaError_t host_wait(const char *call, int (*done)(const void *), const void *what, const long *vc)
 {
-    cudaError_t r = mock_cuda_status("cudaStreamSynchronize");
-    if (r == cudaSuccess && s->done < s->n)
+    cudaError_t r = mock_cuda_status(call);
+    if (r == cudaSuccess && !done(what))
         mock_trace(TR_WAIT, NULL, 0);
-    while (r == cudaSuccess && s->done < s->n) {
+    while (r == cudaSuccess && !done(what)) {
         long before = mock.time;
         progress(1);
         if (mock.sticky)
@@ -326,8 +328,19 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
             return cudaErrorLaunchTimeout; /* nothing can run: a deadlock */
     }
     if (r == cudaSuccess)
-        join(mock.host_vc, s->vc);
+        join(mock.host_vc, vc);
     return r;
+}
+
+static int stream_idle(const void *p)
+{
+    const struct CUstream_st *s = p;
+    return s->done >= s->n;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    return host_wait("cudaStreamSynchronize", stream_idle, s, s->vc);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
@@ -392,22 +405,11 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
     join(mock.host_vc, e->vc);
     return cudaSuccess;
 }
+static int event_done(const void *e) { return event_complete(e); }
+
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
-    cudaError_t r = mock_cuda_status("cudaEventSynchronize");
-    if (r == cudaSuccess && !event_complete(e))
-        mock_trace(TR_WAIT, NULL, 0);
-    while (r == cudaSuccess && !event_complete(e)) {
-        long before = mock.time;
-        progress(1);
-        if (mock.sticky)
-            return mock.sticky;
-        if (mock.time == before)
-            return cudaErrorLaunchTimeout; /* nothing can run: a deadlock */
-    }
-    if (r == cudaSuccess)
-        join(mock.host_vc, e->vc);
-    return r;
+    return host_wait("cudaEventSynchronize", event_done, e, e->vc);
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
