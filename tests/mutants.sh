@@ -19,6 +19,10 @@ log=$work/log
 say() { printf '%s\n' "$*"; }
 die() { say "mutants: $*" >&2; exit 1; }
 
+# Two entries under one name: MUTANTS= could pick either, and a report could not say which ran.
+dup=$(grep -v -e '^#' -e '^$' "$src/tests/mutants.tsv" | cut -f1 | sort | uniq -d | tr '\n' ' ')
+[ -z "$dup" ] || die "tests/mutants.tsv names these mutants twice: $dup"
+
 # The scratch tree: what git tracks or would track, plus the verified MNIST cache (keeps it offline).
 copy_tree() {
   rm -rf "$tree"
