@@ -98,10 +98,10 @@ static void format_seal(char out[AF_SEAL_BYTES], int version, const char *hex, u
     snprintf(out, AF_SEAL_BYTES, "%s%d\nsha256 %s\nbytes %llu\n", seal_magic, version, hex, bytes);
 }
 
-static int write_all_at(int fd, const void *buf, size_t len, off_t at)
+int af_write_all(int fd, const void *buf, size_t len)
 {
     for (size_t done = 0; done < len;) {
-        ssize_t n = pwrite(fd, (const char *)buf + done, len - done, at + (off_t)done);
+        ssize_t n = write(fd, (const char *)buf + done, len - done);
         if (n < 0 && errno != EINTR)
             return errno;
         if (n == 0)
@@ -116,8 +116,9 @@ int af_write_sealed(atomic_file *a, const void *image, size_t len)
     char hex[SHA256_HEX_LEN + 1], seal[AF_SEAL_BYTES];
     sha256_hex(image, len, hex);
     format_seal(seal, SEAL_VERSION, hex, (unsigned long long)len);
-    int err = write_all_at(a->fd, seal, sizeof seal, 0);
-    return err ? err : write_all_at(a->fd, image, len, AF_SEAL_BYTES);
+    /* The temporary is new and empty: the seal lands at 0, the image right after it. */
+    int err = af_write_all(a->fd, seal, sizeof seal);
+    return err ? err : af_write_all(a->fd, image, len);
 }
 
 /* fsync of a directory; 0 or errno. */

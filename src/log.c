@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "errors.h"
 
 static int log_rank, log_verbose;
@@ -116,13 +117,10 @@ void metrics(const char *fmt, ...)
     vsnprintf(line, (size_t)n + 1, fmt, again);
     va_end(again);
     line[n] = '\n';
-    for (size_t done = 0; done < (size_t)n + 1;) {
-        ssize_t w = write(metrics_fd, line + done, (size_t)n + 1 - done);
-        if (w <= 0 && !(w < 0 && errno == EINTR))
-            metrics_failed(w < 0 ? errno : EIO);
-        done += w > 0 ? (size_t)w : 0;
-    }
+    int err = af_write_all(metrics_fd, line, (size_t)n + 1);
     free(line);
+    if (err)
+        metrics_failed(err);
     metrics_whole += n + 1;
 }
 

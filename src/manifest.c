@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "errors.h"
 #include "shards.h"
 
@@ -73,20 +74,6 @@ __attribute__((format(printf, 4, 5))) static void append(char **buf, size_t *len
     }
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return errno;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 int manifest_write(const char *tmp, const char *prefix, const manifest *m)
 {
     size_t len = 0, cap = 4096;
@@ -102,7 +89,7 @@ int manifest_write(const char *tmp, const char *prefix, const manifest *m)
     int err = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
     if (fd < 0)
         err = errno;
-    else if ((err = write_all(fd, buf, len)) == 0 && fsync(fd) != 0)
+    else if ((err = af_write_all(fd, buf, len)) == 0 && fsync(fd) != 0)
         err = errno;
     if (fd >= 0 && close(fd) != 0 && !err)
         err = errno;
