@@ -121,8 +121,7 @@ int af_write_sealed(atomic_file *a, const void *image, size_t len)
     return err ? err : af_write_all(a->fd, image, len);
 }
 
-/* fsync of a directory; 0 or errno. */
-static int sync_dir(const char *dir)
+int af_sync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -148,7 +147,7 @@ int af_commit(atomic_file *a)
     char dir[AF_PATH_LEN];
     const char *base;
     split_path(a->path, dir, sizeof dir, &base);
-    err = sync_dir(dir);
+    err = af_sync_dir(dir);
     release_signals(a->saved);
     return err;
 }

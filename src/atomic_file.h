@@ -33,6 +33,8 @@ int af_open(atomic_file *a, const char *path);
 int af_write_sealed(atomic_file *a, const void *image, size_t len);
 /* write(2) of all len bytes, again after EINTR. 0, or an errno value (EIO for a write of nothing). */
 int af_write_all(int fd, const void *buf, size_t len);
+/* fsync of a directory (what a rename in it changed); 0 or an errno value. */
+int af_sync_dir(const char *dir);
 /* fsync, rename over the final name, fsync the directory. 0, or an errno value with the temporary removed. */
 int af_commit(atomic_file *a);
 /* Removes the temporary (any failure path). */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "errors.h"
 #include "h5util.h"
 #include "idx.h"
@@ -130,11 +131,7 @@ static void commit_files(const char *dir, int nfiles, const struct sigaction old
         }
         w_state[i] = W_FINAL;
     }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    (void)af_sync_dir(dir); /* best effort: the files are complete and in place either way */
     for (int i = 0; i < nfiles; i++)
         w_state[i] = W_NONE;
     w_n = 0;
