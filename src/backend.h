@@ -58,6 +58,12 @@ typedef struct nn_backend {
                           float rho, float eps, float weight_decay);
     void (*sgd_step)(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
                      float weight_decay);
+    /* Whole convolutions with the semantics of layers.h's conv_forward / conv_backward (no scratch), or
+     * NULL: layers.c composes them from im2col and gemm. */
+    void (*conv_forward)(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
+                         int k, int pad, int wide);
+    void (*conv_backward)(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
+                          int C, int H, int W, int F, int k, int pad, int wide);
 } nn_backend;
 
 extern const nn_backend nn_cpu;

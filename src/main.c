@@ -31,9 +31,11 @@ int main(int argc, char **argv)
     log_init(env.rank, o.verbose, o.metrics);
     log_use_terminal(strcmp(env.launcher, "singleton") == 0);
     int gpu = choose_device(&o, &env);
-    char device[GPU_MSG_LEN] = "cpu";
+    char device[GPU_MSG_LEN];
     gpu_info info;
-    if (gpu) {
+    if (!gpu)
+        train_cpu_backend(o.conv, device, sizeof device);
+    else {
         gpu_select(&env, &info); /* stops the job when ranks of a node would share a GPU */
         gpu_describe(&info, device, sizeof device);
     }

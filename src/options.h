@@ -26,6 +26,7 @@ typedef struct {
     const char *metrics;
     device_choice device;
     const char *precision;
+    const char *conv;      /* CPU convolutions: "auto", "im2col" or "onednn" */
     const char *bootstrap_addr;
     double comm_timeout;   /* start-up bound of collective waits */
     double step_timeout;   /* bound of gradient all-reduce waits after the first step */

@@ -9,6 +9,7 @@
 #include "checkpoint.h"
 #include "clock.h"
 #include "comm.h"
+#include "conv_onednn.h"
 #include "errors.h"
 #include "evaluate.h"
 #include "log.h"
@@ -367,11 +368,22 @@ static eval_result run_evaluate(run *r)
     return ev;
 }
 
+const nn_backend *train_cpu_backend(const char *conv, char *desc, size_t len)
+{
+    const nn_backend *onednn = strcmp(conv, "im2col") == 0 ? NULL : nn_cpu_onednn();
+    if (!onednn && strcmp(conv, "onednn") == 0)
+        die_all(EX_UNAVAILABLE, "option --conv onednn: this mnist_ddp was built without oneDNN (apt-get install "
+                "libdnnl-dev, then ./configure --with-onednn)");
+    if (desc)
+        snprintf(desc, len, onednn ? "cpu, oneDNN %s conv" : "cpu, im2col conv", onednn_version());
+    return onednn ? onednn : &nn_cpu;
+}
+
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */
 static void run_setup(run *r, int gpu)
 {
     const options *o = r->o;
-    r->be = gpu ? nn_cuda() : &nn_cpu;
+    r->be = gpu ? nn_cuda() : train_cpu_backend(o->conv, NULL, 0);
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
         checkpoint_check_writable("--save-model", o->save_model, o->save_model);

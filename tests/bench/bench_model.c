@@ -1,6 +1,7 @@
 /* Single-process training throughput: zero gradients + forward + backward + optimizer step.
- *   bench_model [MODEL [BATCH [ITERATIONS [OPTIMIZER]]]]   defaults: net 64 50 adadelta
- * OpenBLAS is held to one thread (one MPI rank per core is the deployment); prints images/s. */
+ *   bench_model [MODEL [BATCH [ITERATIONS [OPTIMIZER [CONV]]]]]   defaults: net 64 50 adadelta im2col
+ * CONV: im2col (im2col + GEMM) or onednn (oneDNN's convolutions, where built). OpenBLAS and OpenMP are
+ * held to one thread (one MPI rank per core is the deployment); prints images/s. */
 #include <config.h>
 
 #include <cblas.h>
@@ -9,11 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "conv_onednn.h"
 #include "errors.h"
 #include "model.h"
 #include "nn_cpu.h"
 #include "optim.h"
 #include "rng.h"
+#include "threads.h"
 
 static double now(clockid_t clock)
 {
@@ -28,12 +31,14 @@ int main(int argc, char **argv)
     const char *name = argc > 1 ? argv[1] : "net";
     int batch = argc > 2 ? atoi(argv[2]) : 64, iters = argc > 3 ? atoi(argv[3]) : 50;
     int sgd = argc > 4 && strcmp(argv[4], "sgd") == 0;
-#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    const char *conv = argc > 5 ? argv[5] : "im2col";
+    const nn_backend *be = strcmp(conv, "onednn") == 0 ? nn_cpu_onednn() : strcmp(conv, "im2col") == 0 ? &nn_cpu : NULL;
     openblas_set_num_threads(1);
-#endif
-    model *m = model_create(name, batch > 0 ? batch : 1);
+    omp_set_num_threads(1);
+    model *m = be ? model_create_on(be, name, batch > 0 ? batch : 1) : NULL;
     if (!m || batch < 1 || iters < 1)
-        die(EX_USAGE, "usage: bench_model [net|convnet [BATCH [ITERATIONS [adadelta|sgd]]]]");
+        die(EX_USAGE, "usage: bench_model [net|convnet [BATCH [ITERATIONS [adadelta|sgd [im2col|onednn]]]]]"
+                      " (onednn: where built with oneDNN)");
     size_t np = model_num_params(m), npix = (size_t)batch * 784;
     uint8_t *images = malloc(npix), *labels = malloc((size_t)batch);
     uint64_t *ids = malloc((size_t)batch * sizeof *ids);
@@ -63,9 +68,9 @@ int main(int argc, char **argv)
             best = c < best ? c : best;
         }
     }
-    printf("%s, batch %d, %s, 1 BLAS thread, %d iterations: %.0f images/s (per CPU second: mean %.0f, best "
+    printf("%s, %s, batch %d, %s, 1 thread, %d iterations: %.0f images/s (per CPU second: mean %.0f, best "
            "iteration %.0f)\n",
-           name, batch, sgd ? "sgd" : "adadelta", iters, batch * iters / wall, batch * iters / cpu, batch / best);
+           name, conv, batch, sgd ? "sgd" : "adadelta", iters, batch * iters / wall, batch * iters / cpu, batch / best);
     optim_free(o);
     model_free(m);
     free(images), free(labels), free(ids), free(x);

@@ -10,7 +10,7 @@ need_data
 
 for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs x" "--lr -1" "--lr nan" \
            "--gamma 1e999" "--seed -5" "--log-interval 0" "--model resnet" "--optimizer adam" "--momentum 2" \
-           "--accum-steps 0" "--max-steps -1" "--threads 0" "--device tpu" "--precision fp8" \
+           "--accum-steps 0" "--max-steps -1" "--threads 0" "--device tpu" "--precision fp8" "--conv fft" \
            "--bootstrap-addr nohost" "--bootstrap-addr host:70000" "--bootstrap-addr :29500" "--bootstrap-addr fe80::1:29500" \
            "--comm-timeout 0" "--bucket-mb -1" "--frobnicate" "--data" "--save-model="; do
   opt=${bad%% *}; opt=${opt%%=*}
@@ -23,6 +23,17 @@ expect_fail 64 "--precision bf16" "$MNIST_DDP" --data "$MNIST_DATA" --device cpu
 if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
   expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
 fi
+# --conv onednn: oneDNN's convolutions where the build has them (the start-up table says so), else 69 on
+# every rank; im2col is always there.
+if grep -q '^#define HAVE_ONEDNN 1' "$abs_top_builddir/config.h"; then
+  run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv onednn --epochs 0 >"$TMP/conv.log" 2>&1 \
+    && [ "$(grep -c 'cpu, oneDNN [0-9.]* conv' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log"; fail "--conv onednn"; }
+else
+  expect_fail 69 "--conv onednn: this mnist_ddp was built without oneDNN" run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" \
+    --device cpu --conv onednn
+fi
+run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv im2col --epochs 0 >"$TMP/conv.log" 2>&1 \
+  && [ "$(grep -c 'cpu, im2col conv' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log"; fail "--conv im2col"; }
 
 # Under MPI every rank must stop with the same status, not hang.
 expect_fail 64 "--batch-size" run_np 2 "$MNIST_DDP" --batch-size -1

@@ -143,10 +143,15 @@ def train_step(model, x, y):
     return loss.item()
 
 
-def compare(name, seed, n, ref_model, tmpdir, chk):
-    path = os.path.join(tmpdir, f"{name}.h5")
-    subprocess.run([ref_model, name, str(seed), str(n), path], check=True)
-    print(f"--- {name}: seed {seed}, batch {n}")
+def compare(name, seed, n, ref_model, tmpdir, chk, conv="im2col"):
+    path = os.path.join(tmpdir, f"{name}-{conv}.h5")
+    rc = subprocess.run([ref_model, name, str(seed), str(n), path, conv]).returncode
+    if rc == 77:
+        print(f"--- {name} with {conv} convolutions: not in this build (configure found no oneDNN)")
+        return
+    if rc != 0:
+        raise SystemExit(f"ERROR: ref_model {name} {conv} exited with {rc}")
+    print(f"--- {name} ({conv} convolutions): seed {seed}, batch {n}")
     with h5py.File(path, "r") as f:
         images = np.asarray(f["images"])
         labels = np.asarray(f["labels"]).astype(np.int64)
@@ -247,8 +252,9 @@ def main():
         return 99
     chk = Checker()
     with tempfile.TemporaryDirectory() as tmpdir:
-        compare("net", 1, 16, ref_model, tmpdir, chk)
-        compare("convnet", 2, 8, ref_model, tmpdir, chk)
+        for conv in ("im2col", "onednn"):
+            compare("net", 1, 16, ref_model, tmpdir, chk, conv)
+            compare("convnet", 2, 8, ref_model, tmpdir, chk, conv)
     if chk.failures:
         print(f"FAIL: {chk.failures} mismatches")
         return 1

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_onednn.h"
 #include "errors.h"
 #include "model.h"
 #include "nn_cpu.h"
@@ -59,11 +60,16 @@ static void write_tensors(hid_t file, const char *group, const tensor_desc *(*de
 int main(int argc, char **argv)
 {
     error_set_program("ref_model");
-    if (argc != 5)
-        die(EX_USAGE, "usage: ref_model MODEL SEED BATCH OUT.h5");
+    if (argc != 5 && argc != 6)
+        die(EX_USAGE, "usage: ref_model MODEL SEED BATCH OUT.h5 [im2col|onednn]");
     uint64_t seed = strtoull(argv[2], NULL, 10);
     int n = atoi(argv[3]);
-    model *m = model_create(argv[1], n > 0 ? n : 1);
+    const nn_backend *be = argc == 6 && strcmp(argv[5], "onednn") == 0 ? nn_cpu_onednn() : &nn_cpu;
+    if (!be) {
+        printf("ref_model: built without oneDNN\n");
+        return 77;
+    }
+    model *m = model_create_on(be, argv[1], n > 0 ? n : 1);
     if (!m || n < 1)
         die(EX_USAGE, "unknown model '%s' or bad batch size '%s'", argv[1], argv[3]);
     model_init_params(m, seed);

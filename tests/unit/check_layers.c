@@ -5,9 +5,11 @@
  * models, end to end on a tiny batch. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_onednn.h"
 #include "layers.h"
 #include "model.h"
 #include "nn_cpu.h"
@@ -54,6 +56,7 @@ static void fd_check(const char *what, loss_fn f, void *ctx, float *x, const flo
 /* ---------------------------------------------------------------- convolution */
 
 typedef struct {
+    const nn_backend *be;
     int N, C, H, W, F, k, pad, chunk, wide;
     float *x, *w, *b, *y, *r, *col;
 } conv_ctx;
@@ -72,7 +75,7 @@ static size_t conv_out_count(const conv_ctx *c)
 static double conv_loss(void *p)
 {
     conv_ctx *c = p;
-    conv_forward(&nn_cpu, c->x, c->w, c->b, c->y, c->N, c->C, c->H, c->W, c->F, c->k, c->pad, c->col, c->chunk, c->wide);
+    conv_forward(c->be, c->x, c->w, c->b, c->y, c->N, c->C, c->H, c->W, c->F, c->k, c->pad, c->col, c->chunk, c->wide);
     return dot(c->r, c->y, conv_out_count(c));
 }
 
@@ -80,9 +83,10 @@ static double conv_loss(void *p)
  * weights in [-1, 1]: L is linear in each of them, so central differences are exact up to
  * rounding: changing one value changes at most F k k outputs of size <= C k k, whose float
  * rounding (~1e-6 each) over the 2h = 0.1 step gives numeric errors ~1e-4 on gradients ~1-10. */
-static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide, uint64_t seed)
+static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide,
+                         uint64_t seed)
 {
-    conv_ctx c = {N, C, H, W, F, k, pad, chunk, wide, NULL, NULL, NULL, NULL, NULL, NULL};
+    conv_ctx c = {be, N, C, H, W, F, k, pad, chunk, wide, NULL, NULL, NULL, NULL, NULL, NULL};
     int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), RW = conv_row(&c);
     size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * k * k, ny = conv_out_count(&c);
     c.x = random_floats(nx, rng_key(seed, 1), -1, 1);
@@ -113,7 +117,7 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
                                   f, n, oh, ow, (double)y, s);
                 }
     float *dw = zeros(nw), *db = zeros(F), *dx = zeros(nx);
-    conv_backward(&nn_cpu, c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk, wide);
+    conv_backward(be, c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk, wide);
     /* The element functions a GPU thread calls give the same col and input gradient as the CPU
      * loops: forward through op_im2col and a double-precision product, backward through w^T r
      * (double) and op_col2im. */
@@ -159,12 +163,17 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
     float *dw2 = zeros(nw), *db2 = zeros(F);
     for (size_t i = 0; i < nw; i++)
         dw2[i] = 1.0f;
-    conv_backward(&nn_cpu, c.x, c.w, c.r, dw2, db2, NULL, N, C, H, W, F, k, pad, c.col, chunk, wide);
+    conv_backward(be, c.x, c.w, c.r, dw2, db2, NULL, N, C, H, W, F, k, pad, c.col, chunk, wide);
     for (size_t i = 0; i < nw; i++)
         ck_assert_float_eq_tol(dw2[i] - 1.0f, dw[i], 1e-5f * (1.0f + fabsf(dw[i])));
     ck_assert_mem_eq(db, db2, (size_t)F * sizeof *db);
     free(c.x), free(c.w), free(c.b), free(c.r), free(c.y), free(c.col), free(dw), free(db), free(dx), free(dw2),
         free(db2);
+}
+
+static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide, uint64_t seed)
+{
+    conv_case_on(&nn_cpu, N, C, H, W, F, k, pad, chunk, wide, seed);
 }
 
 START_TEST(test_conv_nopad)
@@ -179,6 +188,25 @@ START_TEST(test_conv_pad)
 {
     conv_case(2, 3, 6, 6, 2, 5, 2, 1, 0, 12);
     conv_case(3, 1, 5, 5, 3, 3, 1, 8, 0, 13); /* one chunk holds the whole batch */
+}
+END_TEST
+
+/* oneDNN's convolutions (--conv onednn) against the same definitions and differences, on the shapes of both
+ * models (batch sizes a run meets: full, remainder, one) and odd ones; no scratch, any chunk. */
+START_TEST(test_conv_onednn)
+{
+    const nn_backend *be = nn_cpu_onednn();
+    if (!be) {
+        printf("check_layers: built without oneDNN: its convolution cases do not apply\n");
+        return;
+    }
+    conv_case_on(be, 3, 1, 28, 28, 32, 3, 0, 1, 0, 21);  /* net's conv1 */
+    conv_case_on(be, 2, 32, 26, 26, 64, 3, 0, 1, 1, 22); /* net's conv2, wide output */
+    conv_case_on(be, 1, 32, 26, 26, 64, 3, 0, 1, 1, 23); /* the same plan key but one sample */
+    conv_case_on(be, 2, 1, 28, 28, 16, 5, 2, 1, 0, 24);  /* convnet's conv1 */
+    conv_case_on(be, 3, 16, 14, 14, 32, 5, 2, 1, 0, 25); /* convnet's conv2 */
+    conv_case_on(be, 3, 2, 7, 6, 4, 3, 0, 1, 1, 26);     /* non-square planes, wide */
+    conv_case_on(be, 2, 3, 6, 6, 2, 5, 2, 1, 0, 27);
 }
 END_TEST
 
@@ -571,6 +599,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_conv_nopad);
     tcase_add_test(tc, test_conv_pad);
+    tcase_add_test(tc, test_conv_onednn);
     tcase_add_test(tc, test_linear);
     tcase_add_test(tc, test_relu);
     tcase_add_test(tc, test_maxpool);

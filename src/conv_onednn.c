@@ -1,0 +1,302 @@
+#include "conv_onednn.h"
+
+#include <dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "layers.h"
+#include "nn_cpu.h"
+
+/* A failing oneDNN call is a bug or exhausted memory, never bad input: one line naming the call. */
+#define DNNL_CHECK(call) dnnl_check((call), #call, __FILE__, __LINE__)
+
+static void dnnl_check(dnnl_status_t s, const char *call, const char *file, int line)
+{
+    if (s == dnnl_success)
+        return;
+    die_at(file, line, s == dnnl_out_of_memory ? EX_OSERR : EX_SOFTWARE, "oneDNN %s failed: status %d%s", call,
+           (int)s, s == dnnl_out_of_memory ? " (out of memory)" : "");
+}
+
+/* A tensor as the layer keeps it (user) and as the primitive wants it (prim): when the layouts differ,
+ * prim is the primitive's own buffer and `reorder` converts between them, in the direction the argument
+ * flows (an input: user to prim before the primitive; an output: prim to user after it). */
+typedef struct {
+    dnnl_memory_t user, prim;
+    dnnl_primitive_t reorder;
+} tensor_arg;
+
+/* One convolution shape at one batch size: the three primitives and their arguments, built on first use
+ * (a run meets a handful of batch sizes: the training batch, the evaluation batch, their remainders). */
+typedef struct {
+    int C, H, W, F, k, pad, wide, N, bias; /* the key */
+    dnnl_primitive_desc_t fwd_pd;
+    dnnl_primitive_t fwd, bwd_data, bwd_weights;
+    tensor_arg x, w, b, y;        /* forward */
+    tensor_arg dy, wd, dx;        /* backward data */
+    tensor_arg xw, dyw, dw, db;   /* backward weights: dw, db to the plan's own dense sums */
+    float *dw_sum, *db_sum;
+} conv_plan;
+
+#define PLANS 16
+static dnnl_engine_t engine;
+static dnnl_stream_t stream;
+static conv_plan plans[PLANS];
+static int nplans, next_victim;
+
+static void start(void)
+{
+    if (engine)
+        return;
+    DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
+    DNNL_CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
+}
+
+/* Activations are CNHW, [C][N][H][W] with rows ld floats apart (layers.h): strided NCHW to oneDNN. */
+static dnnl_memory_desc_t cnhw_md(int N, int C, int H, int W, int ld)
+{
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {N, C, H, W}, strides = {(dnnl_dim_t)H * ld, (dnnl_dim_t)N * H * ld, ld, 1};
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, strides));
+    return md;
+}
+
+static dnnl_memory_desc_t dense_md(int ndims, const dnnl_dims_t dims, dnnl_format_tag_t tag)
+{
+    dnnl_memory_desc_t md;
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, ndims, dims, dnnl_f32, tag));
+    return md;
+}
+
+static void arg_init(tensor_arg *a, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *prim, int input)
+{
+    DNNL_CHECK(dnnl_memory_create(&a->user, user, engine, DNNL_MEMORY_NONE));
+    a->prim = a->user;
+    a->reorder = NULL;
+    if (dnnl_memory_desc_equal(user, prim))
+        return;
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_memory_create(&a->prim, prim, engine, DNNL_MEMORY_ALLOCATE));
+    if (input)
+        DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, user, engine, prim, engine, NULL));
+    else
+        DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, prim, engine, user, engine, NULL));
+    DNNL_CHECK(dnnl_primitive_create(&a->reorder, pd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+}
+
+static void arg_destroy(tensor_arg *a)
+{
+    if (!a->user)
+        return;
+    if (a->prim != a->user) {
+        DNNL_CHECK(dnnl_primitive_destroy(a->reorder));
+        DNNL_CHECK(dnnl_memory_destroy(a->prim));
+    }
+    DNNL_CHECK(dnnl_memory_destroy(a->user));
+    memset(a, 0, sizeof *a);
+}
+
+static void run(dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args)
+{
+    DNNL_CHECK(dnnl_primitive_execute(p, stream, nargs, args));
+}
+
+static void run_reorder(const tensor_arg *a, int input)
+{
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, input ? a->user : a->prim}, {DNNL_ARG_TO, input ? a->prim : a->user}};
+    run(a->reorder, 2, args);
+}
+
+/* Point the argument at the layer's tensor p; an input is converted for the primitive now. */
+static dnnl_memory_t arg_in(const tensor_arg *a, const void *p)
+{
+    DNNL_CHECK(dnnl_memory_set_data_handle(a->user, (void *)p));
+    if (a->reorder)
+        run_reorder(a, 1);
+    return a->prim;
+}
+
+static dnnl_memory_t arg_out(const tensor_arg *a, void *p)
+{
+    DNNL_CHECK(dnnl_memory_set_data_handle(a->user, p));
+    return a->prim;
+}
+
+/* After the primitive: an output in the primitive's layout is converted to the layer's. */
+static void arg_done(const tensor_arg *a)
+{
+    if (a->reorder)
+        run_reorder(a, 0);
+}
+
+/* The bias is the second weights (or diff_weights) tensor: index 1. */
+static const dnnl_memory_desc_t *query(const_dnnl_primitive_desc_t pd, dnnl_query_t what, int index)
+{
+    return dnnl_primitive_desc_query_md(pd, what, index);
+}
+
+static const dnnl_memory_desc_t *md_of(const_dnnl_memory_t m)
+{
+    const dnnl_memory_desc_t *md;
+    DNNL_CHECK(dnnl_memory_get_memory_desc(m, &md));
+    return md;
+}
+
+static dnnl_primitive_t create(const_dnnl_primitive_desc_t pd)
+{
+    dnnl_primitive_t p;
+    DNNL_CHECK(dnnl_primitive_create(&p, pd));
+    return p;
+}
+
+/* The user-side descriptors of a plan: x, y (rows of W in the wide layout), w [F][C][k][k], b [F]. */
+typedef struct {
+    dnnl_memory_desc_t x, y, w, b, any_x, any_y, any_w;
+} plan_mds;
+
+static plan_mds plan_descs(const conv_plan *p)
+{
+    int OH = conv_out(p->H, p->k, p->pad), OW = conv_out(p->W, p->k, p->pad);
+    dnnl_dims_t x = {p->N, p->C, p->H, p->W}, y = {p->N, p->F, OH, OW}, w = {p->F, p->C, p->k, p->k}, b = {p->F};
+    return (plan_mds){.x = cnhw_md(p->N, p->C, p->H, p->W, p->W), .y = cnhw_md(p->N, p->F, OH, OW, p->wide ? p->W : OW),
+                      .w = dense_md(4, w, dnnl_oihw), .b = dense_md(1, b, dnnl_a),
+                      .any_x = dense_md(4, x, dnnl_format_tag_any), .any_y = dense_md(4, y, dnnl_format_tag_any),
+                      .any_w = dense_md(4, w, dnnl_format_tag_any)};
+}
+
+static void plan_forward(conv_plan *p, const plan_mds *m, const dnnl_dims_t strides, const dnnl_dims_t pad)
+{
+    dnnl_convolution_desc_t d;
+    DNNL_CHECK(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &m->any_x,
+                                                  &m->any_w, p->bias ? &m->b : NULL, &m->any_y, strides, pad, pad));
+    DNNL_CHECK(dnnl_primitive_desc_create(&p->fwd_pd, &d, NULL, engine, NULL));
+    p->fwd = create(p->fwd_pd);
+    arg_init(&p->x, &m->x, query(p->fwd_pd, dnnl_query_src_md, 0), 1);
+    arg_init(&p->w, &m->w, query(p->fwd_pd, dnnl_query_weights_md, 0), 1);
+    if (p->bias)
+        arg_init(&p->b, &m->b, query(p->fwd_pd, dnnl_query_weights_md, 1), 1);
+    arg_init(&p->y, &m->y, query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
+}
+
+static void plan_backward(conv_plan *p, const plan_mds *m, const dnnl_dims_t strides, const dnnl_dims_t pad)
+{
+    dnnl_convolution_desc_t d;
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &m->any_x, &m->any_w,
+                                                        &m->any_y, strides, pad, pad));
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
+    p->bwd_data = create(pd);
+    arg_init(&p->dy, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
+    arg_init(&p->wd, &m->w, query(pd, dnnl_query_weights_md, 0), 1);
+    arg_init(&p->dx, &m->x, query(pd, dnnl_query_diff_src_md, 0), 0);
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+
+    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &m->any_x, &m->any_w, &m->b,
+                                                           &m->any_y, strides, pad, pad));
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
+    p->bwd_weights = create(pd);
+    arg_init(&p->xw, &m->x, query(pd, dnnl_query_src_md, 0), 1);
+    arg_init(&p->dyw, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
+    arg_init(&p->dw, &m->w, query(pd, dnnl_query_diff_weights_md, 0), 0);
+    arg_init(&p->db, &m->b, query(pd, dnnl_query_diff_weights_md, 1), 0);
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+    p->dw_sum = xmalloc_aligned((size_t)p->F * p->C * p->k * p->k * sizeof(float));
+    p->db_sum = xmalloc_aligned((size_t)p->F * sizeof(float));
+}
+
+static void plan_destroy(conv_plan *p)
+{
+    tensor_arg *args[] = {&p->x, &p->w, &p->b, &p->y, &p->dy, &p->wd, &p->dx, &p->xw, &p->dyw, &p->dw, &p->db};
+    for (size_t i = 0; i < sizeof args / sizeof *args; i++)
+        arg_destroy(args[i]);
+    dnnl_primitive_t prims[] = {p->fwd, p->bwd_data, p->bwd_weights};
+    for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
+        if (prims[i])
+            DNNL_CHECK(dnnl_primitive_destroy(prims[i]));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(p->fwd_pd));
+    free(p->dw_sum);
+    free(p->db_sum);
+    memset(p, 0, sizeof *p);
+}
+
+/* The plan for this shape and batch size, built (forward and backward) on first use; when the table is
+ * full the plans are recycled in turn. */
+static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, int wide, int bias)
+{
+    conv_plan key = {.C = C, .H = H, .W = W, .F = F, .k = k, .pad = pad, .wide = wide, .N = N, .bias = bias};
+    for (int i = 0; i < nplans; i++)
+        if (memcmp(&plans[i], &key, offsetof(conv_plan, fwd_pd)) == 0)
+            return &plans[i];
+    start();
+    conv_plan *p = nplans < PLANS ? &plans[nplans++] : &plans[next_victim++ % PLANS];
+    if (p->fwd)
+        plan_destroy(p);
+    *p = key;
+    plan_mds m = plan_descs(p);
+    dnnl_dims_t strides = {1, 1}, pads = {pad, pad};
+    plan_forward(p, &m, strides, pads);
+    plan_backward(p, &m, strides, pads);
+    return p;
+}
+
+static void onednn_conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W,
+                                int F, int k, int pad, int wide)
+{
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, b != NULL);
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)}, {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
+                              {DNNL_ARG_DST, arg_out(&p->y, y)}, {DNNL_ARG_BIAS, b ? arg_in(&p->b, b) : NULL}};
+    run(p->fwd, b ? 4 : 3, args);
+    arg_done(&p->y);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+}
+
+/* dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
+static void onednn_conv_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx,
+                                 int N, int C, int H, int W, int F, int k, int pad, int wide)
+{
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, 0);
+    dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, arg_in(&p->xw, x)}, {DNNL_ARG_DIFF_DST, arg_in(&p->dyw, dy)},
+                               {DNNL_ARG_DIFF_WEIGHTS, arg_out(&p->dw, p->dw_sum)},
+                               {DNNL_ARG_DIFF_BIAS, arg_out(&p->db, p->db_sum)}};
+    run(p->bwd_weights, 4, wargs);
+    arg_done(&p->dw);
+    arg_done(&p->db);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+    size_t nw = (size_t)F * C * k * k;
+    for (size_t i = 0; i < nw; i++)
+        dw[i] += p->dw_sum[i];
+    for (int f = 0; f < F; f++)
+        db[f] += p->db_sum[f];
+    if (!dx)
+        return;
+    /* diff_dst in the primitive's layout is the same tensor for both passes: convert it once. */
+    dnnl_memory_t ddst = dnnl_memory_desc_equal(md_of(p->dyw.prim), md_of(p->dy.prim)) ? p->dyw.prim
+                                                                                       : arg_in(&p->dy, dy);
+    dnnl_exec_arg_t dargs[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)},
+                               {DNNL_ARG_DIFF_SRC, arg_out(&p->dx, dx)}};
+    run(p->bwd_data, 3, dargs);
+    arg_done(&p->dx);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+}
+
+const char *onednn_version(void)
+{
+    static char v[32];
+    const dnnl_version_t *d = dnnl_version();
+    snprintf(v, sizeof v, "%d.%d.%d", d->major, d->minor, d->patch);
+    return v;
+}
+
+const nn_backend *nn_cpu_onednn(void)
+{
+    static nn_backend be;
+    if (!be.name) {
+        be = nn_cpu;
+        be.conv_forward = onednn_conv_forward;
+        be.conv_backward = onednn_conv_backward;
+    }
+    return &be;
+}
