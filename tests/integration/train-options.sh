@@ -23,11 +23,13 @@ expect_fail 64 "--precision bf16" "$MNIST_DDP" --data "$MNIST_DATA" --device cpu
 if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
   expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
 fi
-# --conv onednn: oneDNN's convolutions where the build has them (the start-up table says so), else 69 on
-# every rank; im2col is always there.
+# --conv onednn (and the default, auto): oneDNN's convolutions where the build has them (the start-up
+# table says so), else 69 on every rank; im2col is always there.
 if grep -q '^#define HAVE_ONEDNN 1' "$abs_top_builddir/config.h"; then
-  run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv onednn --epochs 0 >"$TMP/conv.log" 2>&1 \
-    && [ "$(grep -c 'cpu, oneDNN [0-9.]* conv' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log"; fail "--conv onednn"; }
+  for conv in onednn auto; do
+    run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv $conv --epochs 0 >"$TMP/conv.log" 2>&1 \
+      && [ "$(grep -c 'cpu, oneDNN [0-9.]* conv' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log"; fail "--conv $conv"; }
+  done
 else
   expect_fail 69 "--conv onednn: this mnist_ddp was built without oneDNN" run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" \
     --device cpu --conv onednn
