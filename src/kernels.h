@@ -106,4 +106,98 @@ static inline HD size_t kern_cnhw_index(size_t i, int C, int N, int HW)
     size_t per = (size_t)C * HW, n = i / per, c = (i % per) / (size_t)HW;
     return (c * (size_t)N + n) * HW + i % (size_t)HW;
 }
+
+/* ---- Per-channel reductions (bias gradients, BatchNorm statistics and gradients) ----------------
+ * A 2-D grid: block (c, s) reduces slice s (op_slice) of channel c's count values with KERN_LANES
+ * threads, thread `lane` taking every KERN_LANES-th value (kern_lane_*), and the block adds its lanes in
+ * a fixed tree (block_sum in cuda/layers.cu); it writes one partial to scratch[c * slices + s]. A second
+ * pass, one thread per channel (kern_*_finish), adds the channel's partials in slice order. No atomics:
+ * the same inputs give the same bits on every run. The slicing depends on (channels, count) only. */
+enum {
+    KERN_LANES = 256,                /* threads of a reduction block (a power of two: the tree halves it) */
+    KERN_RED_BLOCKS = 1024,          /* blocks wanted per reduction: ~8 per SM of a 132-SM H100 */
+    KERN_RED_SLICE_MIN = 4 * KERN_LANES, /* values per slice at least: 4 loads per thread */
+    KERN_RED_SLICES_MAX = 64,        /* slices per channel at most (the second pass is serial) */
+    KERN_RED_PARTIALS = 1 << 14      /* scratch slots per launch; more channels: launched in groups */
+};
+
+static inline HD int kern_red_slices(int channels, size_t count)
+{
+    size_t c = channels > 0 ? (size_t)channels : 1;
+    size_t want = (KERN_RED_BLOCKS + c - 1) / c, most = count / KERN_RED_SLICE_MIN;
+    size_t s = want < most ? want : most;
+    s = s < KERN_RED_SLICES_MAX ? s : KERN_RED_SLICES_MAX;
+    return s ? (int)s : 1;
+}
+
+/* Channels per launch: as many as the scratch holds partials for. */
+static inline HD int kern_red_group(int channels, int slices)
+{
+    int g = KERN_RED_PARTIALS / slices;
+    return g < channels ? g : channels;
+}
+
+/* Lane `lane`'s share of slice [lo, hi) of a channel: values x[j * stride]. */
+static inline HD double kern_lane_sum(const float *x, size_t lo, size_t hi, size_t stride, unsigned lane)
+{
+    double s = 0.0;
+    for (size_t j = lo + lane; j < hi; j += KERN_LANES)
+        s += x[j * stride];
+    return s;
+}
+
+/* Its share of the squared deviations from the slice's mean (BatchNorm's second pass). */
+static inline HD double kern_lane_sqdev(const float *x, size_t lo, size_t hi, double mean, unsigned lane)
+{
+    double q = 0.0;
+    for (size_t j = lo + lane; j < hi; j += KERN_LANES) {
+        double d = x[j] - mean;
+        q += d * d;
+    }
+    return q;
+}
+
+/* Its share of op_bn_grad_sums: sum(dy) into *a, sum(dy * xhat) into *b. */
+static inline HD void kern_lane_bn_grad(const float *x, const float *dy, size_t lo, size_t hi, float mean,
+                                        float invstd, unsigned lane, double *a, double *b)
+{
+    *a = *b = 0.0;
+    for (size_t j = lo + lane; j < hi; j += KERN_LANES) {
+        *a += dy[j];
+        *b += (double)dy[j] * (double)((x[j] - mean) * invstd);
+    }
+}
+
+/* Second pass of sum_add for channel c: out[c] += its slices' partials. */
+static inline HD void kern_sum_finish(size_t c, const double *part, int slices, float *out)
+{
+    out[c] += (float)op_partials_sum(part + c * (size_t)slices, slices);
+}
+
+/* Second pass of BatchNorm's training statistics for channel c, from its slices' sums and m2 (as
+ * op_moments_combine); then as cpu_batchnorm_forward_train. tracked: NULL but in the launch holding channel 0. */
+static inline HD void kern_bn_stats_finish(size_t c, const double *sum, const double *m2, int slices, size_t count,
+                                           float *mean, float *invstd, float *rmean, float *rvar, float *tracked,
+                                           float momentum, float eps)
+{
+    double mu, var;
+    op_moments_combine(sum + c * (size_t)slices, m2 + c * (size_t)slices, slices, count, &mu, &var);
+    mean[c] = (float)mu;
+    invstd[c] = op_bn_invstd(var, eps);
+    rmean[c] = op_bn_running(rmean[c], mu, momentum);
+    rvar[c] = op_bn_running(rvar[c], var * (double)count / (double)(count - 1), momentum);
+    if (c == 0 && tracked)
+        *tracked += 1.0f;
+}
+
+/* Second pass of BatchNorm's backward sums for channel c: dgamma, dbeta, and the means op_bn_grad takes. */
+static inline HD void kern_bn_grad_finish(size_t c, const double *pa, const double *pb, int slices, size_t count,
+                                          float *dgamma, float *dbeta, float *mean_dy, float *mean_dy_xhat)
+{
+    double a = op_partials_sum(pa + c * (size_t)slices, slices), b = op_partials_sum(pb + c * (size_t)slices, slices);
+    dgamma[c] += (float)b;
+    dbeta[c] += (float)a;
+    mean_dy[c] = (float)(a / (double)count);
+    mean_dy_xhat[c] = (float)(b / (double)count);
+}
 #endif

@@ -308,12 +308,17 @@ static void test_fill_sum(void)
     twin_free(&y), twin_free(&brow), twin_free(&bcol);
 
     /* Bias gradients: CNHW planes (cstride > count), and columns of [N][F] (stride F). Counts not a
-     * multiple of the block size. */
-    twin x = twin_rnd(7 * 1200, -1, 1), out = twin_rnd(10, -2, 2);
+     * multiple of the block size; one slice per channel, 42 slices (kernels.h), and more channels than
+     * one launch's scratch holds (two launch groups). */
+    twin x = twin_rnd(3 * 43300, -1, 1), out = twin_rnd(20000, -2, 2);
     BOTH(be->sum_add(P(out), P(x), 7, 1000, 1200, 1));
     check("sum_add planes (7 x 1000, cstride 1200)", &out, 7, TOL_ROUND);
+    BOTH(be->sum_add(P(out), P(x), 3, 43269, 43300, 1));
+    check("sum_add planes, 42 slices (3 x 43269)", &out, 3, TOL_ROUND);
     BOTH(be->sum_add(P(out), P(x), 10, 301, 1, 10));
     check("sum_add columns (301 x 10)", &out, 10, TOL_ROUND);
+    BOTH(be->sum_add(P(out), P(x), 20000, 6, 1, 20000));
+    check("sum_add columns, 2 launch groups (6 x 20000)", &out, 20000, TOL_ROUND);
     twin_free(&x), twin_free(&out);
 }
 
@@ -397,10 +402,9 @@ static void test_flatten(void)
     twin_free(&x), twin_free(&y), twin_free(&back);
 }
 
-static void test_batchnorm(void)
+/* count not a multiple of the block size; one slice per channel or many (kernels.h). */
+static void test_batchnorm_case(int C, size_t count)
 {
-    enum { C = 5 };
-    size_t count = 3 * 196 + 7; /* not a multiple of the block size */
     size_t n = C * count;
     float tracked0 = 5.0f;
     twin x = twin_rnd(n, -1, 5), gamma = twin_rnd(C, 0.5f, 1.5f), beta = twin_rnd(C, -0.5f, 0.5f);
@@ -433,6 +437,12 @@ static void test_batchnorm(void)
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         twin_free(all[i]);
     free(hm), free(hs);
+}
+
+static void test_batchnorm(void)
+{
+    test_batchnorm_case(5, 3 * 196 + 7);
+    test_batchnorm_case(2, 40037); /* 39 slices */
 }
 
 static void test_loss(void)
