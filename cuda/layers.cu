@@ -117,13 +117,13 @@ __global__ void k_gather(size_t n, const uint8_t *images, const uint8_t *labels,
 __global__ void k_im2col(size_t n, const float *x, float *col, int N, int H, int W, int k, int pad, int n0, int ns,
                          int wide)
 {
-    GRID_STRIDE(i, n) kern_im2col(i, x, col, N, H, W, k, pad, n0, ns, wide);
+    GRID_STRIDE(i, n) kern_im2col((uint32_t)i, x, col, N, H, W, k, pad, n0, ns, wide);
 }
 
 __global__ void k_col2im(size_t n, const float *dcol, float *dx, int N, int H, int W, int k, int pad, int n0, int ns,
                          int wide)
 {
-    GRID_STRIDE(i, n) kern_col2im(i, dcol, dx, N, H, W, k, pad, n0, ns, wide);
+    GRID_STRIDE(i, n) kern_col2im((uint32_t)i, dcol, dx, N, H, W, k, pad, n0, ns, wide);
 }
 
 __global__ void k_fill(size_t n, float *y, const float *b, size_t cols, size_t ld, int by_row)
@@ -317,8 +317,17 @@ static void cu_gather(const uint8_t *images, const uint8_t *labels, const uint64
     LAUNCH(k_gather, (size_t)n * MNIST_PIXELS, images, labels, idx, x, y);
 }
 
+// The kernels index in 32 bits (kernels.h): a larger convolution stops the run with the fix.
+static void conv_fits32(int C, int H, int W, int k, int pad, int ns, int wide)
+{
+    if (!kern_conv_fits32(C, H, W, k, pad, ns, wide))
+        die(EX_USAGE, "a convolution of %d samples (%d channels, %dx%d) exceeds the GPU kernels' 32-bit indices: "
+            "lower --batch-size or --test-batch-size", ns, C, H, W);
+}
+
 static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide)
 {
+    conv_fits32(C, H, W, k, pad, ns, wide);
     size_t P = (size_t)(H + 2 * pad - k + 1) * (wide ? W : W + 2 * pad - k + 1);
     LAUNCH(k_im2col, (size_t)C * k * k * ns * P, x, col, N, H, W, k, pad, n0, ns, wide);
 }
@@ -326,6 +335,7 @@ static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, in
 static void cu_col2im(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,
                       int wide)
 {
+    conv_fits32(C, H, W, k, pad, ns, wide);
     LAUNCH(k_col2im, (size_t)C * ns * H * W, dcol, dx, N, H, W, k, pad, n0, ns, wide);
 }
 

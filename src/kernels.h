@@ -22,43 +22,55 @@ static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t
         y[n] = labels[s];
 }
 
+/* im2col and col2im index in 32 bits (a GPU divides 32-bit integers in a few instructions, 64-bit ones in
+ * a long emulated sequence): the column buffer of ns samples and their input gradient must have at most
+ * 2^32 - 1 elements (net's conv2 at 4096 samples: 7.4e8). The CUDA backend checks it before a launch. */
+static inline HD int kern_conv_fits32(int C, int H, int W, int k, int pad, int ns, int wide)
+{
+    size_t P = (size_t)(H + 2 * pad - k + 1) * (size_t)(wide ? W : W + 2 * pad - k + 1);
+    return (size_t)C * (size_t)(k * k) * (size_t)ns * P <= UINT32_MAX && (size_t)C * (size_t)ns * H * W <= UINT32_MAX;
+}
+
 /* i < C*k*k * ns*P: one entry of col [C*k*k][ns*P] (P = OH*OW, or OH*W when wide); the channel comes
  * from i, so C is only the caller's bound. */
-static inline HD void kern_im2col(size_t i, const float *x, float *col, int N, int H, int W, int k, int pad, int n0,
+static inline HD void kern_im2col(uint32_t i, const float *x, float *col, int N, int H, int W, int k, int pad, int n0,
                                   int ns, int wide)
 {
-    int OH = H + 2 * pad - k + 1, OW = wide ? W : W + 2 * pad - k + 1;
-    size_t P = (size_t)OH * OW, ld = (size_t)ns * P, r = i / ld, q = i % ld;
-    int c = (int)(r / (size_t)(k * k)), t = (int)(r % (size_t)(k * k)), kh = t / k, kw = t % k;
-    size_t n = q / P, j = q % P;
-    const float *plane = x + ((size_t)c * N + (size_t)n0 + n) * H * W;
-    if (wide)
-        col[i] = (int)j < op_wide_span(OH, W, k) ? plane[j + (size_t)op_wide_offset(kh, kw, W)] : 0.0f;
-    else
-        col[i] = op_im2col(plane, H, W, pad, kh, kw, (int)(j / (size_t)OW), (int)(j % (size_t)OW));
+    uint32_t OH = (uint32_t)(H + 2 * pad - k + 1), OW = (uint32_t)(wide ? W : W + 2 * pad - k + 1), uk = (uint32_t)k;
+    uint32_t P = OH * OW, ld = (uint32_t)ns * P, r = i / ld, q = i - r * ld;
+    uint32_t c = r / (uk * uk), t = r - c * uk * uk, kh = t / uk, kw = t - kh * uk;
+    uint32_t n = q / P, j = q - n * P;
+    const float *plane = x + ((size_t)c * (size_t)N + (size_t)n0 + n) * (size_t)H * (size_t)W;
+    if (wide) {
+        col[i] = (int)j < op_wide_span((int)OH, W, k) ? plane[j + (uint32_t)op_wide_offset((int)kh, (int)kw, W)] : 0.0f;
+    } else {
+        uint32_t oh = j / OW;
+        col[i] = op_im2col(plane, H, W, pad, (int)kh, (int)kw, (int)oh, (int)(j - oh * OW));
+    }
 }
 
 /* i < C * ns*H*W: input gradient (c, n0 + n, ih, iw) gathered from dcol, taps in op_col2im's order. */
-static inline HD void kern_col2im(size_t i, const float *dcol, float *dx, int N, int H, int W, int k, int pad,
+static inline HD void kern_col2im(uint32_t i, const float *dcol, float *dx, int N, int H, int W, int k, int pad,
                                   int n0, int ns, int wide)
 {
-    int OH = H + 2 * pad - k + 1, OW = wide ? W : W + 2 * pad - k + 1;
-    size_t P = (size_t)OH * OW, ld = (size_t)ns * P, HW = (size_t)H * W;
-    size_t c = i / ((size_t)ns * HW), q = i % ((size_t)ns * HW), n = q / HW, j = q % HW;
-    const float *src = dcol + c * (size_t)(k * k) * ld + n * P;
+    uint32_t OH = (uint32_t)(H + 2 * pad - k + 1), OW = (uint32_t)(wide ? W : W + 2 * pad - k + 1);
+    uint32_t P = OH * OW, ld = (uint32_t)ns * P, HW = (uint32_t)H * (uint32_t)W, nHW = (uint32_t)ns * HW;
+    uint32_t c = i / nHW, q = i - c * nHW, n = q / HW, j = q - n * HW;
+    const float *src = dcol + (size_t)c * (size_t)(k * k) * ld + (size_t)n * P;
     float s = 0.0f;
     if (wide) {
-        int span = op_wide_span(OH, W, k);
+        int span = op_wide_span((int)OH, W, k);
         for (int kh = 0; kh < k; kh++)
             for (int kw = 0; kw < k; kw++) {
-                long o = (long)j - op_wide_offset(kh, kw, W);
+                int o = (int)j - op_wide_offset(kh, kw, W);
                 if (o >= 0 && o < span)
                     s += src[(size_t)(kh * k + kw) * ld + (size_t)o];
             }
     } else {
-        s = op_col2im(src, ld, k, pad, OH, OW, (int)(j / (size_t)W), (int)(j % (size_t)W));
+        uint32_t ih = j / (uint32_t)W;
+        s = op_col2im(src, ld, k, pad, (int)OH, (int)OW, (int)ih, (int)(j - ih * (uint32_t)W));
     }
-    dx[(c * N + (size_t)n0 + n) * HW + j] = s;
+    dx[((size_t)c * (size_t)N + (size_t)n0 + n) * HW + j] = s;
 }
 
 /* i < rows * cols: y[r][j] = b[r] (by_row) or b[j]. */

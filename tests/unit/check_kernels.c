@@ -117,7 +117,7 @@ START_TEST(test_im2col)
     float *ce = sentinel(nc * sizeof(float)), *cg = sentinel(nc * sizeof(float));
     cpu_im2col(x, ce, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     for (size_t i = 0; i < nc; i++)
-        kern_im2col(i, x, cg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
+        kern_im2col((uint32_t)i, x, cg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     same_floats("im2col", ce, cg, nc);
     free(x);
     free(ce);
@@ -135,7 +135,7 @@ START_TEST(test_col2im)
     float *de = sentinel(nx * sizeof(float)), *dg = sentinel(nx * sizeof(float));
     cpu_col2im(dcol, de, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     for (size_t i = 0; i < (size_t)s->C * s->ns * HW; i++)
-        kern_col2im(i, dcol, dg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
+        kern_col2im((uint32_t)i, dcol, dg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     same("col2im", de, dg, nx, sizeof(float), 0, 0);
     for (size_t i = 0; i < nx; i++) {
         int n = (int)(i / HW % (size_t)s->N), in = n >= s->n0 && n < s->n0 + s->ns;
@@ -145,6 +145,18 @@ START_TEST(test_col2im)
     free(dcol);
     free(de);
     free(dg);
+}
+END_TEST
+
+/* The 32-bit index limit of im2col/col2im: the largest sample count whose column buffer has at most
+ * 2^32 - 1 elements passes, one more does not (net's conv2, wide: 32 x 9 x 24 x 26 per sample). */
+START_TEST(test_conv_fits32)
+{
+    size_t per = 32 * 9 * 24 * 26;
+    int most = (int)(UINT32_MAX / per);
+    ck_assert(kern_conv_fits32(32, 26, 26, 3, 0, most, 1));
+    ck_assert(!kern_conv_fits32(32, 26, 26, 3, 0, most + 1, 1));
+    ck_assert(kern_conv_fits32(1, 28, 28, 3, 0, 4096, 0));
 }
 END_TEST
 
@@ -506,6 +518,7 @@ int main(void)
     tcase_add_test(tc, test_gather);
     tcase_add_loop_test(tc, test_im2col, 0, nshapes);
     tcase_add_loop_test(tc, test_col2im, 0, nshapes);
+    tcase_add_test(tc, test_conv_fits32);
     tcase_add_test(tc, test_fill);
     tcase_add_test(tc, test_maxpool);
     tcase_add_test(tc, test_dropout);
