@@ -504,7 +504,7 @@ static void cu_sgd_step(float *param, const float *grad, float *buf, size_t n, f
 // Designated initialisers (C++20, in declaration order): entries of the same type (relu_backward and
 // dropout_backward, flatten and unflatten) cannot be swapped silently by a reordering of backend.h.
 static const nn_backend cuda_backend = {
-    .name = "cuda", .chunk = 1 << 30,
+    .name = "cuda", .chunk = 1 << 30, .keep_col = 1,
     .alloc = cu_alloc, .free = cu_free, .zero = cu_zero, .upload = cu_upload, .download = cu_download,
     .gather = cu_gather, .gemm = gpu_gemm, .im2col = cu_im2col, .col2im = cu_col2im, .fill = cu_fill,
     .sum_add = cu_sum_add, .relu_forward = cu_relu_forward,

@@ -13,6 +13,8 @@
 typedef struct nn_backend {
     const char *name; /* "cpu" or "cuda" */
     int chunk;        /* samples per im2col + GEMM in a convolution */
+    int keep_col;     /* 1: when one chunk holds the batch, a convolution's backward reuses the column
+                       * buffer its forward left (conv_backward with x NULL) instead of redoing im2col */
     void *(*alloc)(size_t bytes);
     void (*free)(void *p);
     void (*zero)(void *p, size_t bytes);
