@@ -48,7 +48,8 @@
  * tf32 / bf16 (truncating, twice cuBLAS's round-to-nearest error; 10 draws).
  * fp32 (measured): GEMMs 6e-7, losses 1e-7, gradients 2e-6 (7e-6 for the BatchNorm-cancelled biases,
  * see compare_tensors), updates within their slack. Tolerances 1e-5, 1e-5, 1e-4: ten times that or more.
- * tf32 / bf16: cuBLAS rounds each GEMM input to 10 / 7 mantissa bits. Only GEMMs and forward + backward
+ * tf32 / bf16: cuBLAS rounds each GEMM input to 10 / 7 mantissa bits (unit roundoff 2^-11 / 2^-8 to
+ * nearest, twice that truncating; storage stays fp32, see docs/gpu.md). Only GEMMs and forward + backward
  * are compared, the gradients by rms difference: the rounding of every layer adds up towards the input,
  * and the fully connected layers' ReLU inputs near 0 now flip now and then, each flip moving a whole row
  * of fc1's gradient. The optimizer step is left out (Adadelta's first step is nearly sign(g): it turns
