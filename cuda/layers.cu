@@ -38,6 +38,7 @@ static unsigned grid(size_t n)
         size_t n_ = (n);                                                                    \
         if (n_) {                                                                           \
             kernel<<<grid(n_), THREADS, 0, stream()>>>(n_, __VA_ARGS__);                    \
+            gpu_count_kernel();                                                             \
             CUDA_CHECK(cudaGetLastError());                                                 \
         }                                                                                   \
     } while (0)
@@ -46,6 +47,7 @@ static unsigned grid(size_t n)
 #define LAUNCH_GRID(kernel, channels, slices, ...)                                          \
     do {                                                                                    \
         kernel<<<dim3((unsigned)(channels), (unsigned)(slices)), THREADS, 0, stream()>>>(__VA_ARGS__); \
+        gpu_count_kernel();                                                                 \
         CUDA_CHECK(cudaGetLastError());                                                     \
     } while (0)
 
@@ -54,6 +56,7 @@ static unsigned grid(size_t n)
     do {                                                                                    \
         if ((blocks) > 0) {                                                                 \
             kernel<<<(unsigned)(blocks), THREADS, 0, stream()>>>(__VA_ARGS__);              \
+            gpu_count_kernel();                                                             \
             CUDA_CHECK(cudaGetLastError());                                                 \
         }                                                                                   \
     } while (0)
@@ -484,7 +487,7 @@ static void cu_add_losses(const float *loss, int N, double *sum)
 
 static long cu_count_correct(const float *z, const uint8_t *labels, int N, int K)
 {
-    k_count_correct<<<1, THREADS, 0, stream()>>>(z, labels, N, K, result_dev);
+    LAUNCH_BLOCKS(k_count_correct, 1, z, labels, N, K, result_dev);
     return (long)fetch(result_dev, result_host);
 }
 
@@ -498,6 +501,13 @@ static void cu_sgd_step(float *param, const float *grad, float *buf, size_t n, f
                         float weight_decay)
 {
     LAUNCH(k_sgd, n, param, grad, buf, lr, momentum, weight_decay);
+}
+
+static nn_counts cu_counts(void)
+{
+    nn_counts c;
+    gpu_counted(&c.kernels, &c.gemms, &c.waits);
+    return c;
 }
 
 // A whole batch per im2col + GEMM: the GPU has the memory, and one large GEMM keeps it busy.
@@ -515,7 +525,8 @@ static const nn_backend cuda_backend = {
     .batchnorm_forward_train = cu_batchnorm_forward_train, .batchnorm_forward_eval = cu_batchnorm_forward_eval,
     .batchnorm_backward = cu_batchnorm_backward, .log_softmax_nll_forward = cu_log_softmax_nll_forward,
     .log_softmax_nll_backward = cu_log_softmax_nll_backward, .add_losses = cu_add_losses,
-    .count_correct = cu_count_correct, .adadelta_step = cu_adadelta_step, .sgd_step = cu_sgd_step,
+    .count_correct = cu_count_correct, .counts = cu_counts, .adadelta_step = cu_adadelta_step,
+    .sgd_step = cu_sgd_step,
 };
 
 extern "C" const nn_backend *nn_cuda(void)
