@@ -323,6 +323,38 @@ static void test_fill_sum(void)
     twin_free(&x), twin_free(&out);
 }
 
+/* The GPU's per-channel reductions add their partials in a fixed order (no atomics): the same inputs
+ * give the same bits on a second run, whichever blocks finish first. 39 and 42 slices per channel. */
+static void test_reductions_repeat(void)
+{
+    enum { C = 3 };
+    size_t count = 43269, n = C * count;
+    float zeros[C] = {0}, *got[2][3];
+    twin x = twin_rnd(n, 19, 21), g = twin_rnd(C, 0.5f, 1.5f), b = twin_rnd(C, -0.5f, 0.5f);
+    const nn_backend *be = bk[1];
+    for (int r = 0; r < 2; r++) {
+        float *out = be->alloc(C * sizeof *out), *y = be->alloc(n * sizeof *y), *st = be->alloc(5 * C * sizeof *st);
+        float *tracked = be->alloc(sizeof *tracked);
+        be->upload(out, zeros, sizeof zeros);
+        be->sum_add(out, x.p[1], C, count, count, 1);
+        be->zero(st, 5 * C * sizeof *st);
+        be->batchnorm_forward_train(x.p[1], g.p[1], b.p[1], y, st, st + C, st + 2 * C, st + 3 * C, tracked, C,
+                                    count - 3269, 0.1f, 1e-5f);
+        be->batchnorm_backward(x.p[1], x.p[1], g.p[1], st, st + C, y, st + 4 * C, st + 4 * C, C, count - 3269);
+        got[r][0] = fetch(1, out, C * sizeof *out);
+        got[r][1] = fetch(1, st, 5 * C * sizeof *st);
+        got[r][2] = fetch(1, y, n * sizeof *y);
+        be->free(out), be->free(y), be->free(st), be->free(tracked);
+    }
+    compare("sum_add run twice on the GPU (42 slices)", got[0][0], got[1][0], C, TOL_EXACT);
+    compare("batchnorm statistics and gradient sums run twice", got[0][1], got[1][1], 5 * C, TOL_EXACT);
+    compare("batchnorm_backward dx run twice", got[0][2], got[1][2], n, TOL_EXACT);
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 3; k++)
+            free(got[r][k]);
+    twin_free(&x), twin_free(&g), twin_free(&b);
+}
+
 static void test_relu(void)
 {
     /* More elements than one launch has threads (65536 blocks x 256): the grid-stride loop's second lap. */
@@ -687,6 +719,7 @@ static void run_precision(const tolerances *t, int primitives)
         test_gather();
         test_im2col();
         test_fill_sum();
+        test_reductions_repeat();
         test_relu();
         test_maxpool();
         test_dropout();
