@@ -245,20 +245,20 @@ __global__ void k_bn_part(const float *x, size_t count, double *sum, double *m2)
     }
 }
 
-__global__ void k_bn_stats(size_t n, const double *sum, const double *m2, int slices, size_t count, float *mean,
-                           float *invstd, float *rmean, float *rvar, float *tracked, float momentum, float eps)
+// y over the block's slice (the reductions' grid again: no division per element), after the second pass.
+__global__ void k_bn_apply(const double *sum, const double *m2, size_t count, const float *x, const float *gamma,
+                           const float *beta, float *y, float *mean, float *invstd, float *rmean, float *rvar,
+                           float *tracked, float momentum, float eps)
 {
-    GRID_STRIDE(c, n) kern_bn_stats_finish(c, sum, m2, slices, count, mean, invstd, rmean, rvar, tracked, momentum, eps);
-}
-
-// y over the block's slice: the reductions' grid again, so no division per element.
-__global__ void k_bn_apply(const float *x, const float *gamma, const float *beta, const float *mean,
-                           const float *invstd, float *y, size_t count)
-{
+    __shared__ float st[2];
     size_t lo, hi, c = blockIdx.x, base = c * count;
     slice_of(count, &lo, &hi);
+    if (threadIdx.x == 0)
+        kern_bn_stats_finish(c, sum, m2, (int)gridDim.y, count, momentum, eps, st, blockIdx.y == 0, mean, invstd,
+                             rmean, rvar, tracked);
+    __syncthreads();
     for (size_t j = lo + threadIdx.x; j < hi; j += THREADS)
-        y[base + j] = op_bn(x[base + j], mean[c], invstd[c], gamma[c], beta[c]);
+        y[base + j] = op_bn(x[base + j], st[0], st[1], gamma[c], beta[c]);
 }
 
 __global__ void k_bn_grad_part(const float *x, const float *dy, const float *mean, const float *invstd, size_t count,
@@ -275,21 +275,19 @@ __global__ void k_bn_grad_part(const float *x, const float *dy, const float *mea
     }
 }
 
-__global__ void k_bn_grad_finish(size_t n, const double *pa, const double *pb, int slices, size_t count, float *dgamma,
-                                 float *dbeta, float *mean_dy, float *mean_dy_xhat)
+// dx after the second pass; dx may alias dy: each element is read, then written, by the same thread.
+__global__ void k_bn_grad_apply(const double *pa, const double *pb, size_t count, const float *x, const float *dy,
+                                const float *gamma, const float *mean, const float *invstd, float *dx, float *dgamma,
+                                float *dbeta)
 {
-    GRID_STRIDE(c, n) kern_bn_grad_finish(c, pa, pb, slices, count, dgamma, dbeta, mean_dy, mean_dy_xhat);
-}
-
-// dx may alias dy: each element is read, then written, by the same thread.
-__global__ void k_bn_grad_apply(const float *x, const float *dy, const float *gamma, const float *mean,
-                                const float *invstd, const float *mean_dy, const float *mean_dy_xhat, float *dx,
-                                size_t count)
-{
+    __shared__ float st[2];
     size_t lo, hi, c = blockIdx.x, base = c * count;
     slice_of(count, &lo, &hi);
+    if (threadIdx.x == 0)
+        kern_bn_grad_finish(c, pa, pb, (int)gridDim.y, count, st, blockIdx.y == 0, dgamma, dbeta);
+    __syncthreads();
     for (size_t j = lo + threadIdx.x; j < hi; j += THREADS)
-        dx[base + j] = op_bn_grad(x[base + j], dy[base + j], mean[c], invstd[c], gamma[c], mean_dy[c], mean_dy_xhat[c]);
+        dx[base + j] = op_bn_grad(x[base + j], dy[base + j], mean[c], invstd[c], gamma[c], st[0], st[1]);
 }
 
 // Reductions of a batch (one block): the loss sum added to *out, or the number of correct predictions.
@@ -347,11 +345,10 @@ static void cu_fill(float *y, const float *b, int rows, size_t cols, size_t ld, 
     LAUNCH(k_fill, (size_t)rows * cols, y, b, cols, ld, by_row);
 }
 
-// Scratch of the per-channel reductions: two partials per slot and two floats per channel of a launch,
-// allocated by nn_cuda() (reduction_alloc), kept for the process. One launch group covers the
+// Scratch of the per-channel reductions: two partials per slot, allocated by nn_cuda() (reduction_alloc),
+// kept for the process. One launch group covers the
 // KERN_RED_PARTIALS / slices channels the scratch holds (every layer of the models: one group).
 static double *red_a, *red_b;
-static float *red_c, *red_d;
 
 static void cu_sum_add(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride)
 {
@@ -418,10 +415,9 @@ static void cu_batchnorm_forward_train(const float *x, const float *gamma, const
         g = kern_red_group(C - c0, slices);
         const float *xg = x + (size_t)c0 * count;
         LAUNCH_GRID(k_bn_part, g, slices, xg, count, red_a, red_b);
-        LAUNCH(k_bn_stats, (size_t)g, red_a, red_b, slices, count, mean + c0, invstd + c0, running_mean + c0,
-               running_var + c0, c0 ? nullptr : tracked, momentum, eps);
-        LAUNCH_GRID(k_bn_apply, g, slices, xg, gamma + c0, beta + c0, mean + c0, invstd + c0, y + (size_t)c0 * count,
-                    count);
+        LAUNCH_GRID(k_bn_apply, g, slices, red_a, red_b, count, xg, gamma + c0, beta + c0, y + (size_t)c0 * count,
+                    mean + c0, invstd + c0, running_mean + c0, running_var + c0, c0 ? nullptr : tracked, momentum,
+                    eps);
     }
 }
 
@@ -439,9 +435,8 @@ static void cu_batchnorm_backward(const float *x, const float *dy, const float *
         g = kern_red_group(C - c0, slices);
         size_t off = (size_t)c0 * count;
         LAUNCH_GRID(k_bn_grad_part, g, slices, x + off, dy + off, mean + c0, invstd + c0, count, red_a, red_b);
-        LAUNCH(k_bn_grad_finish, (size_t)g, red_a, red_b, slices, count, dgamma + c0, dbeta + c0, red_c, red_d);
-        LAUNCH_GRID(k_bn_grad_apply, g, slices, x + off, dy + off, gamma + c0, mean + c0, invstd + c0, red_c, red_d,
-                    dx + off, count);
+        LAUNCH_GRID(k_bn_grad_apply, g, slices, red_a, red_b, count, x + off, dy + off, gamma + c0, mean + c0,
+                    invstd + c0, dx + off, dgamma + c0, dbeta + c0);
     }
 }
 
@@ -456,7 +451,7 @@ static void cu_log_softmax_nll_backward(const float *logp, const uint8_t *labels
 }
 
 // One double on the device and its pinned host copy, for count_correct, and the reductions' scratch
-// (384 KiB): allocated by nn_cuda() before the first step (an allocation synchronises the device), kept
+// (256 KiB): allocated by nn_cuda() before the first step (an allocation synchronises the device), kept
 // for the process.
 static double *result_dev, *result_host;
 
@@ -467,8 +462,6 @@ static void reduction_alloc(void)
         CUDA_CHECK(cudaMallocHost(&result_host, sizeof *result_host));
         red_a = (double *)cu_alloc(KERN_RED_PARTIALS * sizeof *red_a);
         red_b = (double *)cu_alloc(KERN_RED_PARTIALS * sizeof *red_b);
-        red_c = (float *)cu_alloc(KERN_RED_PARTIALS * sizeof *red_c);
-        red_d = (float *)cu_alloc(KERN_RED_PARTIALS * sizeof *red_d);
     }
 }
 

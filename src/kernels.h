@@ -123,8 +123,10 @@ static inline HD size_t kern_cnhw_index(size_t i, int C, int N, int HW)
  * A 2-D grid: block (c, s) reduces slice s (op_slice) of channel c's count values with KERN_LANES
  * threads, thread `lane` taking every KERN_LANES-th value (kern_lane_*), and the block adds its lanes in
  * a fixed tree (block_sum in cuda/layers.cu); it writes one partial to scratch[c * slices + s]. A second
- * pass, one thread per channel (kern_*_finish), adds the channel's partials in slice order. No atomics:
- * the same inputs give the same bits on every run. The slicing depends on (channels, count) only. */
+ * pass (kern_*_finish) adds each channel's partials in slice order. No atomics:
+ * the same inputs give the same bits on every run. The slicing depends on (channels, count) only.
+ * BatchNorm's second pass runs in every block of its elementwise pass (the same sums in the same order
+ * in each), which saves a launch. */
 enum {
     KERN_LANES = 256,                /* threads of a reduction block (a power of two: the tree halves it) */
     KERN_RED_BLOCKS = 1024,          /* blocks wanted per reduction: ~8 per SM of a 132-SM H100 */
@@ -180,36 +182,46 @@ static inline HD void kern_lane_bn_grad(const float *x, const float *dy, size_t 
     }
 }
 
-/* Second pass of sum_add for channel c: out[c] += its slices' partials. */
+/* Second pass of sum_add for channel c (one thread per channel): out[c] += its slices' partials. */
 static inline HD void kern_sum_finish(size_t c, const double *part, int slices, float *out)
 {
     out[c] += (float)op_partials_sum(part + c * (size_t)slices, slices);
 }
 
-/* Second pass of BatchNorm's training statistics for channel c, from its slices' sums and m2 (as
- * op_moments_combine); then as cpu_batchnorm_forward_train. tracked: NULL but in the launch holding channel 0. */
+/* Second pass of BatchNorm's training statistics, in each block (c, s) of the elementwise pass: channel
+ * c's mean and invstd from its slices (op_moments_combine), rounded as the CPU rounds them, into st[0]
+ * and st[1]; with `update` (block (c, 0) only) also stored, and the running statistics updated as
+ * cpu_batchnorm_forward_train does. tracked: NULL but in the launch holding channel 0. */
 static inline HD void kern_bn_stats_finish(size_t c, const double *sum, const double *m2, int slices, size_t count,
-                                           float *mean, float *invstd, float *rmean, float *rvar, float *tracked,
-                                           float momentum, float eps)
+                                           float momentum, float eps, float st[2], int update, float *mean,
+                                           float *invstd, float *rmean, float *rvar, float *tracked)
 {
     double mu, var;
     op_moments_combine(sum + c * (size_t)slices, m2 + c * (size_t)slices, slices, count, &mu, &var);
-    mean[c] = (float)mu;
-    invstd[c] = op_bn_invstd(var, eps);
+    st[0] = (float)mu;
+    st[1] = op_bn_invstd(var, eps);
+    if (!update)
+        return;
+    mean[c] = st[0];
+    invstd[c] = st[1];
     rmean[c] = op_bn_running(rmean[c], mu, momentum);
     rvar[c] = op_bn_running(rvar[c], var * (double)count / (double)(count - 1), momentum);
     if (c == 0 && tracked)
         *tracked += 1.0f;
 }
 
-/* Second pass of BatchNorm's backward sums for channel c: dgamma, dbeta, and the means op_bn_grad takes. */
+/* Second pass of BatchNorm's backward sums, in each block (c, s) of the elementwise pass: the means
+ * op_bn_grad takes, mean(dy) and mean(dy xhat), into st[0] and st[1]; with `update` (block (c, 0) only)
+ * dgamma[c] and dbeta[c] += the sums. */
 static inline HD void kern_bn_grad_finish(size_t c, const double *pa, const double *pb, int slices, size_t count,
-                                          float *dgamma, float *dbeta, float *mean_dy, float *mean_dy_xhat)
+                                          float st[2], int update, float *dgamma, float *dbeta)
 {
     double a = op_partials_sum(pa + c * (size_t)slices, slices), b = op_partials_sum(pb + c * (size_t)slices, slices);
+    st[0] = (float)(a / (double)count);
+    st[1] = (float)(b / (double)count);
+    if (!update)
+        return;
     dgamma[c] += (float)b;
     dbeta[c] += (float)a;
-    mean_dy[c] = (float)(a / (double)count);
-    mean_dy_xhat[c] = (float)(b / (double)count);
 }
 #endif

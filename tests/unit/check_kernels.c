@@ -405,11 +405,16 @@ static void gpu_bn_train(const float *x, const float *gamma, const float *beta, 
                 lane[l] = kern_lane_sqdev(x + c * count, lo, hi, sum[i] / (double)(hi - lo), l);
             m2[i] = tree(lane);
         }
-    for (int c = 0; c < C; c++) {
-        kern_bn_stats_finish((size_t)c, sum, m2, slices, count, mean, invstd, rmean, rvar, tracked, 0.1f, 1e-5f);
-        for (size_t j = 0; j < count; j++)
-            y[c * count + j] = op_bn(x[c * count + j], mean[c], invstd[c], gamma[c], beta[c]);
-    }
+    for (int c = 0; c < C; c++) /* k_bn_apply: each block (c, s) its own second pass, then its slice */
+        for (int s = 0; s < slices; s++) {
+            size_t lo, hi;
+            float st[2];
+            op_slice(count, slices, s, &lo, &hi);
+            kern_bn_stats_finish((size_t)c, sum, m2, slices, count, 0.1f, 1e-5f, st, s == 0, mean, invstd, rmean,
+                                 rvar, tracked);
+            for (size_t j = lo; j < hi; j++)
+                y[c * count + j] = op_bn(x[c * count + j], st[0], st[1], gamma[c], beta[c]);
+        }
     free(sum), free(m2);
 }
 
@@ -419,7 +424,6 @@ static void gpu_bn_backward(const float *x, const float *dy, const float *gamma,
     int slices = kern_red_slices(C, count);
     double *pa = malloc((size_t)C * slices * sizeof *pa), *pb = malloc((size_t)C * slices * sizeof *pb);
     double la[KERN_LANES], lb[KERN_LANES];
-    float *mdy = malloc(C * sizeof *mdy), *mdx = malloc(C * sizeof *mdx);
     for (int c = 0; c < C; c++)
         for (int s = 0; s < slices; s++) {
             size_t lo, hi;
@@ -429,13 +433,17 @@ static void gpu_bn_backward(const float *x, const float *dy, const float *gamma,
             pa[(size_t)c * slices + s] = tree(la);
             pb[(size_t)c * slices + s] = tree(lb);
         }
-    for (int c = 0; c < C; c++) {
-        kern_bn_grad_finish((size_t)c, pa, pb, slices, count, dgamma, dbeta, mdy, mdx);
-        for (size_t j = 0; j < count; j++)
-            dx[c * count + j] = op_bn_grad(x[c * count + j], dy[c * count + j], mean[c], invstd[c], gamma[c], mdy[c],
-                                           mdx[c]);
-    }
-    free(pa), free(pb), free(mdy), free(mdx);
+    for (int c = 0; c < C; c++) /* k_bn_grad_apply, as k_bn_apply */
+        for (int s = 0; s < slices; s++) {
+            size_t lo, hi;
+            float st[2];
+            op_slice(count, slices, s, &lo, &hi);
+            kern_bn_grad_finish((size_t)c, pa, pb, slices, count, st, s == 0, dgamma, dbeta);
+            for (size_t j = lo; j < hi; j++)
+                dx[c * count + j] = op_bn_grad(x[c * count + j], dy[c * count + j], mean[c], invstd[c], gamma[c], st[0],
+                                               st[1]);
+        }
+    free(pa), free(pb);
 }
 
 /* Elementwise outputs computed by the same float operations from per-channel values that differ by at
