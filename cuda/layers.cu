@@ -2,9 +2,10 @@
 // functions of src/kernels.h and the math of src/ops.h (tested on the CPU by tests/unit/check_kernels.c); the
 // GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block trees
 // of the reductions (block_sum: per-channel slices, the loss), whose summation order differs from the
-// CPU's: results agree with the CPU path to rounding, not bit for bit, and with themselves bit for bit. Everything runs on the compute
-// stream; only upload, download and count_correct wait for it, through gpu_wait_compute() (the deadline of
-// the all-reduce); the loss stays on the device (add_losses).
+// CPU's: results agree with the CPU path to rounding, not bit for bit, and with themselves bit for bit
+// (fixed order, no atomics). Everything runs on the compute stream; only upload, download and
+// count_correct wait for it, through gpu_wait_compute() (the deadline of the all-reduce); the loss stays
+// on the device (add_losses).
 #include "config.h"
 
 #include <cstdint>
