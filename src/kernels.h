@@ -128,11 +128,11 @@ static inline HD size_t kern_cnhw_index(size_t i, int C, int N, int HW)
  * BatchNorm's second pass runs in every block of its elementwise pass (the same sums in the same order
  * in each), which saves a launch. */
 enum {
-    KERN_LANES = 256,                /* threads of a reduction block (a power of two: the tree halves it) */
-    KERN_RED_BLOCKS = 1024,          /* blocks wanted per reduction: ~8 per SM of a 132-SM H100 */
+    KERN_LANES = 256,                    /* threads of a reduction block (a power of two: the tree halves it) */
+    KERN_RED_BLOCKS = 1024,              /* blocks wanted per reduction: ~8 per SM of a 132-SM H100 */
     KERN_RED_SLICE_MIN = 4 * KERN_LANES, /* values per slice at least: 4 loads per thread */
-    KERN_RED_SLICES_MAX = 64,        /* slices per channel at most (the second pass is serial) */
-    KERN_RED_PARTIALS = 1 << 14      /* scratch slots per launch; more channels: launched in groups */
+    KERN_RED_SLICES_MAX = 64,            /* slices per channel at most (the second pass is serial) */
+    KERN_RED_PARTIALS = 1 << 14          /* scratch slots per launch; more channels: launched in groups */
 };
 
 static inline HD int kern_red_slices(int channels, size_t count)
@@ -160,7 +160,8 @@ static inline HD double kern_lane_sum(const float *x, size_t lo, size_t hi, size
     return s;
 }
 
-/* Its share of the squared deviations from the slice's mean (BatchNorm's second pass). */
+/* Its share of the squared deviations from the slice's mean (the second of BatchNorm's two passes over a
+ * slice). */
 static inline HD double kern_lane_sqdev(const float *x, size_t lo, size_t hi, double mean, unsigned lane)
 {
     double q = 0.0;
