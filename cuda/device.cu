@@ -158,8 +158,21 @@ extern "C" void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx)
     compute_wait_ctx = ctx;
 }
 
+static long kernels_counted, gemms_counted, waits_counted; // gpu_counted(); one thread queues all work
+
+extern "C" void gpu_count_kernel(void) { kernels_counted++; }
+extern "C" void gpu_count_gemm(void) { gemms_counted++; }
+
+extern "C" void gpu_counted(long *kernels, long *gemms, long *waits)
+{
+    *kernels = kernels_counted;
+    *gemms = gemms_counted;
+    *waits = waits_counted;
+}
+
 extern "C" void gpu_wait_compute(void)
 {
+    waits_counted++;
     if (compute_wait)
         compute_wait(compute_wait_ctx);
     else

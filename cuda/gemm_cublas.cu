@@ -45,6 +45,7 @@ extern "C" void gpu_gemm(int trans_a, int trans_b, int m, int n, int k, float al
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap A/B, m/n and the flags.
     gemm_args g = gemm_colmajor(trans_a, trans_b, m, n, k, a, lda, b, ldb);
     cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    gpu_count_gemm();
     if (use_gemm_ex)
         CUBLAS_CHECK(cublasGemmEx(handle, ta, tb, g.m, g.n, g.k, &alpha, g.a, CUDA_R_32F, g.lda, g.b, CUDA_R_32F, g.ldb,
                                   &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));

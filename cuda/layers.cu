@@ -1,10 +1,11 @@
 // The CUDA backend (src/backend.h). Elementwise kernels are grid-stride loops over the per-thread
 // functions of src/kernels.h and the math of src/ops.h (tested on the CPU by tests/unit/check_kernels.c); the
-// GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block
-// reductions (per-channel sums, BatchNorm statistics, the loss), whose summation order differs from the
-// CPU's: results agree with the CPU path to rounding, not bit for bit. Everything runs on the compute
-// stream; only upload, download and count_correct wait for it, through gpu_wait_compute() (the deadline of
-// the all-reduce); the loss stays on the device (add_losses).
+// GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block trees
+// of the reductions (block_sum: per-channel slices, the loss), whose summation order differs from the
+// CPU's: results agree with the CPU path to rounding, not bit for bit, and with themselves bit for bit
+// (fixed order, no atomics). Everything runs on the compute stream; only upload, download and
+// count_correct wait for it, through gpu_wait_compute() (the deadline of the all-reduce); the loss stays
+// on the device (add_losses).
 #include "config.h"
 
 #include <cstdint>
@@ -16,7 +17,7 @@ extern "C" {
 #include "kernels.h"
 }
 
-enum { THREADS = 256 }; // a power of two: block_sum halves it
+enum { THREADS = KERN_LANES }; // a power of two: block_sum halves it
 
 #define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
                                i += (size_t)gridDim.x * blockDim.x)
@@ -38,15 +39,25 @@ static unsigned grid(size_t n)
         size_t n_ = (n);                                                                    \
         if (n_) {                                                                           \
             kernel<<<grid(n_), THREADS, 0, stream()>>>(n_, __VA_ARGS__);                    \
+            gpu_count_kernel();                                                             \
             CUDA_CHECK(cudaGetLastError());                                                 \
         }                                                                                   \
     } while (0)
 
-// One block per channel.
+// A per-channel reduction's 2-D grid: channels x slices blocks (kernels.h).
+#define LAUNCH_GRID(kernel, channels, slices, ...)                                          \
+    do {                                                                                    \
+        kernel<<<dim3((unsigned)(channels), (unsigned)(slices)), THREADS, 0, stream()>>>(__VA_ARGS__); \
+        gpu_count_kernel();                                                                 \
+        CUDA_CHECK(cudaGetLastError());                                                     \
+    } while (0)
+
+// A fixed number of blocks.
 #define LAUNCH_BLOCKS(kernel, blocks, ...)                                                  \
     do {                                                                                    \
         if ((blocks) > 0) {                                                                 \
             kernel<<<(unsigned)(blocks), THREADS, 0, stream()>>>(__VA_ARGS__);              \
+            gpu_count_kernel();                                                             \
             CUDA_CHECK(cudaGetLastError());                                                 \
         }                                                                                   \
     } while (0)
@@ -110,13 +121,13 @@ __global__ void k_gather(size_t n, const uint8_t *images, const uint8_t *labels,
 __global__ void k_im2col(size_t n, const float *x, float *col, int N, int H, int W, int k, int pad, int n0, int ns,
                          int wide)
 {
-    GRID_STRIDE(i, n) kern_im2col(i, x, col, N, H, W, k, pad, n0, ns, wide);
+    GRID_STRIDE(i, n) kern_im2col((uint32_t)i, x, col, N, H, W, k, pad, n0, ns, wide);
 }
 
 __global__ void k_col2im(size_t n, const float *dcol, float *dx, int N, int H, int W, int k, int pad, int n0, int ns,
                          int wide)
 {
-    GRID_STRIDE(i, n) kern_col2im(i, dcol, dx, N, H, W, k, pad, n0, ns, wide);
+    GRID_STRIDE(i, n) kern_col2im((uint32_t)i, dcol, dx, N, H, W, k, pad, n0, ns, wide);
 }
 
 __global__ void k_fill(size_t n, float *y, const float *b, size_t cols, size_t ld, int by_row)
@@ -200,70 +211,84 @@ __global__ void k_sgd(size_t n, float *param, const float *grad, float *buf, flo
     GRID_STRIDE(i, n) op_sgd(param, grad, buf, i, lr, momentum, wd);
 }
 
-// ---- block reductions: one block per channel ---------------------------------------------------
+// ---- per-channel reductions: a 2-D grid of slices, then a fixed-order second pass (kernels.h) -----
 
-__global__ void k_sum_add(float *out, const float *x, size_t count, size_t cstride, size_t stride)
+// This block's slice of its channel (blockIdx.x; slice blockIdx.y of gridDim.y), and its partial's slot.
+__device__ static size_t slice_of(size_t count, size_t *lo, size_t *hi)
 {
-    const float *xc = x + blockIdx.x * cstride;
-    double s = 0.0;
-    for (size_t j = threadIdx.x; j < count; j += THREADS)
-        s += xc[j * stride];
-    s = block_sum(s);
+    op_slice(count, (int)gridDim.y, (int)blockIdx.y, lo, hi);
+    return (size_t)blockIdx.x * gridDim.y + blockIdx.y;
+}
+
+__global__ void k_sum_part(const float *x, size_t count, size_t cstride, size_t stride, double *part)
+{
+    size_t lo, hi, slot = slice_of(count, &lo, &hi);
+    double s = block_sum(kern_lane_sum(x + blockIdx.x * cstride, lo, hi, stride, threadIdx.x));
     if (threadIdx.x == 0)
-        out[blockIdx.x] += (float)s;
+        part[slot] = s;
 }
 
-// BatchNorm training forward of channel blockIdx.x: two-pass statistics in double as op_bn_stats.
-__global__ void k_bn_train(const float *x, const float *gamma, const float *beta, float *y, float *mean,
-                           float *invstd, float *rmean, float *rvar, float *tracked, size_t count, float momentum,
-                           float eps)
+__global__ void k_sum_finish(size_t n, const double *part, int slices, float *out)
 {
-    unsigned c = blockIdx.x;
-    const float *xc = x + c * count;
-    double s = 0.0, q = 0.0;
-    for (size_t j = threadIdx.x; j < count; j += THREADS)
-        s += xc[j];
-    double mu = block_sum(s) / (double)count;
-    for (size_t j = threadIdx.x; j < count; j += THREADS) {
-        double d = xc[j] - mu;
-        q += d * d;
-    }
-    double var = block_sum(q) / (double)count;
-    float m = (float)mu, is = op_bn_invstd(var, eps);
+    GRID_STRIDE(c, n) kern_sum_finish(c, part, slices, out);
+}
+
+// BatchNorm statistics of a slice: its sum, and its squared deviations from its own mean (two passes).
+__global__ void k_bn_part(const float *x, size_t count, double *sum, double *m2)
+{
+    size_t lo, hi, slot = slice_of(count, &lo, &hi);
+    const float *xc = x + blockIdx.x * count;
+    double s = block_sum(kern_lane_sum(xc, lo, hi, 1, threadIdx.x));
+    double q = block_sum(kern_lane_sqdev(xc, lo, hi, hi > lo ? s / (double)(hi - lo) : 0.0, threadIdx.x));
     if (threadIdx.x == 0) {
-        mean[c] = m;
-        invstd[c] = is;
-        rmean[c] = op_bn_running(rmean[c], mu, momentum);
-        rvar[c] = op_bn_running(rvar[c], var * (double)count / (double)(count - 1), momentum);
-        if (c == 0)
-            *tracked += 1.0f;
+        sum[slot] = s;
+        m2[slot] = q;
     }
-    for (size_t j = threadIdx.x; j < count; j += THREADS)
-        y[c * count + j] = op_bn(xc[j], m, is, gamma[c], beta[c]);
 }
 
-// BatchNorm backward of channel blockIdx.x. dx may alias dy: every thread reads its elements of dy for
-// the sums before block_sum's barrier and writes only those same elements after it.
-__global__ void k_bn_grad(const float *x, const float *dy, const float *gamma, const float *mean, const float *invstd,
-                          float *dx, float *dgamma, float *dbeta, size_t count)
+// y over the block's slice (the reductions' grid again: no division per element), after the second pass.
+__global__ void k_bn_apply(const double *sum, const double *m2, size_t count, const float *x, const float *gamma,
+                           const float *beta, float *y, float *mean, float *invstd, float *rmean, float *rvar,
+                           float *tracked, float momentum, float eps)
 {
-    unsigned c = blockIdx.x;
-    const float *xc = x + c * count, *dyc = dy + c * count;
-    float m = mean[c], is = invstd[c];
-    double a = 0.0, b = 0.0;
-    for (size_t j = threadIdx.x; j < count; j += THREADS) {
-        a += dyc[j];
-        b += (double)dyc[j] * (double)((xc[j] - m) * is);
-    }
+    __shared__ float st[2];
+    size_t lo, hi, c = blockIdx.x, base = c * count;
+    slice_of(count, &lo, &hi);
+    if (threadIdx.x == 0)
+        kern_bn_stats_finish(c, sum, m2, (int)gridDim.y, count, momentum, eps, st, blockIdx.y == 0, mean, invstd,
+                             rmean, rvar, tracked);
+    __syncthreads();
+    for (size_t j = lo + threadIdx.x; j < hi; j += THREADS)
+        y[base + j] = op_bn(x[base + j], st[0], st[1], gamma[c], beta[c]);
+}
+
+__global__ void k_bn_grad_part(const float *x, const float *dy, const float *mean, const float *invstd, size_t count,
+                               double *pa, double *pb)
+{
+    size_t lo, hi, slot = slice_of(count, &lo, &hi), c = blockIdx.x;
+    double a, b;
+    kern_lane_bn_grad(x + c * count, dy + c * count, lo, hi, mean[c], invstd[c], threadIdx.x, &a, &b);
     a = block_sum(a);
     b = block_sum(b);
     if (threadIdx.x == 0) {
-        dgamma[c] += (float)b;
-        dbeta[c] += (float)a;
+        pa[slot] = a;
+        pb[slot] = b;
     }
-    float mean_dy = (float)(a / (double)count), mean_dy_xhat = (float)(b / (double)count);
-    for (size_t j = threadIdx.x; j < count; j += THREADS)
-        dx[c * count + j] = op_bn_grad(xc[j], dyc[j], m, is, gamma[c], mean_dy, mean_dy_xhat);
+}
+
+// dx after the second pass; dx may alias dy: each element is read, then written, by the same thread.
+__global__ void k_bn_grad_apply(const double *pa, const double *pb, size_t count, const float *x, const float *dy,
+                                const float *gamma, const float *mean, const float *invstd, float *dx, float *dgamma,
+                                float *dbeta)
+{
+    __shared__ float st[2];
+    size_t lo, hi, c = blockIdx.x, base = c * count;
+    slice_of(count, &lo, &hi);
+    if (threadIdx.x == 0)
+        kern_bn_grad_finish(c, pa, pb, (int)gridDim.y, count, st, blockIdx.y == 0, dgamma, dbeta);
+    __syncthreads();
+    for (size_t j = lo + threadIdx.x; j < hi; j += THREADS)
+        dx[base + j] = op_bn_grad(x[base + j], dy[base + j], mean[c], invstd[c], gamma[c], st[0], st[1]);
 }
 
 // Reductions of a batch (one block): the loss sum added to *out, or the number of correct predictions.
@@ -294,8 +319,17 @@ static void cu_gather(const uint8_t *images, const uint8_t *labels, const uint64
     LAUNCH(k_gather, (size_t)n * MNIST_PIXELS, images, labels, idx, x, y);
 }
 
+// The kernels index in 32 bits (kernels.h): a larger convolution stops the run with the fix.
+static void conv_fits32(int C, int H, int W, int k, int pad, int ns, int wide)
+{
+    if (!kern_conv_fits32(C, H, W, k, pad, ns, wide))
+        die(EX_USAGE, "a convolution of %d samples (%d channels, %dx%d) exceeds the GPU kernels' 32-bit indices: "
+            "lower --batch-size or --test-batch-size", ns, C, H, W);
+}
+
 static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide)
 {
+    conv_fits32(C, H, W, k, pad, ns, wide);
     size_t P = (size_t)(H + 2 * pad - k + 1) * (wide ? W : W + 2 * pad - k + 1);
     LAUNCH(k_im2col, (size_t)C * k * k * ns * P, x, col, N, H, W, k, pad, n0, ns, wide);
 }
@@ -303,6 +337,7 @@ static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, in
 static void cu_col2im(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,
                       int wide)
 {
+    conv_fits32(C, H, W, k, pad, ns, wide);
     LAUNCH(k_col2im, (size_t)C * ns * H * W, dcol, dx, N, H, W, k, pad, n0, ns, wide);
 }
 
@@ -311,9 +346,19 @@ static void cu_fill(float *y, const float *b, int rows, size_t cols, size_t ld, 
     LAUNCH(k_fill, (size_t)rows * cols, y, b, cols, ld, by_row);
 }
 
+// Scratch of the per-channel reductions: two partials per slot, allocated by nn_cuda() (reduction_alloc),
+// kept for the process. One launch group covers the
+// KERN_RED_PARTIALS / slices channels the scratch holds (every layer of the models: one group).
+static double *red_a, *red_b;
+
 static void cu_sum_add(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride)
 {
-    LAUNCH_BLOCKS(k_sum_add, channels, out, x, count, cstride, stride);
+    int slices = kern_red_slices(channels, count);
+    for (int c0 = 0, g; c0 < channels; c0 += g) {
+        g = kern_red_group(channels - c0, slices);
+        LAUNCH_GRID(k_sum_part, g, slices, x + c0 * cstride, count, cstride, stride, red_a);
+        LAUNCH(k_sum_finish, (size_t)g, red_a, slices, out + c0);
+    }
 }
 
 static void cu_relu_forward(float *x, size_t count)
@@ -366,8 +411,15 @@ static void cu_batchnorm_forward_train(const float *x, const float *gamma, const
                                        float *invstd, float *running_mean, float *running_var, float *tracked, int C,
                                        size_t count, float momentum, float eps)
 {
-    LAUNCH_BLOCKS(k_bn_train, C, x, gamma, beta, y, mean, invstd, running_mean, running_var, tracked, count, momentum,
-                  eps);
+    int slices = kern_red_slices(C, count);
+    for (int c0 = 0, g; c0 < C; c0 += g) {
+        g = kern_red_group(C - c0, slices);
+        const float *xg = x + (size_t)c0 * count;
+        LAUNCH_GRID(k_bn_part, g, slices, xg, count, red_a, red_b);
+        LAUNCH_GRID(k_bn_apply, g, slices, red_a, red_b, count, xg, gamma + c0, beta + c0, y + (size_t)c0 * count,
+                    mean + c0, invstd + c0, running_mean + c0, running_var + c0, c0 ? nullptr : tracked, momentum,
+                    eps);
+    }
 }
 
 static void cu_batchnorm_forward_eval(const float *x, const float *gamma, const float *beta, const float *running_mean,
@@ -379,7 +431,14 @@ static void cu_batchnorm_forward_eval(const float *x, const float *gamma, const 
 static void cu_batchnorm_backward(const float *x, const float *dy, const float *gamma, const float *mean,
                                   const float *invstd, float *dx, float *dgamma, float *dbeta, int C, size_t count)
 {
-    LAUNCH_BLOCKS(k_bn_grad, C, x, dy, gamma, mean, invstd, dx, dgamma, dbeta, count);
+    int slices = kern_red_slices(C, count);
+    for (int c0 = 0, g; c0 < C; c0 += g) {
+        g = kern_red_group(C - c0, slices);
+        size_t off = (size_t)c0 * count;
+        LAUNCH_GRID(k_bn_grad_part, g, slices, x + off, dy + off, mean + c0, invstd + c0, count, red_a, red_b);
+        LAUNCH_GRID(k_bn_grad_apply, g, slices, red_a, red_b, count, x + off, dy + off, gamma + c0, mean + c0,
+                    invstd + c0, dx + off, dgamma + c0, dbeta + c0);
+    }
 }
 
 static void cu_log_softmax_nll_forward(const float *z, const uint8_t *labels, float *logp, float *loss, int N, int K)
@@ -392,8 +451,9 @@ static void cu_log_softmax_nll_backward(const float *logp, const uint8_t *labels
     LAUNCH(k_nll_grad, (size_t)N * K, logp, labels, dz, K, g);
 }
 
-// One double on the device and its pinned host copy, for count_correct: allocated by nn_cuda() before the
-// first step (an allocation synchronises the device), kept for the process.
+// One double on the device and its pinned host copy, for count_correct, and the reductions' scratch
+// (256 KiB): allocated by nn_cuda() before the first step (an allocation synchronises the device), kept
+// for the process.
 static double *result_dev, *result_host;
 
 static void reduction_alloc(void)
@@ -401,6 +461,8 @@ static void reduction_alloc(void)
     if (!result_dev) {
         CUDA_CHECK(cudaMalloc(&result_dev, sizeof *result_dev));
         CUDA_CHECK(cudaMallocHost(&result_host, sizeof *result_host));
+        red_a = (double *)cu_alloc(KERN_RED_PARTIALS * sizeof *red_a);
+        red_b = (double *)cu_alloc(KERN_RED_PARTIALS * sizeof *red_b);
     }
 }
 
@@ -419,7 +481,7 @@ static void cu_add_losses(const float *loss, int N, double *sum)
 
 static long cu_count_correct(const float *z, const uint8_t *labels, int N, int K)
 {
-    k_count_correct<<<1, THREADS, 0, stream()>>>(z, labels, N, K, result_dev);
+    LAUNCH_BLOCKS(k_count_correct, 1, z, labels, N, K, result_dev);
     return (long)fetch(result_dev, result_host);
 }
 
@@ -435,11 +497,18 @@ static void cu_sgd_step(float *param, const float *grad, float *buf, size_t n, f
     LAUNCH(k_sgd, n, param, grad, buf, lr, momentum, weight_decay);
 }
 
+static nn_counts cu_counts(void)
+{
+    nn_counts c;
+    gpu_counted(&c.kernels, &c.gemms, &c.waits);
+    return c;
+}
+
 // A whole batch per im2col + GEMM: the GPU has the memory, and one large GEMM keeps it busy.
 // Designated initialisers (C++20, in declaration order): entries of the same type (relu_backward and
 // dropout_backward, flatten and unflatten) cannot be swapped silently by a reordering of backend.h.
 static const nn_backend cuda_backend = {
-    .name = "cuda", .chunk = 1 << 30,
+    .name = "cuda", .chunk = 1 << 30, .keep_col = 1,
     .alloc = cu_alloc, .free = cu_free, .zero = cu_zero, .upload = cu_upload, .download = cu_download,
     .gather = cu_gather, .gemm = gpu_gemm, .im2col = cu_im2col, .col2im = cu_col2im, .fill = cu_fill,
     .sum_add = cu_sum_add, .relu_forward = cu_relu_forward,
@@ -450,7 +519,8 @@ static const nn_backend cuda_backend = {
     .batchnorm_forward_train = cu_batchnorm_forward_train, .batchnorm_forward_eval = cu_batchnorm_forward_eval,
     .batchnorm_backward = cu_batchnorm_backward, .log_softmax_nll_forward = cu_log_softmax_nll_forward,
     .log_softmax_nll_backward = cu_log_softmax_nll_backward, .add_losses = cu_add_losses,
-    .count_correct = cu_count_correct, .adadelta_step = cu_adadelta_step, .sgd_step = cu_sgd_step,
+    .count_correct = cu_count_correct, .counts = cu_counts, .adadelta_step = cu_adadelta_step,
+    .sgd_step = cu_sgd_step,
 };
 
 extern "C" const nn_backend *nn_cuda(void)

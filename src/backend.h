@@ -10,9 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Work a backend queued and waited for since the process started: kernel launches, GEMM calls, and host
+ * waits for the device, as counted by its own launch wrappers and wait function. */
+typedef struct {
+    long kernels, gemms, waits;
+} nn_counts;
+
 typedef struct nn_backend {
     const char *name; /* "cpu" or "cuda" */
     int chunk;        /* samples per im2col + GEMM in a convolution */
+    int keep_col;     /* 1: when one chunk holds the batch, a convolution's backward reuses the column
+                       * buffer its forward left (conv_backward with x NULL) instead of redoing im2col */
     void *(*alloc)(size_t bytes);
     void (*free)(void *p);
     void (*zero)(void *p, size_t bytes);
@@ -54,6 +62,8 @@ typedef struct nn_backend {
      * someone downloads it, so a training step need not wait for the GPU. */
     void (*add_losses)(const float *loss, int N, double *sum);
     long (*count_correct)(const float *z, const uint8_t *labels, int N, int K);
+    /* The counts so far (the metrics summary's per-step figures); NULL: not counted (the CPU backend). */
+    nn_counts (*counts)(void);
     void (*adadelta_step)(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
                           float rho, float eps, float weight_decay);
     void (*sgd_step)(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,

@@ -93,6 +93,11 @@ void *gpu_compute_stream(void);
  * gpu_set_compute_wait (the gradient all-reduce's: deadline, NCCL errors), else cudaStreamSynchronize.
  * Every host wait of the CUDA backend (upload, download, count_correct) is this one. GPU build only. */
 void gpu_wait_compute(void);
+/* Our launch wrappers and gpu_wait_compute() count what they do (cuda/layers.cu's kernels, gpu_gemm's
+ * cuBLAS calls, host waits); nn_cuda()'s counts entry reads them. GPU build only. */
+void gpu_count_kernel(void);
+void gpu_count_gemm(void);
+void gpu_counted(long *kernels, long *gemms, long *waits);
 /* wait(ctx) becomes gpu_wait_compute(); NULL restores cudaStreamSynchronize. GPU build only. */
 void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx);
 

@@ -37,7 +37,8 @@ void conv_backward(const nn_backend *be, const float *x, const float *w, const f
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int ns = N - n0 < chunk ? N - n0 : chunk;
         const float *dyc = dy + n0 * P;
-        be->im2col(x, col, N, C, H, W, k, pad, n0, ns, wide);
+        if (x) /* NULL: col holds it already (layers.h) */
+            be->im2col(x, col, N, C, H, W, k, pad, n0, ns, wide);
         be->gemm(0, 1, F, K, ns * (int)P, 1.0f, dyc, N * (int)P, col, ns * (int)P, 1.0f, dw, K);
         if (!dx)
             continue;

@@ -28,7 +28,9 @@ size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide);
 void conv_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C, int H,
                   int W, int F, int k, int pad, float *col, int chunk, int wide);
 /* dy [F][N][OH][OW] (wide: [OH][W] with zero junk columns): dw += dy * col^T, db += plane sums,
- * dx = col2im(w^T dy) unless dx is NULL (the first layer needs no input gradient). */
+ * dx = col2im(w^T dy) unless dx is NULL (the first layer needs no input gradient). x NULL (chunk >= N
+ * only): col still holds conv_forward's im2col of the whole batch, which is not redone (keep_col of
+ * backend.h). col is overwritten either way. */
 void conv_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                    float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
 

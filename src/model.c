@@ -140,6 +140,7 @@ struct model {
     tensor_desc tensors[LAYER_TENSORS * MAX_LAYERS], buffers[STATS_TENSORS * MAX_STATS];
     size_t nparams, nbufs;
     float *params, *grads, *bufs, *col;
+    const float *col_x; /* keep_col: col holds the whole batch's im2col of this input (set by forward), or NULL */
     layer_params layer[MAX_LAYERS];
     bn_stats stats[MAX_STATS];
     float *logits, *logp, *dlogits; /* [capacity][CLASSES] */
@@ -256,12 +257,15 @@ static void grads_ready(model *m, int L)
 static void conv_fwd(model *m, const conv_shape *s, const float *x, const float *w, const float *b, float *y, int n)
 {
     conv_forward(m->be, x, w, b, y, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk, s->wide);
+    m->col_x = m->be->keep_col && n <= m->chunk ? x : NULL;
 }
 
 static void conv_bwd(model *m, int L, const conv_shape *s, const float *x, const float *dy, float *dx, int n)
 {
     const layer_params *p = &m->layer[L];
-    conv_backward(m->be, x, p->w, dy, p->dw, p->db, dx, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk,
+    /* The last convolution of forward is the first of backward: its im2col is still in col. */
+    const float *xin = x == m->col_x ? NULL : x;
+    conv_backward(m->be, xin, p->w, dy, p->dw, p->db, dx, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk,
                   s->wide);
     grads_ready(m, L);
 }

@@ -159,6 +159,41 @@ static inline HD float op_sum(const float *x, size_t count, size_t stride)
     return (float)((s[0] + s[1]) + (s[2] + s[3]));
 }
 
+/* Slice s of `slices` near-equal slices of [0, count): [*lo, *hi). The GPU's per-channel reductions cut
+ * a channel into slices (kern_red_slices), each reduced by one block to a partial. */
+static inline HD void op_slice(size_t count, int slices, int s, size_t *lo, size_t *hi)
+{
+    *lo = count * (size_t)s / (size_t)slices;
+    *hi = count * (size_t)(s + 1) / (size_t)slices;
+}
+
+/* The second pass of those reductions: n partial sums added in index order, so the result does not
+ * depend on which block finished first (the same bits on every run). */
+static inline HD double op_partials_sum(const double *p, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += p[i];
+    return s;
+}
+
+/* Mean and biased variance of count values from their slices' sums and sums of squared deviations
+ * about the slice's own mean (m2): M2 = sum_s m2_s + n_s (mean_s - mean)^2, every term >= 0, so no
+ * cancellation (the two-pass result of op_bn_stats, added in another order). */
+static inline HD void op_moments_combine(const double *sum, const double *m2, int slices, size_t count, double *mean,
+                                         double *var)
+{
+    double mu = op_partials_sum(sum, slices) / (double)count, q = 0.0;
+    for (int s = 0; s < slices; s++) {
+        size_t lo, hi;
+        op_slice(count, slices, s, &lo, &hi);
+        double n = (double)(hi - lo), d = n > 0.0 ? sum[s] / n - mu : 0.0;
+        q += m2[s] + n * d * d;
+    }
+    *mean = mu;
+    *var = q / (double)count;
+}
+
 /* BatchNorm statistics of one channel's count contiguous values: mean and biased variance
  * (two passes, in double). */
 static inline HD void op_bn_stats(const float *x, size_t count, double *mean, double *var)

@@ -74,6 +74,8 @@ typedef struct {
     /* Where the wall-clock time went (seconds): reading the data, evaluations with their replica checks, and
      * checkpoint writes (which train_s leaves out). */
     double startup_s, data_s, eval_s, ckpt_total_s;
+    nn_counts step_counts; /* the backend's counts in the training loops (checkpoint writes in them included) */
+    long counted_steps;    /* the steps they cover */
 } run;
 
 /* One epoch's progress reports: the sums since the last line and over the epoch. */
@@ -287,6 +289,21 @@ static void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double 
     L->t_log = t;
 }
 
+/* The backend's counts so far; zeros on a backend that does not count (the CPU). */
+static nn_counts counts_now(const run *r)
+{
+    return r->be->counts ? r->be->counts() : (nn_counts){0, 0, 0};
+}
+
+/* sum += the counts now - from. */
+static void add_counts(const run *r, nn_counts *sum, nn_counts from)
+{
+    nn_counts now = counts_now(r);
+    sum->kernels += now.kernels - from.kernels;
+    sum->gemms += now.gemms - from.gemms;
+    sum->waits += now.waits - from.waits;
+}
+
 /* One epoch; returns 1 when --max-steps was reached, 2 when a signal stopped it. */
 static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 {
@@ -302,6 +319,8 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     epoch_log L = {.first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0, .steps = opt_steps,
                    .t0 = clock_now(), .ckpt0 = r->ckpt_total_s};
     L.t_log = L.t0;
+    nn_counts c0 = counts_now(r);
+    long step0 = r->step;
     for (uint64_t s = L.first; s < opt_steps && !stop; s++) {
         double t_step = clock_now();
         uint64_t micro0 = s * (uint64_t)o->accum_steps;
@@ -342,6 +361,8 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             stop = 2;
     }
     r->train_s += clock_now() - L.t0 - (r->ckpt_total_s - L.ckpt0); /* checkpoint writes are counted apart */
+    add_counts(r, &r->step_counts, c0);
+    r->counted_steps += r->step - step0;
     r->images += L.images_epoch;
     *mean_loss = L.images_epoch ? L.loss_epoch / L.images_epoch : 0;
     return stop;
@@ -470,6 +491,10 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
             "backward", 1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r->m), 1e3 * exposed, cs.buckets,
             cs.buckets == 1 ? "" : "s", 100 * hidden);
     report_time(r, cs.exposed_s);
+    double per = r->counted_steps ? 1.0 / (double)r->counted_steps : 0.0, kps = per * (double)r->step_counts.kernels,
+           gps = per * (double)r->step_counts.gemms, wps = per * (double)r->step_counts.waits;
+    if (r->be->counts)
+        say("device work per step: %.1f kernel launches, %.1f GEMMs, %.3f host waits", kps, gps, wps);
     say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s",
         100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->train_s, total_s, ips, world,
         world == 1 ? "" : "s");
@@ -477,10 +502,11 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
             "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
             "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
-            "\"wall_s\":%.3f,\"fingerprint\":\"%016llx\"}",
+            "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
+            "\"fingerprint\":\"%016llx\"}",
             o->model, r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
             1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->startup_s, r->data_s, r->eval_s, r->ckpt_total_s,
-            cs.exposed_s, clock_now() - r->env->start_s, (unsigned long long)fingerprint);
+            cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, (unsigned long long)fingerprint);
     if (o->verbose)
         say("replica fingerprint %016llx", (unsigned long long)fingerprint);
     if (o->save_model && r->env->rank == 0) {

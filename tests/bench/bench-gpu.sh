@@ -1,7 +1,9 @@
 #!/bin/sh
 # GPU benchmark (not a test: it prints figures, asserts nothing): one epoch of the default model on 1 GPU
 # in each --precision, and on all GPUs of the node in fp32. Per run: training images/s, epoch and
-# training seconds, accuracy, and for more than one GPU the gradient all-reduce: blocking time, bus
+# training seconds, accuracy, kernel launches, GEMMs and host waits per training step (counted by the
+# backend's own launch wrappers and waits: the metrics summary), and for more than one GPU the gradient
+# all-reduce: blocking time, bus
 # bandwidth as nccl-tests computes it for all-reduce (busbw = algbw * 2 (n - 1) / n, algbw = bytes / time,
 # bytes = 4 x parameters), time exposed per step and the share hidden behind backward. Without a usable
 # GPU it says so and succeeds. Run: make bench-gpu
@@ -25,7 +27,7 @@ bench() { # bench NAME RANKS PRECISION
   echo "bench: $1: $2 GPU(s), --precision $3"
   run_np "$2" "$MNIST_DDP" --device cuda --precision "$3" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 \
     --metrics "$TMP/$1.json" >"$TMP/$1.log" 2>&1 || { cat "$TMP/$1.log"; fail "$1"; }
-  grep -E '^(all-reduce|summary):' "$TMP/$1.log" || true
+  grep -E '^(all-reduce|summary|device work per step):' "$TMP/$1.log" || true
   runs="$runs $1"
 }
 for p in fp32 tf32 bf16; do
@@ -53,17 +55,19 @@ for n in names:
     rows.append((n, world, n.split("-")[-1], s["images_per_s"], e["epoch_s"], s["train_s"], 100 * s["test_accuracy"],
                  s["allreduce_blocking_ms"] if world > 1 else None, algbw, busbw,
                  s["allreduce_exposed_ms"] if world > 1 else None, s["allreduce_hidden"] if world > 1 else None,
-                 params))
+                 s["kernels_per_step"], s["gemms_per_step"], s["host_waits_per_step"], params))
 print(f"\none epoch, default model ({rows[0][-1]} parameters, {4 * rows[0][-1] / 1e6:.2f} MB of gradients)")
 head = ("run", "GPUs", "prec", "images/s", "epoch s", "train s", "acc %", "allred ms", "algbw GB/s", "busbw GB/s",
-        "exposed ms", "hidden")
+        "exposed ms", "hidden", "kern/st", "gemm/st", "wait/st")
 print(f"{head[0]:<12}{head[1]:>5}{head[2]:>6}{head[3]:>11}{head[4]:>9}{head[5]:>9}{head[6]:>8}{head[7]:>11}"
-      f"{head[8]:>12}{head[9]:>12}{head[10]:>12}{head[11]:>8}")
+      f"{head[8]:>12}{head[9]:>12}{head[10]:>12}{head[11]:>8}{head[12]:>9}{head[13]:>9}{head[14]:>9}")
 f = lambda v, fmt: "-" if v is None else format(v, fmt)
 for r in rows:
     hidden = "-" if r[11] is None else f"{100 * r[11]:.0f}%"
     print(f"{r[0]:<12}{r[1]:>5}{r[2]:>6}{r[3]:>11.0f}{r[4]:>9.2f}{r[5]:>9.2f}{r[6]:>8.2f}{f(r[7], '.3f'):>11}"
-          f"{f(r[8], '.1f'):>12}{f(r[9], '.1f'):>12}{f(r[10], '.3f'):>12}{hidden:>8}")
+          f"{f(r[8], '.1f'):>12}{f(r[9], '.1f'):>12}{f(r[10], '.3f'):>12}{hidden:>8}{r[12]:>9.1f}{r[13]:>9.1f}"
+          f"{r[14]:>9.3f}")
 print("allred: one isolated all-reduce of all gradients (best of 3, slowest rank); busbw = algbw x 2 (n - 1) / n "
-      "(nccl-tests); exposed: per step, after backward; hidden: 1 - exposed / blocking")
+      "(nccl-tests); exposed: per step, after backward; hidden: 1 - exposed / blocking; kern/gemm/wait per st: "
+      "kernel launches, cuBLAS GEMMs and host waits per training step")
 PY

@@ -3,7 +3,9 @@
 # (tests/gpu/gpu_mock_train): per optimizer step, no device allocation, no host wait but the one loss
 # read-back of each log interval, and the last bucket's all-reduce enqueued before any host wait of the
 # step (so it starts when backward ends); the same launches every step. Both models (convnet: the whole
-# gradient in one bucket), both adversarial schedules. No GPU needed.
+# gradient in one bucket), both adversarial schedules. The metrics summary's per-step figures, counted by
+# the backend's own launch wrappers and host waits (what a real GPU run reports), must match what the
+# simulation saw. No GPU needed.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -31,6 +33,21 @@ check_steps() {
           exit bad }' "$1"
 }
 
+# check_counts REPORT METRICS: the summary's kernels and GEMMs per step are the simulation's (every step
+# alike), and its host waits per step one per progress line: every INTERVAL steps and at the last.
+check_counts() {
+  "$PYTHON3" - "$1" "$2" $STEPS $INTERVAL <<'PY'
+import json, sys
+report, metrics, steps, interval = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+line = [l.split() for l in open(report) if l.split()[1] == "1"][0]
+want = {"kernels_per_step": float(line[3]), "gemms_per_step": float(line[5]),
+        "host_waits_per_step": (steps // interval + (steps % interval != 0)) / steps}
+s = [json.loads(l) for l in open(metrics) if '"summary"' in l][-1]
+bad = ["%s %s, expected %.4f" % (k, s.get(k), v) for k, v in want.items() if abs(s.get(k, -1) - v) > 1e-3]
+sys.exit("; ".join(bad) if bad else 0)
+PY
+}
+
 for model in net convnet; do
   for policy in compute comm; do
     rep=$TMP/steps-$model-$policy
@@ -38,8 +55,9 @@ for model in net convnet; do
     # each rank's data) leaves identical replicas.
     MOCK_POLICY=$policy MOCK_STEP_REPORT=$rep run_np 2 "$P" --device cuda --model "$model" --data "$TMP/small" \
       --seed 0 --batch-size 4 --test-batch-size 16 --epochs 1 --max-steps $STEPS --log-interval $INTERVAL \
-      >"$TMP/out" 2>&1 || { cat "$TMP/out" >&2; fail "$model, $policy eager: the run failed"; }
+      --metrics "$rep.json" >"$TMP/out" 2>&1 || { cat "$TMP/out" >&2; fail "$model, $policy eager: the run failed"; }
     msg=$(check_steps "$rep") || { cat "$rep" >&2; fail "$model, $policy eager: $msg"; }
+    cmsg=$(check_counts "$rep" "$rep.json" 2>&1) || fail "$model, $policy eager: metrics summary: $cmsg"
     echo "ok: $model, $policy eager: $msg, 1 host wait per $INTERVAL steps, no allocation"
   done
 done

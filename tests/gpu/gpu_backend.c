@@ -48,7 +48,8 @@
  * tf32 / bf16 (truncating, twice cuBLAS's round-to-nearest error; 10 draws).
  * fp32 (measured): GEMMs 6e-7, losses 1e-7, gradients 2e-6 (7e-6 for the BatchNorm-cancelled biases,
  * see compare_tensors), updates within their slack. Tolerances 1e-5, 1e-5, 1e-4: ten times that or more.
- * tf32 / bf16: cuBLAS rounds each GEMM input to 10 / 7 mantissa bits. Only GEMMs and forward + backward
+ * tf32 / bf16: cuBLAS rounds each GEMM input to 10 / 7 mantissa bits (unit roundoff 2^-11 / 2^-8 to
+ * nearest, twice that truncating; storage stays fp32, see docs/gpu.md). Only GEMMs and forward + backward
  * are compared, the gradients by rms difference: the rounding of every layer adds up towards the input,
  * and the fully connected layers' ReLU inputs near 0 now flip now and then, each flip moving a whole row
  * of fc1's gradient. The optimizer step is left out (Adadelta's first step is nearly sign(g): it turns
@@ -308,13 +309,50 @@ static void test_fill_sum(void)
     twin_free(&y), twin_free(&brow), twin_free(&bcol);
 
     /* Bias gradients: CNHW planes (cstride > count), and columns of [N][F] (stride F). Counts not a
-     * multiple of the block size. */
-    twin x = twin_rnd(7 * 1200, -1, 1), out = twin_rnd(10, -2, 2);
+     * multiple of the block size; one slice per channel, 42 slices (kernels.h), and more channels than
+     * one launch's scratch holds (two launch groups). */
+    twin x = twin_rnd(3 * 43300, -1, 1), out = twin_rnd(20000, -2, 2);
     BOTH(be->sum_add(P(out), P(x), 7, 1000, 1200, 1));
     check("sum_add planes (7 x 1000, cstride 1200)", &out, 7, TOL_ROUND);
+    BOTH(be->sum_add(P(out), P(x), 3, 43269, 43300, 1));
+    check("sum_add planes, 42 slices (3 x 43269)", &out, 3, TOL_ROUND);
     BOTH(be->sum_add(P(out), P(x), 10, 301, 1, 10));
     check("sum_add columns (301 x 10)", &out, 10, TOL_ROUND);
+    BOTH(be->sum_add(P(out), P(x), 20000, 6, 1, 20000));
+    check("sum_add columns, 2 launch groups (6 x 20000)", &out, 20000, TOL_ROUND);
     twin_free(&x), twin_free(&out);
+}
+
+/* The GPU's per-channel reductions add their partials in a fixed order (no atomics): the same inputs
+ * give the same bits on a second run, whichever blocks finish first. 39 and 42 slices per channel. */
+static void test_reductions_repeat(void)
+{
+    enum { C = 3 };
+    size_t count = 43269, n = C * count;
+    float zeros[C] = {0}, *got[2][3];
+    twin x = twin_rnd(n, 19, 21), g = twin_rnd(C, 0.5f, 1.5f), b = twin_rnd(C, -0.5f, 0.5f);
+    const nn_backend *be = bk[1];
+    for (int r = 0; r < 2; r++) {
+        float *out = be->alloc(C * sizeof *out), *y = be->alloc(n * sizeof *y), *st = be->alloc(5 * C * sizeof *st);
+        float *tracked = be->alloc(sizeof *tracked);
+        be->upload(out, zeros, sizeof zeros);
+        be->sum_add(out, x.p[1], C, count, count, 1);
+        be->zero(st, 5 * C * sizeof *st);
+        be->batchnorm_forward_train(x.p[1], g.p[1], b.p[1], y, st, st + C, st + 2 * C, st + 3 * C, tracked, C,
+                                    count - 3269, 0.1f, 1e-5f);
+        be->batchnorm_backward(x.p[1], x.p[1], g.p[1], st, st + C, y, st + 4 * C, st + 4 * C, C, count - 3269);
+        got[r][0] = fetch(1, out, C * sizeof *out);
+        got[r][1] = fetch(1, st, 5 * C * sizeof *st);
+        got[r][2] = fetch(1, y, n * sizeof *y);
+        be->free(out), be->free(y), be->free(st), be->free(tracked);
+    }
+    compare("sum_add run twice on the GPU (42 slices)", got[0][0], got[1][0], C, TOL_EXACT);
+    compare("batchnorm statistics and gradient sums run twice", got[0][1], got[1][1], 5 * C, TOL_EXACT);
+    compare("batchnorm_backward dx run twice", got[0][2], got[1][2], n, TOL_EXACT);
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 3; k++)
+            free(got[r][k]);
+    twin_free(&x), twin_free(&g), twin_free(&b);
 }
 
 static void test_relu(void)
@@ -397,10 +435,9 @@ static void test_flatten(void)
     twin_free(&x), twin_free(&y), twin_free(&back);
 }
 
-static void test_batchnorm(void)
+/* count not a multiple of the block size; one slice per channel or many (kernels.h). */
+static void test_batchnorm_case(int C, size_t count)
 {
-    enum { C = 5 };
-    size_t count = 3 * 196 + 7; /* not a multiple of the block size */
     size_t n = C * count;
     float tracked0 = 5.0f;
     twin x = twin_rnd(n, -1, 5), gamma = twin_rnd(C, 0.5f, 1.5f), beta = twin_rnd(C, -0.5f, 0.5f);
@@ -433,6 +470,12 @@ static void test_batchnorm(void)
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         twin_free(all[i]);
     free(hm), free(hs);
+}
+
+static void test_batchnorm(void)
+{
+    test_batchnorm_case(5, 3 * 196 + 7);
+    test_batchnorm_case(2, 40037); /* 39 slices */
 }
 
 static void test_loss(void)
@@ -676,6 +719,7 @@ static void run_precision(const tolerances *t, int primitives)
         test_gather();
         test_im2col();
         test_fill_sum();
+        test_reductions_repeat();
         test_relu();
         test_maxpool();
         test_dropout();

@@ -117,7 +117,7 @@ START_TEST(test_im2col)
     float *ce = sentinel(nc * sizeof(float)), *cg = sentinel(nc * sizeof(float));
     cpu_im2col(x, ce, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     for (size_t i = 0; i < nc; i++)
-        kern_im2col(i, x, cg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
+        kern_im2col((uint32_t)i, x, cg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     same_floats("im2col", ce, cg, nc);
     free(x);
     free(ce);
@@ -135,7 +135,7 @@ START_TEST(test_col2im)
     float *de = sentinel(nx * sizeof(float)), *dg = sentinel(nx * sizeof(float));
     cpu_col2im(dcol, de, s->N, s->C, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     for (size_t i = 0; i < (size_t)s->C * s->ns * HW; i++)
-        kern_col2im(i, dcol, dg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
+        kern_col2im((uint32_t)i, dcol, dg, s->N, s->H, s->W, s->k, s->pad, s->n0, s->ns, s->wide);
     same("col2im", de, dg, nx, sizeof(float), 0, 0);
     for (size_t i = 0; i < nx; i++) {
         int n = (int)(i / HW % (size_t)s->N), in = n >= s->n0 && n < s->n0 + s->ns;
@@ -145,6 +145,18 @@ START_TEST(test_col2im)
     free(dcol);
     free(de);
     free(dg);
+}
+END_TEST
+
+/* The 32-bit index limit of im2col/col2im: the largest sample count whose column buffer has at most
+ * 2^32 - 1 elements passes, one more does not (net's conv2, wide: 32 x 9 x 24 x 26 per sample). */
+START_TEST(test_conv_fits32)
+{
+    size_t per = 32 * 9 * 24 * 26;
+    int most = (int)(UINT32_MAX / per);
+    ck_assert(kern_conv_fits32(32, 26, 26, 3, 0, most, 1));
+    ck_assert(!kern_conv_fits32(32, 26, 26, 3, 0, most + 1, 1));
+    ck_assert(kern_conv_fits32(1, 28, 28, 3, 0, 4096, 0));
 }
 END_TEST
 
@@ -292,6 +304,220 @@ START_TEST(test_flatten)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- per-channel reductions */
+
+/* The GPU's per-channel reductions (cuda/layers.cu) replayed on the CPU: every block (c, s) of the 2-D
+ * grid runs its lanes (kern_lane_*) and adds them in block_sum's tree (part[t] += part[t + h] for t < h,
+ * h = KERN_LANES/2 .. 1; the only GPU code not shared through kernels.h), then the second pass
+ * (kern_*_finish) and the elementwise pass. Compared with the CPU backend (op_sum, op_bn_stats and
+ * op_bn_grad_sums add in another order) within bounds derived from double rounding, u = 2^-53: two sums of
+ * count terms t in double each err by at most count u sum|t|, so they differ by at most 2 count u sum|t|;
+ * a float rounded from either differs by at most 1 ulp more, and one rounded twice (out[c] += (float)s) by
+ * 1 ulp of s and 1 of the result more. */
+#define U53 0x1p-53
+#define ULP24 0x1p-23 /* an ulp of a float, relative */
+
+static double tree(double *lane)
+{
+    for (int h = KERN_LANES / 2; h > 0; h >>= 1)
+        for (int t = 0; t < h; t++)
+            lane[t] += lane[t + h];
+    return lane[0];
+}
+
+static void near(const char *what, size_t i, double ref, double got, double bound)
+{
+    ck_assert_msg(fabs(got - ref) <= bound, "%s[%zu]: cpu %.17g, gpu %.17g, |diff| %.3g > bound %.3g", what, i, ref,
+                  got, fabs(got - ref), bound);
+}
+
+/* sum_add as k_sum_part + k_sum_finish compute it; sliced[c] gets the double sum before rounding. */
+static void gpu_sum_add(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride,
+                        double *sliced)
+{
+    int slices = kern_red_slices(channels, count);
+    double *part = malloc((size_t)channels * slices * sizeof *part), lane[KERN_LANES];
+    for (int c = 0; c < channels; c++)
+        for (int s = 0; s < slices; s++) {
+            size_t lo, hi;
+            op_slice(count, slices, s, &lo, &hi);
+            for (unsigned l = 0; l < KERN_LANES; l++)
+                lane[l] = kern_lane_sum(x + (size_t)c * cstride, lo, hi, stride, l);
+            part[(size_t)c * slices + s] = tree(lane);
+        }
+    for (int c = 0; c < channels; c++) {
+        sliced[c] = op_partials_sum(part + (size_t)c * slices, slices);
+        kern_sum_finish((size_t)c, part, slices, out);
+    }
+    free(part);
+}
+
+/* Bias gradients: CNHW planes (cstride > count) and columns of [N][F] (stride F); many slices, a few,
+ * and one. The sliced double sum against a plain one, and the result against cpu_sum_add. */
+START_TEST(test_sum_add_sliced)
+{
+    static const struct {
+        int channels;
+        size_t count, cstride, stride;
+        int slices; /* kern_red_slices' choice, so each case tests what it says */
+    } cases[] = {{3, 43269, 43300, 1, 42}, {10, 5000, 1, 10, 4}, {7, 301, 400, 1, 1}};
+    for (int t = 0; t < 3; t++) {
+        int C = cases[t].channels;
+        size_t count = cases[t].count, cs = cases[t].cstride, st = cases[t].stride;
+        ck_assert_int_eq(kern_red_slices(C, count), cases[t].slices);
+        size_t n = (size_t)(C - 1) * cs + (count - 1) * st + 1;
+        float *x = random_floats(n, rng_key(50, (uint64_t)t), -1, 3), *oc = random_floats(C, 51, -2, 2);
+        float *og = malloc(C * sizeof *og);
+        double *sliced = malloc(C * sizeof *sliced);
+        memcpy(og, oc, C * sizeof *og);
+        cpu_sum_add(oc, x, C, count, cs, st);
+        gpu_sum_add(og, x, C, count, cs, st, sliced);
+        for (int c = 0; c < C; c++) {
+            double plain = 0.0, abs = 0.0;
+            for (size_t j = 0; j < count; j++) {
+                plain += x[(size_t)c * cs + j * st];
+                abs += fabs(x[(size_t)c * cs + j * st]);
+            }
+            double e = 2.0 * (double)count * U53 * abs, r = fabs(plain) + fabs((double)oc[c]);
+            near("sliced sum vs plain double sum", (size_t)c, plain, sliced[c], e);
+            near("sum_add vs cpu_sum_add", (size_t)c, oc[c], og[c], e + ULP24 * r);
+        }
+        free(x), free(oc), free(og), free(sliced);
+    }
+}
+END_TEST
+
+/* batchnorm_forward_train and batchnorm_backward as the CUDA backend computes them (group of all channels). */
+static void gpu_bn_train(const float *x, const float *gamma, const float *beta, float *y, float *mean, float *invstd,
+                         float *rmean, float *rvar, float *tracked, int C, size_t count)
+{
+    int slices = kern_red_slices(C, count);
+    double *sum = malloc((size_t)C * slices * sizeof *sum), *m2 = malloc((size_t)C * slices * sizeof *m2);
+    double lane[KERN_LANES];
+    for (int c = 0; c < C; c++)
+        for (int s = 0; s < slices; s++) {
+            size_t lo, hi, i = (size_t)c * slices + s;
+            op_slice(count, slices, s, &lo, &hi);
+            for (unsigned l = 0; l < KERN_LANES; l++)
+                lane[l] = kern_lane_sum(x + c * count, lo, hi, 1, l);
+            sum[i] = tree(lane);
+            for (unsigned l = 0; l < KERN_LANES; l++)
+                lane[l] = kern_lane_sqdev(x + c * count, lo, hi, sum[i] / (double)(hi - lo), l);
+            m2[i] = tree(lane);
+        }
+    for (int c = 0; c < C; c++) /* k_bn_apply: each block (c, s) its own second pass, then its slice */
+        for (int s = 0; s < slices; s++) {
+            size_t lo, hi;
+            float st[2];
+            op_slice(count, slices, s, &lo, &hi);
+            kern_bn_stats_finish((size_t)c, sum, m2, slices, count, 0.1f, 1e-5f, st, s == 0, mean, invstd, rmean,
+                                 rvar, tracked);
+            for (size_t j = lo; j < hi; j++)
+                y[c * count + j] = op_bn(x[c * count + j], st[0], st[1], gamma[c], beta[c]);
+        }
+    free(sum), free(m2);
+}
+
+static void gpu_bn_backward(const float *x, const float *dy, const float *gamma, const float *mean,
+                            const float *invstd, float *dx, float *dgamma, float *dbeta, int C, size_t count)
+{
+    int slices = kern_red_slices(C, count);
+    double *pa = malloc((size_t)C * slices * sizeof *pa), *pb = malloc((size_t)C * slices * sizeof *pb);
+    double la[KERN_LANES], lb[KERN_LANES];
+    for (int c = 0; c < C; c++)
+        for (int s = 0; s < slices; s++) {
+            size_t lo, hi;
+            op_slice(count, slices, s, &lo, &hi);
+            for (unsigned l = 0; l < KERN_LANES; l++)
+                kern_lane_bn_grad(x + c * count, dy + c * count, lo, hi, mean[c], invstd[c], l, &la[l], &lb[l]);
+            pa[(size_t)c * slices + s] = tree(la);
+            pb[(size_t)c * slices + s] = tree(lb);
+        }
+    for (int c = 0; c < C; c++) /* k_bn_grad_apply, as k_bn_apply */
+        for (int s = 0; s < slices; s++) {
+            size_t lo, hi;
+            float st[2];
+            op_slice(count, slices, s, &lo, &hi);
+            kern_bn_grad_finish((size_t)c, pa, pb, slices, count, st, s == 0, dgamma, dbeta);
+            for (size_t j = lo; j < hi; j++)
+                dx[c * count + j] = op_bn_grad(x[c * count + j], dy[c * count + j], mean[c], invstd[c], gamma[c], st[0],
+                                               st[1]);
+        }
+    free(pa), free(pb);
+}
+
+/* Elementwise outputs computed by the same float operations from per-channel values that differ by at
+ * most an ulp or two: within 2^-20 (8 ulps) of the channel's largest. */
+static void near_planes(const char *what, const float *ref, const float *got, int C, size_t count)
+{
+    for (int c = 0; c < C; c++) {
+        double big = 0.0;
+        for (size_t j = 0; j < count; j++)
+            big = fmax(big, fabs(ref[c * count + j]));
+        for (size_t j = 0; j < count; j++)
+            near(what, c * count + j, ref[c * count + j], got[c * count + j], 0x1p-20 * big);
+    }
+}
+
+/* Channels whose mean is 20 standard deviations from 0 (where a one-pass variance would cancel), many
+ * slices per channel (count 40037: 39) and one (count 300). Per-channel values within 2 ulps. */
+START_TEST(test_batchnorm_sliced)
+{
+    static const struct {
+        int C;
+        size_t count;
+        int slices;
+    } cases[] = {{2, 40037, 39}, {5, 300, 1}};
+    for (int t = 0; t < 2; t++) {
+        int C = cases[t].C;
+        size_t count = cases[t].count, n = (size_t)C * count;
+        ck_assert_int_eq(kern_red_slices(C, count), cases[t].slices);
+        float *x = random_floats(n, rng_key(60, (uint64_t)t), 19, 21), *g = random_floats(C, 61, 0.5f, 1.5f);
+        float *b = random_floats(C, 62, -0.5f, 0.5f), *dy = random_floats(n, 63, -1, 1);
+        float *v[2][8]; /* y, mean, invstd, rmean, rvar, tracked, dgamma, dbeta; [0] cpu, [1] gpu */
+        for (int d = 0; d < 2; d++) {
+            v[d][0] = malloc(n * sizeof(float));
+            for (int k = 1; k < 8; k++)
+                v[d][k] = random_floats(C, 64 + (uint64_t)k, 0.5f, 1.5f); /* the same start on both */
+        }
+        cpu_batchnorm_forward_train(x, g, b, v[0][0], v[0][1], v[0][2], v[0][3], v[0][4], v[0][5], C, count, 0.1f,
+                                    1e-5f);
+        gpu_bn_train(x, g, b, v[1][0], v[1][1], v[1][2], v[1][3], v[1][4], v[1][5], C, count);
+        static const char *names[] = {"y", "mean", "invstd", "running_mean", "running_var", "tracked"};
+        near_planes("batchnorm y", v[0][0], v[1][0], C, count);
+        for (int k = 1; k < 6; k++)
+            for (int c = 0; c < (k == 5 ? 1 : C); c++)
+                near(names[k], (size_t)c, v[0][k][c], v[1][k][c], 2.0 * ULP24 * fabs(v[0][k][c]));
+        /* Backward from the CPU's statistics on both, dx in place of a copy of dy on each. */
+        float *dx[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+        memcpy(dx[0], dy, n * sizeof(float));
+        memcpy(dx[1], dy, n * sizeof(float));
+        cpu_batchnorm_backward(x, dx[0], g, v[0][1], v[0][2], dx[0], v[0][6], v[0][7], C, count);
+        gpu_bn_backward(x, dx[1], g, v[0][1], v[0][2], dx[1], v[1][6], v[1][7], C, count);
+        near_planes("batchnorm dx", dx[0], dx[1], C, count);
+        for (int c = 0; c < C; c++) {
+            double a = 0.0, p = 0.0, sa = 0.0, sp = 0.0; /* sum dy, sum dy xhat, and of their |terms| */
+            for (size_t j = 0; j < count; j++) {
+                double term = (double)dy[c * count + j] * (double)((x[c * count + j] - v[0][1][c]) * v[0][2][c]);
+                a += dy[c * count + j];
+                p += term;
+                sa += fabs(dy[c * count + j]);
+                sp += fabs(term);
+            }
+            double ea = 2.0 * count * U53 * sa, ep = 2.0 * count * U53 * sp;
+            near("dgamma", (size_t)c, v[0][6][c], v[1][6][c], ep + ULP24 * (fabs(p) + fabs(v[0][6][c])));
+            near("dbeta", (size_t)c, v[0][7][c], v[1][7][c], ea + ULP24 * (fabs(a) + fabs(v[0][7][c])));
+        }
+        for (int d = 0; d < 2; d++) {
+            for (int k = 0; k < 8; k++)
+                free(v[d][k]);
+            free(dx[d]);
+        }
+        free(x), free(g), free(b), free(dy);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kernels");
@@ -300,10 +526,13 @@ int main(void)
     tcase_add_test(tc, test_gather);
     tcase_add_loop_test(tc, test_im2col, 0, nshapes);
     tcase_add_loop_test(tc, test_col2im, 0, nshapes);
+    tcase_add_test(tc, test_conv_fits32);
     tcase_add_test(tc, test_fill);
     tcase_add_test(tc, test_maxpool);
     tcase_add_test(tc, test_dropout);
     tcase_add_test(tc, test_flatten);
+    tcase_add_test(tc, test_sum_add_sliced);
+    tcase_add_test(tc, test_batchnorm_sliced);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -283,6 +283,55 @@ START_TEST(test_capacity)
 }
 END_TEST
 
+/* keep_col: with one chunk for the batch, conv2's backward (the first of backward) reuses the im2col its
+ * forward (the last of forward) left in the shared buffer; conv1's is redone, conv2's forward having
+ * overwritten it. Both backends here are nn_cpu with whole-batch chunks and a counting im2col, one
+ * keeping: the same operations but one im2col, so the same gradients bit for bit and one call fewer.
+ * With chunks of 2 samples (6 in the batch) nothing is kept: 3 im2col calls per convolution and pass. */
+static int im2col_calls;
+
+static void counting_im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns,
+                            int wide)
+{
+    im2col_calls++;
+    nn_cpu.im2col(x, col, N, C, H, W, k, pad, n0, ns, wide);
+}
+
+START_TEST(test_keep_col)
+{
+    batch b, e;
+    make_batch(&b, 9);
+    make_batch(&e, 10);
+    static const int chunk[4] = {1 << 30, 1 << 30, 2, 2}, expect[4] = {4, 3, 12, 12};
+    float *g[4];
+    size_t np = 0;
+    ck_assert_int_eq(nn_cpu.keep_col, 0); /* the CPU backend (chunk 1) is unchanged */
+    for (int t = 0; t < 4; t++) {
+        nn_backend be = nn_cpu;
+        be.chunk = chunk[t];
+        be.keep_col = t % 2;
+        be.im2col = counting_im2col;
+        model *m = model_create_on(&be, models[_i], NB);
+        np = model_num_params(m);
+        long correct = 0;
+        model_evaluate(m, e.x, e.labels, NB - 1, &correct); /* another batch's im2col left in the buffer */
+        memset(model_grads(m), 0, np * sizeof(float));
+        im2col_calls = 0;
+        model_forward_backward(m, b.x, b.labels, b.ids, NB, 3, 1.0f);
+        ck_assert_msg(im2col_calls == expect[t], "chunk %d keep_col %d: %d im2col calls, expected %d", chunk[t],
+                      t % 2, im2col_calls, expect[t]);
+        g[t] = malloc(np * sizeof(float));
+        memcpy(g[t], model_grads(m), np * sizeof(float));
+        model_free(m);
+    }
+    for (int t = 1; t < 4; t += 2)
+        ck_assert_msg(memcmp(g[t - 1], g[t], np * sizeof(float)) == 0, "keep_col changes the gradients (chunk %d)",
+                      chunk[t]);
+    for (int t = 0; t < 4; t++)
+        free(g[t]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model");
@@ -295,6 +344,7 @@ int main(void)
     tcase_add_loop_test(tc, test_batch_invariance, 0, 2);
     tcase_add_loop_test(tc, test_evaluate, 0, 2);
     tcase_add_test(tc, test_normalize);
+    tcase_add_loop_test(tc, test_keep_col, 0, 2);
     tcase_add_exit_test(tc, test_capacity, 70); /* EX_SOFTWARE */
     suite_add_tcase(s, tc);
     return check_run(s);
