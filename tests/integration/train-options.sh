@@ -6,13 +6,14 @@ set -e
 need_data
 
 "$MNIST_DDP" --help | grep -q -- '--batch-size' || fail "--help does not list the options"
+"$MNIST_DDP" --help | grep -q -- '--profile .*table of where the time went' || fail "--help does not describe --profile"
 "$MNIST_DDP" --version | grep -q '^mnist_ddp ' || fail "--version"
 
 for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs x" "--lr -1" "--lr nan" \
            "--gamma 1e999" "--seed -5" "--log-interval 0" "--model resnet" "--optimizer adam" "--momentum 2" \
            "--accum-steps 0" "--max-steps -1" "--threads 0" "--device tpu" "--precision fp8" \
            "--bootstrap-addr nohost" "--bootstrap-addr host:70000" "--bootstrap-addr :29500" "--bootstrap-addr fe80::1:29500" \
-           "--comm-timeout 0" "--bucket-mb -1" "--frobnicate" "--data" "--save-model="; do
+           "--comm-timeout 0" "--bucket-mb -1" "--frobnicate" "--data" "--save-model=" "--profile=yes"; do
   opt=${bad%% *}; opt=${opt%%=*}
   # shellcheck disable=SC2086
   # A short run behind the bad option: should it ever be accepted, the test fails fast instead of training.
