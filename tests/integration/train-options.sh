@@ -38,6 +38,9 @@ small_mnist "$TMP/subset" 100 2000
 "$MNIST_DDP" --data "$TMP/subset" --batch-size 10 --epochs 1 --max-steps 2 >"$TMP/log" 2>&1 ||
   { cat "$TMP/log"; fail "100 training samples beside 2000 test samples"; }
 grep -q '(.*/2000)' "$TMP/log" || { cat "$TMP/log"; fail "the 2000 test samples were not all evaluated"; }
+# --profile is a flag: accepted alone, its table printed (even with nothing trained).
+"$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 0 --profile >"$TMP/log" 2>&1 &&
+  grep -q '^profile: seconds per phase' "$TMP/log" || { cat "$TMP/log"; fail "--profile"; }
 expect_fail 64 "--batch-size 64" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 64
 expect_fail 66 "--load-model" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --load-model "$TMP/none.h5"
 echo "not hdf5" > "$TMP/junk.h5"
