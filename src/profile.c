@@ -30,7 +30,7 @@ static int find(const char *name, int training)
     for (int i = 0; i < nphases; i++)
         if (phase[i].name == name || strcmp(phase[i].name, name) == 0)
             return i;
-    if (nphases == PROFILE_MAX_PHASES || strlen(name) >= sizeof ((profile_table *)0)->name[0])
+    if (nphases == PROFILE_MAX_PHASES || strlen(name) >= PROFILE_NAME_LEN)
         die(EX_SOFTWARE, "profile: no room for phase '%s'", name);
     phase[nphases].name = name;
     phase[nphases].training = training;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #define PROFILE_MAX_PHASES 40
+#define PROFILE_NAME_LEN 32 /* with its NUL */
 
 extern int profile_active;
 
@@ -39,7 +40,7 @@ void profile_record(const char *name, double seconds);
  * trainer counts as training (its own clock), summed over phases like the laps. */
 typedef struct {
     int n, ranks;
-    char name[PROFILE_MAX_PHASES][32];
+    char name[PROFILE_MAX_PHASES][PROFILE_NAME_LEN];
     int training[PROFILE_MAX_PHASES]; /* a lap of the training loop, else a recorded phase */
     double max[PROFILE_MAX_PHASES], mean[PROFILE_MAX_PHASES];
     double train_max, train_mean;
