@@ -55,8 +55,7 @@ void profile_record(const char *name, double seconds)
 
 void profile_gather(MPI_Comm comm, double train_s, profile_table *t)
 {
-    int rank, ranks;
-    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    int ranks;
     MPI_CHECK(MPI_Comm_size(comm, &ranks));
     memset(t, 0, sizeof *t);
     t->n = nphases;
