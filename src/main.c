@@ -17,6 +17,9 @@ static int choose_device(const options *o, const ddp_env *env)
     if (!gpu && strcmp(o->precision, "fp32") != 0)
         die_all(EX_USAGE, "--precision %s: only the GPU path computes in reduced precision; the CPU uses fp32",
                 o->precision);
+    if (gpu && o->profile)
+        die_all(EX_USAGE, "--profile: the GPU path queues its work, so host clocks would time only the queuing; "
+                "profile with --device cpu, or on the GPU with Nsight Systems");
     return gpu;
 }
 

@@ -9,6 +9,7 @@
 #include "mnist.h"
 #include "nn_cpu.h"
 #include "ops.h"
+#include "profile.h"
 #include "rng.h"
 
 #define BN_MOMENTUM 0.1f
@@ -303,6 +304,15 @@ static void batchnorm_bwd(model *m, int L, const float *x, const float *dy, cons
     grads_ready(m, L);
 }
 
+/* --profile: a training pass's time since the last lap goes to the phase name (section of the network
+ * named as in PyTorch; a row holds its layer and the activation and pooling after it). Evaluation passes
+ * are timed whole by the trainer. */
+static void lap(int train, const char *name)
+{
+    if (train)
+        profile_lap(name);
+}
+
 /* net: conv1 -> ReLU -> conv2 -> ReLU -> max-pool -> dropout(.25) -> fc1 -> ReLU -> dropout(.5) -> fc2.
  * conv2's bias and ReLU run after the pool, on a quarter of the values: max(x) + b = max(x + b),
  * and max and ReLU commute (gradients agree too: the argmax is the same). conv2 uses the wide
@@ -315,17 +325,23 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     size_t N = (size_t)n;
     conv_fwd(m, &net_conv1, x, m->layer[NET_CONV1].w, NULL, a->h1, n);
     be->bias_relu_forward(a->h1, m->layer[NET_CONV1].b, NET_C1, N * NET_P1);
+    lap(train, "conv1 forward");
     conv_fwd(m, &net_conv2, a->h1, m->layer[NET_CONV2].w, NULL, a->a2, n);
     be->maxpool2_forward(a->a2, a->p2, a->arg2, NET_C2 * n, NET_S2, NET_S2, NET_S1);
     be->bias_relu_forward(a->p2, m->layer[NET_CONV2].b, NET_C2, N * NET_PP);
+    lap(train, "conv2 forward");
     be->flatten_cnhw(a->p2, a->f, NET_C2, n, NET_PP);
     if (train)
         be->dropout_forward(a->f, a->mask1, n, NET_FLAT, ids, key, 0, 0.25f);
+    lap(train, "dropout1 forward");
     linear_fwd(m, NET_FC1, a->f, a->h3, n, NET_FLAT, NET_HIDDEN);
     be->relu_forward(a->h3, N * NET_HIDDEN);
+    lap(train, "fc1 forward");
     if (train)
         be->dropout_forward(a->h3, a->mask2, n, NET_HIDDEN, ids, key, 1, 0.5f);
+    lap(train, "dropout2 forward");
     linear_fwd(m, NET_FC2, a->h3, m->logits, n, NET_HIDDEN, CLASSES);
+    lap(train, "fc2 forward");
 }
 
 static void net_backward(model *m, const float *x, int n)
@@ -334,17 +350,23 @@ static void net_backward(model *m, const float *x, int n)
     net_acts *a = &m->a.net;
     size_t N = (size_t)n;
     linear_bwd(m, NET_FC2, a->h3, m->dlogits, a->dh3, n, NET_HIDDEN, CLASSES);
+    profile_lap("fc2 backward");
     be->dropout_backward(a->dh3, a->mask2, N * NET_HIDDEN);
+    profile_lap("dropout2 backward");
     be->relu_backward(a->dh3, a->h3, N * NET_HIDDEN); /* h3 after dropout: positive exactly where kept and active */
     linear_bwd(m, NET_FC1, a->f, a->dh3, a->df, n, NET_FLAT, NET_HIDDEN);
+    profile_lap("fc1 backward");
     be->dropout_backward(a->df, a->mask1, N * NET_FLAT);
     be->unflatten_cnhw(a->df, a->dp, NET_C2, n, NET_PP);
+    profile_lap("dropout1 backward");
     be->relu_backward(a->dp, a->p2, NET_C2 * N * NET_PP);
     /* conv2's output gradient replaces a2 */
     be->maxpool2_backward(a->dp, a->arg2, a->a2, NET_C2 * n, NET_S2, NET_S2, NET_S1);
     conv_bwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->dh1, n);
+    profile_lap("conv2 backward");
     be->relu_backward(a->dh1, a->h1, NET_C1 * N * NET_P1);
     conv_bwd(m, NET_CONV1, &net_conv1, x, a->dh1, NULL, n);
+    profile_lap("conv1 backward");
 }
 
 /* convnet: [conv 5x5 pad 2 -> BatchNorm -> ReLU -> max-pool] x 2 -> fc. ReLU after the pool as in net.
@@ -356,15 +378,22 @@ static void convnet_forward(model *m, const float *x, int n, const uint64_t *ids
     convnet_acts *a = &m->a.cnn;
     size_t N = (size_t)n;
     conv_fwd(m, &convnet_conv1, x, m->layer[CNN_CONV1].w, m->layer[CNN_CONV1].b, a->a1, n);
+    lap(train, "layer1.0 forward");
     batchnorm_fwd(m, CNN_BN1, CNN_STATS1, a->a1, a->b1, a->mean1, a->invstd1, CNN_C1, N * CNN_P1, train);
+    lap(train, "layer1.1 forward");
     be->maxpool2_forward(a->b1, a->p1, a->arg1, CNN_C1 * n, CNN_S1, CNN_S1, CNN_S1);
     be->relu_forward(a->p1, CNN_C1 * N * CNN_PP1);
+    lap(train, "layer1.2-3 forward");
     conv_fwd(m, &convnet_conv2, a->p1, m->layer[CNN_CONV2].w, m->layer[CNN_CONV2].b, a->a2, n);
+    lap(train, "layer2.0 forward");
     batchnorm_fwd(m, CNN_BN2, CNN_STATS2, a->a2, a->b2, a->mean2, a->invstd2, CNN_C2, N * CNN_P2, train);
+    lap(train, "layer2.1 forward");
     be->maxpool2_forward(a->b2, a->p2, a->arg2, CNN_C2 * n, CNN_S2, CNN_S2, CNN_S2);
     be->relu_forward(a->p2, CNN_C2 * N * CNN_PP2);
+    lap(train, "layer2.2-3 forward");
     be->flatten_cnhw(a->p2, a->f, CNN_C2, n, CNN_PP2);
     linear_fwd(m, CNN_FC, a->f, m->logits, n, CNN_FLAT, CLASSES);
+    lap(train, "fc forward");
 }
 
 static void convnet_backward(model *m, const float *x, int n)
@@ -374,15 +403,22 @@ static void convnet_backward(model *m, const float *x, int n)
     size_t N = (size_t)n;
     linear_bwd(m, CNN_FC, a->f, m->dlogits, a->df, n, CNN_FLAT, CLASSES);
     be->unflatten_cnhw(a->df, a->dp2, CNN_C2, n, CNN_PP2);
+    profile_lap("fc backward");
     be->relu_backward(a->dp2, a->p2, CNN_C2 * N * CNN_PP2);
     /* Gradients w.r.t. the BatchNorm outputs, then (in place) inputs, replace b2 and b1. */
     be->maxpool2_backward(a->dp2, a->arg2, a->b2, CNN_C2 * n, CNN_S2, CNN_S2, CNN_S2);
+    profile_lap("layer2.2-3 backward");
     batchnorm_bwd(m, CNN_BN2, a->a2, a->b2, a->mean2, a->invstd2, a->b2, CNN_C2, N * CNN_P2);
+    profile_lap("layer2.1 backward");
     conv_bwd(m, CNN_CONV2, &convnet_conv2, a->p1, a->b2, a->dp1, n);
+    profile_lap("layer2.0 backward");
     be->relu_backward(a->dp1, a->p1, CNN_C1 * N * CNN_PP1);
     be->maxpool2_backward(a->dp1, a->arg1, a->b1, CNN_C1 * n, CNN_S1, CNN_S1, CNN_S1);
+    profile_lap("layer1.2-3 backward");
     batchnorm_bwd(m, CNN_BN1, a->a1, a->b1, a->mean1, a->invstd1, a->b1, CNN_C1, N * CNN_P1);
+    profile_lap("layer1.1 backward");
     conv_bwd(m, CNN_CONV1, &convnet_conv1, x, a->b1, NULL, n);
+    profile_lap("layer1.0 backward");
 }
 
 static const architecture architectures[] = {
@@ -539,6 +575,7 @@ void model_train_batch(model *m, const float *x, const uint8_t *labels, const ui
     /* Before backward, so the gradient all-reduce can start the moment backward's last hook returns. */
     be->add_losses(m->loss, n, &m->loss_sum[0]);
     be->log_softmax_nll_backward(m->logp, labels, m->dlogits, n, CLASSES, grad_scale);
+    profile_lap("loss");
     m->arch->backward(m, x, n);
 }
 

@@ -66,6 +66,12 @@ static const char usage_text[] =
     "  --step-timeout S        the same after the first step (a frozen peer ends the\n"
     "                          job in S s; never above --comm-timeout)               [60]\n"
     "  --verbose               every rank reports, not only rank 0\n"
+    "  --profile               at the end, a table of where the time went: forward and\n"
+    "                          backward per layer, loss, optimizer, batch gather,\n"
+    "                          all-reduce wait, evaluation, start-up, checkpoints (max\n"
+    "                          and mean over ranks; also in the --metrics summary). CPU\n"
+    "                          only: refused on a GPU, whose host clocks time only the\n"
+    "                          queuing of kernels (use Nsight Systems there)\n"
     "  --help, --version\n"
     "\n"
     "Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input, 69 device unavailable,\n"
@@ -111,7 +117,8 @@ enum {
     OPT_BATCH = 256, OPT_TEST_BATCH, OPT_EPOCHS, OPT_LR, OPT_GAMMA, OPT_SEED, OPT_LOG_INTERVAL,
     OPT_SAVE, OPT_LOAD, OPT_DRY_RUN, OPT_NO_CUDA, OPT_DATA, OPT_MODEL, OPT_OPTIMIZER, OPT_MOMENTUM,
     OPT_WD, OPT_ACCUM, OPT_MAX_STEPS, OPT_THREADS, OPT_METRICS, OPT_DEVICE, OPT_PRECISION, OPT_CONV,
-    OPT_BOOTSTRAP, OPT_COMM_TIMEOUT, OPT_STEP_TIMEOUT, OPT_BUCKET, OPT_VERBOSE, OPT_HELP, OPT_VERSION, OPT_CKPT_DIR,
+    OPT_BOOTSTRAP, OPT_COMM_TIMEOUT, OPT_STEP_TIMEOUT, OPT_BUCKET, OPT_VERBOSE, OPT_PROFILE, OPT_HELP, OPT_VERSION,
+    OPT_CKPT_DIR,
     OPT_CKPT_EVERY, OPT_CKPT_KEEP, OPT_RESUME
 };
 
@@ -144,6 +151,7 @@ static const struct option long_options[] = {
     {"step-timeout", required_argument, 0, OPT_STEP_TIMEOUT},
     {"bucket-mb", required_argument, 0, OPT_BUCKET},
     {"verbose", no_argument, 0, OPT_VERBOSE},
+    {"profile", no_argument, 0, OPT_PROFILE},
     {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
     {"checkpoint-every", required_argument, 0, OPT_CKPT_EVERY},
     {"checkpoint-keep", required_argument, 0, OPT_CKPT_KEEP},
@@ -223,6 +231,7 @@ void options_parse(int argc, char **argv, options *o)
         case OPT_STEP_TIMEOUT: o->step_timeout = parse_double("--step-timeout", optarg, 0.1, 1e6); break;
         case OPT_BUCKET: o->bucket_mb = parse_double("--bucket-mb", optarg, 0, 1e4); break;
         case OPT_VERBOSE: o->verbose = 1; break;
+        case OPT_PROFILE: o->profile = 1; break;
         case OPT_CKPT_DIR: o->checkpoint_dir = parse_nonempty("--checkpoint-dir", optarg); break;
         case OPT_CKPT_EVERY: o->checkpoint_every = parse_long("--checkpoint-every", optarg, 0, 1L << 40); break;
         case OPT_CKPT_KEEP: o->checkpoint_keep = (int)parse_long("--checkpoint-keep", optarg, 1, 1 << 20); break;

@@ -32,6 +32,7 @@ typedef struct {
     double step_timeout;   /* bound of gradient all-reduce waits after the first step */
     double bucket_mb;
     int verbose;
+    int profile;                /* --profile: the per-phase time table at the end (CPU only) */
     const char *checkpoint_dir; /* NULL: no training-state checkpoints */
     long checkpoint_every;      /* optimizer steps; 0: at each epoch end */
     int checkpoint_keep;

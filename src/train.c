@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "checkpoint.h"
@@ -17,6 +18,7 @@
 #include "model.h"
 #include "optim.h"
 #include "preempt.h"
+#include "profile.h"
 #include "rng.h"
 #include "sampler.h"
 #include "shards.h"
@@ -191,9 +193,11 @@ static void save_state(run *r, int epoch, uint64_t epoch_step)
     if (r->step == r->saved_step)
         return;
     ts_position p = {.step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
+    profile_lap("progress, stop checks");
     double t0 = clock_now();
     ts_save(&r->ckpt, r->m, r->opt, &p);
     r->ckpt_s = clock_now() - t0;
+    profile_mark(); /* the write is counted apart, not as training */
     r->ckpt_total_s += r->ckpt_s;
     r->saved_step = r->step;
 }
@@ -321,6 +325,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     L.t_log = L.t0;
     nn_counts c0 = counts_now(r);
     long step0 = r->step;
+    profile_mark();
     for (uint64_t s = L.first; s < opt_steps && !stop; s++) {
         double t_step = clock_now();
         uint64_t micro0 = s * (uint64_t)o->accum_steps;
@@ -333,18 +338,22 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             total += g;
         }
         r->be->zero(model_grads(r->m), model_num_params(r->m) * sizeof(float));
+        profile_lap("optimizer"); /* zeroing the gradients, as PyTorch's optimizer does */
         double images = 0;
         for (uint64_t j = 0; j < k; j++) {
             uint64_t g;
             const uint64_t *ids;
             int n = gather_batch(r, micro0 + j, &g, &ids);
+            profile_lap("batch gather");
             r->cb->arm(r->comm, j + 1 == k, r->step);
             /* The loss stays on the device: nothing waits between backward and finish's last bucket. */
             model_train_batch(r->m, r->x, r->y, ids, n, dropout_key, 1.0f / (float)total);
             images += n;
         }
         r->cb->finish(r->comm);
+        profile_lap("all-reduce wait");
         optim_step(r->opt, model_params(r->m), model_grads(r->m), (float)lr);
+        profile_lap("optimizer");
         r->step++;
         if (clock_now() - t_step > r->step_max_s)
             r->step_max_s = clock_now() - t_step;
@@ -359,6 +368,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             save_state(r, epoch, s + 1);
         if (preempted(r, epoch, s + 1))
             stop = 2;
+        profile_lap("progress, stop checks");
     }
     r->train_s += clock_now() - L.t0 - (r->ckpt_total_s - L.ckpt0); /* checkpoint writes are counted apart */
     add_counts(r, &r->step_counts, c0);
@@ -476,6 +486,37 @@ static void report_time(const run *r, double comm_exposed_s)
         comm_exposed_s, r->eval_s, r->ckpt_total_s, other);
 }
 
+/* The largest peak resident set size of the ranks, in MiB (collective). */
+static double peak_rss_mib(const run *r)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        die(EX_OSERR, "getrusage: cannot read this process's peak memory");
+    double mib = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
+    const char *option;
+    double timeout = wait_deadline(r, &option);
+    comm_allreduce_within(MPI_COMM_WORLD, &mib, 1, MPI_MAX, timeout, option, "peak memory", r->step);
+    return mib;
+}
+
+/* --profile: the phases outside the training loop join the laps; the table over all ranks is printed and
+ * written as a JSON member (",\"profile\":{...}") into json; without --profile json is "". */
+static void report_profile(const run *r, char *json, size_t len)
+{
+    *json = 0;
+    if (!r->o->profile)
+        return;
+    profile_record("start-up", r->startup_s);
+    profile_record("data load", r->data_s);
+    profile_record("evaluation", r->eval_s);
+    profile_record("checkpoint writes", r->ckpt_total_s);
+    profile_table t;
+    profile_gather(MPI_COMM_WORLD, r->train_s, &t);
+    profile_print(&t);
+    int at = snprintf(json, len, ",\"profile\":");
+    profile_json(&t, json + at, len - (size_t)at);
+}
+
 /* The end of a run: replicas checked once more, the overlap and summary lines, the saved model. */
 static void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
 {
@@ -485,7 +526,7 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
     uint64_t fingerprint = buffer_fingerprint(r->host_params, model_num_params(r->m));
     comm_stats cs = r->cb->stats(r->comm);
     double exposed = comm_exposed_per_step(&cs), hidden = comm_hidden_fraction(exposed, cs.blocking_s);
-    double ips = r->train_s > 0 ? r->images / r->train_s : 0;
+    double ips = r->train_s > 0 ? r->images / r->train_s : 0, rss = peak_rss_mib(r);
     if (world > 1)
         say("all-reduce: %.2f ms blocking for %.1f MB, %.2f ms exposed per step in %d bucket%s: %.0f%% hidden behind "
             "backward", 1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r->m), 1e3 * exposed, cs.buckets,
@@ -495,18 +536,20 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
            gps = per * (double)r->step_counts.gemms, wps = per * (double)r->step_counts.waits;
     if (r->be->counts)
         say("device work per step: %.1f kernel launches, %.1f GEMMs, %.3f host waits", kps, gps, wps);
-    say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s",
-        100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->train_s, total_s, ips, world,
-        world == 1 ? "" : "s");
+    static char prof[8192];
+    report_profile(r, prof, sizeof prof);
+    say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s, "
+        "peak memory %.0f MiB per rank", 100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->train_s,
+        total_s, ips, world, world == 1 ? "" : "s", rss);
     metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
             "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
             "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
             "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
-            "\"fingerprint\":\"%016llx\"}",
+            "\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
             o->model, r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
             1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->startup_s, r->data_s, r->eval_s, r->ckpt_total_s,
-            cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, (unsigned long long)fingerprint);
+            cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, rss, (unsigned long long)fingerprint, prof);
     if (o->verbose)
         say("replica fingerprint %016llx", (unsigned long long)fingerprint);
     if (o->save_model && r->env->rank == 0) {
@@ -531,6 +574,7 @@ static void run_teardown(run *r)
 int train_run(const options *o, const ddp_env *env, int gpu)
 {
     run r = {.o = o, .env = env, .rc = resolve_recipe(o, env->world)};
+    profile_enable(o->profile);
     run_setup(&r, gpu);
     double t_start = clock_now();
     r.startup_s = t_start - env->start_s - r.data_s;

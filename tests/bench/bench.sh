@@ -1,7 +1,9 @@
 #!/bin/sh
 # Benchmark against the PyTorch peer in the same run (not a test: it prints figures, asserts nothing):
-# one epoch with 2 ranks x 1 thread for each (wall clock, training images/s, accuracy), and the
-# 1 -> 2 rank scaling of mnist_ddp over the same number of steps. Run: make bench
+# one epoch with 2 ranks x 1 thread for each (wall clock, training images/s, accuracy, peak memory per
+# rank), where mnist_ddp's epoch went (--profile: its clock reads cost well under 0.1% of a step), and
+# over the same number of steps the 1 -> 2 rank scaling and, in one rank, --threads 2 against
+# --threads 1 (unbound, so the two threads may use both cores). Run: make bench
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -9,15 +11,18 @@ steps=${BENCH_STEPS:-200}
 now() { date +%s%N; }
 
 t0=$(now)
-run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 --metrics "$TMP/ddp2.json" >"$TMP/ddp2.log" 2>&1 \
+run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 --profile --metrics "$TMP/ddp2.json" \
+  >"$TMP/ddp2.log" 2>&1 \
   || { cat "$TMP/ddp2.log"; fail "mnist_ddp"; }
 wall_ddp=$(( ($(now) - t0) / 1000000 ))
 t0=$(now)
 "$PYTHON3" "$abs_top_srcdir/tests/reference/pytorch_ddp_mnist.py" "$MNIST_DATA" 2 1 >"$TMP/peer.json" 2>"$TMP/peer.err" \
   || { cat "$TMP/peer.err"; fail "PyTorch peer"; }
 wall_peer=$(( ($(now) - t0) / 1000000 ))
-run_np 1 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
-  --metrics "$TMP/ddp1s.json" >/dev/null 2>&1 || fail "mnist_ddp 1 rank"
+for t in 1 2; do
+  run_np 1 --bind-to none "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
+    --threads "$t" --metrics "$TMP/ddp1t$t.json" >/dev/null 2>&1 || fail "mnist_ddp 1 rank, --threads $t"
+done
 run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
   --metrics "$TMP/ddp2s.json" >/dev/null 2>&1 || fail "mnist_ddp 2 ranks"
 
@@ -27,16 +32,22 @@ d, wall_ddp, wall_peer, steps = sys.argv[1], float(sys.argv[2]) / 1e3, float(sys
 def summary(f):
     return [json.loads(l) for l in open(f"{d}/{f}") if '"summary"' in l][-1]
 ddp, peer = summary("ddp2.json"), json.loads(open(f"{d}/peer.json").read().strip().splitlines()[-1])
-one, two = summary("ddp1s.json"), summary("ddp2s.json")
+one, two, t2 = summary("ddp1t1.json"), summary("ddp2s.json"), summary("ddp1t2.json")
 print("one epoch, 2 ranks x 1 thread, default model and recipe")
 print(f"{'':22}{'mnist_ddp':>12}{'PyTorch DDP':>14}{'ratio':>8}")
 print(f"{'wall clock (s)':22}{wall_ddp:12.1f}{wall_peer:14.1f}{wall_peer / wall_ddp:8.2f}x")
 print(f"{'training (s)':22}{ddp['train_s']:12.1f}{peer['train_s']:14.1f}{peer['train_s'] / ddp['train_s']:8.2f}x")
 print(f"{'images/s':22}{ddp['images_per_s']:12.0f}{peer['images_per_s']:14.0f}{ddp['images_per_s'] / peer['images_per_s']:8.2f}x")
 print(f"{'test accuracy (%)':22}{100 * ddp['test_accuracy']:12.2f}{100 * peer['test_accuracy']:14.2f}")
+print(f"{'peak RSS (MiB/rank)':22}{ddp['peak_rss_mib']:12.0f}{peer['peak_rss_mib']:14.0f}"
+      f"{peer['peak_rss_mib'] / ddp['peak_rss_mib']:8.2f}x")
 print(f"all-reduce: {ddp['allreduce_blocking_ms']:.2f} ms blocking, {ddp['allreduce_exposed_ms']:.2f} ms exposed "
       f"per step, {100 * ddp['allreduce_hidden']:.0f}% hidden")
 eff = two["images_per_s"] / (2 * one["images_per_s"])
 print(f"scaling over {steps} steps: 1 rank {one['images_per_s']:.0f} images/s, 2 ranks {two['images_per_s']:.0f} "
       f"images/s: {100 * eff:.0f}% efficiency")
+print(f"threads over {steps} steps, 1 rank: --threads 1 {one['images_per_s']:.0f} images/s, --threads 2 "
+      f"{t2['images_per_s']:.0f} images/s: {t2['images_per_s'] / one['images_per_s']:.2f}x")
+print("where mnist_ddp's epoch went (--profile):")
 PY
+sed -n '/^profile: seconds per phase/,/^profile: the training phases/p' "$TMP/ddp2.log"

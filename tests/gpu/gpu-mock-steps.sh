@@ -5,7 +5,7 @@
 # step (so it starts when backward ends); the same launches every step. Both models (convnet: the whole
 # gradient in one bucket), both adversarial schedules. The metrics summary's per-step figures, counted by
 # the backend's own launch wrappers and host waits (what a real GPU run reports), must match what the
-# simulation saw. No GPU needed.
+# simulation saw. --profile is refused there. No GPU needed.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -14,6 +14,11 @@ need_data
 small_mnist "$TMP/small" 128 16
 RUN_TIMEOUT=300
 STEPS=11 INTERVAL=4
+
+# --profile is CPU only: on the GPU path host clocks would time the queuing, so every rank stops (64), one line.
+expect_fail 64 "--profile: the GPU path queues its work" run_np 2 "$P" --device cuda --profile --data "$TMP/small" \
+  --seed 0 --batch-size 4 --epochs 1 --max-steps 1
+[ "$(grep -c 'error:' "$TMP/err")" -eq 1 ] || { cat "$TMP/err"; fail "--profile on the GPU: not exactly one error line"; }
 
 # check_steps REPORT: the per-step lines of steps 1 .. STEPS-1 (the last runs into the end of the run;
 # step 0 is the set-up before the first step).

@@ -15,7 +15,7 @@ integration_scripts = tests/integration/train-options.sh tests/integration/train
 	tests/integration/train-accuracy.sh tests/integration/train-replay.sh tests/integration/train-resume.sh \
 	tests/integration/train-preempt.sh tests/integration/train-timelimit.sh tests/integration/comm-failures.sh \
 	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh tests/integration/shard-corruption.sh \
-	tests/integration/train-progress.sh tests/integration/plot.sh tests/integration/files-corrupt.sh \
+	tests/integration/train-progress.sh tests/integration/train-profile.sh tests/integration/plot.sh tests/integration/files-corrupt.sh \
 	tests/integration/files-failures.sh tests/integration/sockets.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh

@@ -6,13 +6,14 @@ set -e
 need_data
 
 "$MNIST_DDP" --help | grep -q -- '--batch-size' || fail "--help does not list the options"
+"$MNIST_DDP" --help | grep -q -- '--profile .*table of where the time went' || fail "--help does not describe --profile"
 "$MNIST_DDP" --version | grep -q '^mnist_ddp ' || fail "--version"
 
 for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs x" "--lr -1" "--lr nan" \
            "--gamma 1e999" "--seed -5" "--log-interval 0" "--model resnet" "--optimizer adam" "--momentum 2" \
            "--accum-steps 0" "--max-steps -1" "--threads 0" "--device tpu" "--precision fp8" "--conv fft" \
            "--bootstrap-addr nohost" "--bootstrap-addr host:70000" "--bootstrap-addr :29500" "--bootstrap-addr fe80::1:29500" \
-           "--comm-timeout 0" "--bucket-mb -1" "--frobnicate" "--data" "--save-model="; do
+           "--comm-timeout 0" "--bucket-mb -1" "--frobnicate" "--data" "--save-model=" "--profile=yes"; do
   opt=${bad%% *}; opt=${opt%%=*}
   # shellcheck disable=SC2086
   # A short run behind the bad option: should it ever be accepted, the test fails fast instead of training.
@@ -50,6 +51,9 @@ small_mnist "$TMP/subset" 100 2000
 "$MNIST_DDP" --data "$TMP/subset" --batch-size 10 --epochs 1 --max-steps 2 >"$TMP/log" 2>&1 ||
   { cat "$TMP/log"; fail "100 training samples beside 2000 test samples"; }
 grep -q '(.*/2000)' "$TMP/log" || { cat "$TMP/log"; fail "the 2000 test samples were not all evaluated"; }
+# --profile is a flag: accepted alone, its table printed (even with nothing trained).
+"$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 0 --profile >"$TMP/log" 2>&1 &&
+  grep -q '^profile: seconds per phase' "$TMP/log" || { cat "$TMP/log"; fail "--profile"; }
 expect_fail 64 "--batch-size 64" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 64
 expect_fail 66 "--load-model" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --load-model "$TMP/none.h5"
 echo "not hdf5" > "$TMP/junk.h5"

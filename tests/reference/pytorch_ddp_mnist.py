@@ -1,7 +1,9 @@
 """The peer: PyTorch's DDP MNIST example (gloo, CPU) on the same HDF5 shards, for benchmarks.
-Usage: pytorch_ddp_mnist.py DATA_DIR RANKS EPOCHS [MAX_STEPS]. Prints one JSON line (rank 0)."""
+Usage: pytorch_ddp_mnist.py DATA_DIR RANKS EPOCHS [MAX_STEPS]. Prints one JSON line (rank 0), with
+peak_rss_mib: the largest peak resident set size of its ranks, as mnist_ddp reports its own."""
 import json
 import os
+import resource
 import sys
 import time
 
@@ -49,12 +51,16 @@ def worker(rank, world, data, epochs, max_steps, port):
     model.eval()
     with torch.no_grad():
         correct = int((model(test.tensors[0]).argmax(1) == test.tensors[1]).sum())
+    # Linux reports KiB; the maximum over ranks, like mnist_ddp's summary.
+    rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], dtype=torch.float64)
+    dist.all_reduce(rss, op=dist.ReduceOp.MAX)
     if rank == 0:
         print(json.dumps({"peer": "pytorch-ddp-gloo", "torch": torch.__version__, "world": world,
                           "epochs": epochs, "steps": steps, "train_s": round(train_s, 3),
                           "total_s": round(time.time() - t_start, 3),
                           "images_per_s": round(images / train_s, 1),
-                          "test_accuracy": correct / len(test)}), flush=True)
+                          "test_accuracy": correct / len(test),
+                          "peak_rss_mib": round(float(rss), 1)}), flush=True)
     dist.destroy_process_group()
 
 
