@@ -6,7 +6,7 @@ FUZZ_CLANG = clang
 FUZZ_HARNESSES = idx shard model options
 fuzz_vars = srcdir='$(srcdir)' FUZZ_CLANG='$(FUZZ_CLANG)' \
 	MPICC='$(MPICC)' HDF5_CFLAGS='$(HDF5_CFLAGS)' HDF5_LIBS='$(HDF5_LIBS)' BLAS_CFLAGS='$(BLAS_CFLAGS)' \
-	BLAS_LIBS='$(BLAS_LIBS)' LIB_SOURCES='$(src_libmnistddp_a_SOURCES)'
+	BLAS_LIBS='$(BLAS_LIBS)' ONEDNN_CFLAGS='$(ONEDNN_CFLAGS)' ONEDNN_LIBS='$(ONEDNN_LIBS)' LIB_SOURCES='$(src_libmnistddp_a_SOURCES)'
 .PHONY: fuzz fuzz-build clean-fuzz
 fuzz-build: config.h
 	@$(MAKE) -f $(srcdir)/tests/fuzz/fuzz.mk $(fuzz_vars)
