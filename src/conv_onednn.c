@@ -28,16 +28,18 @@ typedef struct {
     dnnl_primitive_t reorder;
 } tensor_arg;
 
-/* One convolution shape at one batch size: the three primitives and their arguments, built on first use
- * (a run meets a handful of batch sizes: the training batch, the evaluation batch, their remainders). */
+/* One convolution shape at one batch size: the three primitives and their arguments, each built on first use
+ * (a run meets a handful of batch sizes: the training batch, the evaluation batch, their remainders; the
+ * evaluation's never need the backward ones). The forward always adds a bias, zeros when the layer adds
+ * its own later, so one plan serves both. */
 typedef struct {
-    int C, H, W, F, k, pad, wide, N, bias; /* the key */
+    int C, H, W, F, k, pad, wide, N; /* the key */
     dnnl_primitive_desc_t fwd_pd;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
     tensor_arg x, w, b, y;        /* forward */
     tensor_arg dy, wd, dx;        /* backward data */
     tensor_arg xw, dyw, dw, db;   /* backward weights: dw, db to the plan's own dense sums */
-    float *dw_sum, *db_sum;
+    float *dw_sum, *db_sum, *zero_bias;
 } conv_plan;
 
 #define PLANS 16
@@ -54,12 +56,17 @@ static void start(void)
     DNNL_CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
 }
 
-/* Activations are CNHW, [C][N][H][W] with rows ld floats apart (layers.h): strided NCHW to oneDNN. */
+/* Activations are CNHW, [C][N][H][W] with rows ld floats apart (layers.h): strided NCHW to oneDNN. With one
+ * channel or one sample and no junk columns that is dense NCHW, which oneDNN then takes without a reorder
+ * (it compares strides, even those of a dimension of size 1). */
 static dnnl_memory_desc_t cnhw_md(int N, int C, int H, int W, int ld)
 {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {N, C, H, W}, strides = {(dnnl_dim_t)H * ld, (dnnl_dim_t)N * H * ld, ld, 1};
-    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, strides));
+    if ((C == 1 || N == 1) && ld == W)
+        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_nchw));
+    else
+        DNNL_CHECK(dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, strides));
     return md;
 }
 
@@ -171,18 +178,20 @@ static void plan_forward(conv_plan *p, const plan_mds *m, const dnnl_dims_t stri
 {
     dnnl_convolution_desc_t d;
     DNNL_CHECK(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &m->any_x,
-                                                  &m->any_w, p->bias ? &m->b : NULL, &m->any_y, strides, pad, pad));
+                                                  &m->any_w, &m->b, &m->any_y, strides, pad, pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&p->fwd_pd, &d, NULL, engine, NULL));
     p->fwd = create(p->fwd_pd);
     arg_init(&p->x, &m->x, query(p->fwd_pd, dnnl_query_src_md, 0), 1);
     arg_init(&p->w, &m->w, query(p->fwd_pd, dnnl_query_weights_md, 0), 1);
-    if (p->bias)
-        arg_init(&p->b, &m->b, query(p->fwd_pd, dnnl_query_weights_md, 1), 1);
+    arg_init(&p->b, &m->b, query(p->fwd_pd, dnnl_query_weights_md, 1), 1);
     arg_init(&p->y, &m->y, query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
+    p->zero_bias = xcalloc((size_t)p->F, sizeof(float));
 }
 
 static void plan_backward(conv_plan *p, const plan_mds *m, const dnnl_dims_t strides, const dnnl_dims_t pad)
 {
+    if (p->bwd_weights)
+        return;
     dnnl_convolution_desc_t d;
     dnnl_primitive_desc_t pd;
     DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &m->any_x, &m->any_w,
@@ -219,36 +228,40 @@ static void plan_destroy(conv_plan *p)
     DNNL_CHECK(dnnl_primitive_desc_destroy(p->fwd_pd));
     free(p->dw_sum);
     free(p->db_sum);
+    free(p->zero_bias);
     memset(p, 0, sizeof *p);
 }
 
-/* The plan for this shape and batch size, built (forward and backward) on first use; when the table is
- * full the plans are recycled in turn. */
-static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, int wide, int bias)
+/* The plan for this shape and batch size with its forward (and its backward too when `backward`) built;
+ * when the table is full the plans are recycled in turn. */
+static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, int wide, int backward)
 {
-    conv_plan key = {.C = C, .H = H, .W = W, .F = F, .k = k, .pad = pad, .wide = wide, .N = N, .bias = bias};
-    for (int i = 0; i < nplans; i++)
+    conv_plan key = {.C = C, .H = H, .W = W, .F = F, .k = k, .pad = pad, .wide = wide, .N = N}, *p = NULL;
+    for (int i = 0; i < nplans && !p; i++)
         if (memcmp(&plans[i], &key, offsetof(conv_plan, fwd_pd)) == 0)
-            return &plans[i];
-    start();
-    conv_plan *p = nplans < PLANS ? &plans[nplans++] : &plans[next_victim++ % PLANS];
-    if (p->fwd)
-        plan_destroy(p);
-    *p = key;
-    plan_mds m = plan_descs(p);
+            p = &plans[i];
+    plan_mds m = plan_descs(&key);
     dnnl_dims_t strides = {1, 1}, pads = {pad, pad};
-    plan_forward(p, &m, strides, pads);
-    plan_backward(p, &m, strides, pads);
+    if (!p) {
+        start();
+        p = nplans < PLANS ? &plans[nplans++] : &plans[next_victim++ % PLANS];
+        if (p->fwd)
+            plan_destroy(p);
+        *p = key;
+        plan_forward(p, &m, strides, pads);
+    }
+    if (backward)
+        plan_backward(p, &m, strides, pads);
     return p;
 }
 
 static void onednn_conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W,
                                 int F, int k, int pad, int wide)
 {
-    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, b != NULL);
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, 0);
     dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)}, {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
-                              {DNNL_ARG_DST, arg_out(&p->y, y)}, {DNNL_ARG_BIAS, b ? arg_in(&p->b, b) : NULL}};
-    run(p->fwd, b ? 4 : 3, args);
+                              {DNNL_ARG_BIAS, arg_in(&p->b, b ? b : p->zero_bias)}, {DNNL_ARG_DST, arg_out(&p->y, y)}};
+    run(p->fwd, 4, args);
     arg_done(&p->y);
     DNNL_CHECK(dnnl_stream_wait(stream));
 }
@@ -257,7 +270,7 @@ static void onednn_conv_forward(const float *x, const float *w, const float *b, 
 static void onednn_conv_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx,
                                  int N, int C, int H, int W, int F, int k, int pad, int wide)
 {
-    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, 0);
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, 1);
     dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, arg_in(&p->xw, x)}, {DNNL_ARG_DIFF_DST, arg_in(&p->dyw, dy)},
                                {DNNL_ARG_DIFF_WEIGHTS, arg_out(&p->dw, p->dw_sum)},
                                {DNNL_ARG_DIFF_BIAS, arg_out(&p->db, p->db_sum)}};
