@@ -189,9 +189,34 @@ void cpu_fill(float *y, const float *b, int rows, size_t cols, size_t ld, int by
     }
 }
 
+/* op_sum of SUM_GROUP channels at once: one channel's four lanes form a chain of dependent additions
+ * (latency bound); interleaving channels keeps several chains in flight, each in op_sum's order. */
+enum { SUM_GROUP = 4 };
+
+static inline __attribute__((always_inline)) void sum_group(float *out, const float *x, size_t count, size_t cstride,
+                                                            size_t stride)
+{
+    double s[SUM_GROUP][4] = {{0.0}};
+    size_t i = 0;
+    for (; i + 4 <= count; i += 4) {
+#pragma GCC unroll 4 /* the accumulators stay in registers only when the group is unrolled */
+        for (int c = 0; c < SUM_GROUP; c++)
+            op_sum_step(s[c], x + c * cstride, i, stride);
+    }
+    for (int c = 0; c < SUM_GROUP; c++)
+        out[c] += op_sum_finish(s[c], x + c * cstride, i, count, stride);
+}
+
 void cpu_sum_add(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride)
 {
-    for (int c = 0; c < channels; c++)
+    int c = 0;
+    for (; c + SUM_GROUP <= channels; c += SUM_GROUP) {
+        if (stride == 1) /* contiguous planes (convolutions): a constant stride lets the compiler vectorise */
+            sum_group(out + c, x + (size_t)c * cstride, count, cstride, 1);
+        else
+            sum_group(out + c, x + (size_t)c * cstride, count, cstride, stride);
+    }
+    for (; c < channels; c++)
         out[c] += op_sum(x + (size_t)c * cstride, count, stride);
 }
 

@@ -146,17 +146,30 @@ static inline HD float op_dropout_mask(uint64_t sample_key, uint64_t e, float p,
 
 /* Sum of count values stride apart (bias gradients: a CNHW channel plane, or a column of [N][F]),
  * in double so long planes lose no precision, over four independent partial sums so the additions
- * do not wait on each other. */
+ * do not wait on each other: lane j takes the values i = j (mod 4) in order, the last count % 4 go
+ * to lane 0. op_sum_step and op_sum_finish are that order in pieces, for callers that interleave
+ * several sums (the CPU sums four channels at once) and must match op_sum bit for bit. */
+static inline HD void op_sum_step(double s[4], const float *x, size_t i, size_t stride)
+{
+    for (int j = 0; j < 4; j++)
+        s[j] += x[(i + (size_t)j) * stride];
+}
+
+/* The values from i (a multiple of 4 with fewer than 4 left) to count, then the lanes combined. */
+static inline HD float op_sum_finish(double s[4], const float *x, size_t i, size_t count, size_t stride)
+{
+    for (; i < count; i++)
+        s[0] += x[i * stride];
+    return (float)((s[0] + s[1]) + (s[2] + s[3]));
+}
+
 static inline HD float op_sum(const float *x, size_t count, size_t stride)
 {
     double s[4] = {0.0, 0.0, 0.0, 0.0};
     size_t i = 0;
     for (; i + 4 <= count; i += 4)
-        for (int j = 0; j < 4; j++)
-            s[j] += x[(i + j) * stride];
-    for (; i < count; i++)
-        s[0] += x[i * stride];
-    return (float)((s[0] + s[1]) + (s[2] + s[3]));
+        op_sum_step(s, x, i, stride);
+    return op_sum_finish(s, x, i, count, stride);
 }
 
 /* BatchNorm statistics of one channel's count contiguous values: mean and biased variance
