@@ -18,6 +18,15 @@
 #define SIMD
 #endif
 
+/* A loop that only wider vectors make much cheaper (the dropout generator's 64-bit multiplies, which
+ * SSE2 lacks) also gets an AVX-512 clone, chosen at load time where the CPU has it (GCC's ifunc-based
+ * target_clones). Integer math and selects only, so every clone computes the same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) && defined(__linux__)
+#define WIDE_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define WIDE_CLONES
+#endif
+
 static void *cpu_alloc(size_t bytes)
 {
     return xmalloc_aligned(bytes);
@@ -277,14 +286,16 @@ void cpu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int p
     }
 }
 
-void cpu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p)
+WIDE_CLONES void cpu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p)
 {
     float scale = 1.0f / (1.0f - p);
+    uint32_t threshold = op_dropout_threshold(p);
     for (int n = 0; n < N; n++) {
         uint64_t skey = op_dropout_key(key, ids[n], layer);
         float *xn = x + (size_t)n * D, *mn = mask + (size_t)n * D;
+        SIMD /* 64-bit multiplies of the generator included */
         for (int e = 0; e < D; e++) {
-            mn[e] = op_dropout_mask(skey, (uint64_t)e, p, scale);
+            mn[e] = op_dropout_mask(skey, (uint64_t)e, threshold, scale);
             xn[e] *= mn[e];
         }
     }

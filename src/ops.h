@@ -137,11 +137,19 @@ static inline HD uint64_t op_dropout_key(uint64_t dropout_key, uint64_t id, int 
     return rng_key(rng_key(dropout_key, id), (uint64_t)layer);
 }
 
-/* The dropout multiplier of element e: 1/(1-p) (scale) if kept, else 0; forward and backward
- * multiply by it, as torch's input * (bernoulli(1-p) / (1-p)). */
-static inline HD float op_dropout_mask(uint64_t sample_key, uint64_t e, float p, float scale)
+/* The draw rng_uniform(sample_key, e) is its 24 bits rng_u64 >> 40 times 2^-24 exactly, so draw >= p
+ * iff those bits >= this threshold, the least t with t 2^-24 >= p (p in [0, 1]; p * 2^24 is exact):
+ * an integer comparison, which a CPU vectorises, where the float draw needs a 64-bit conversion. */
+static inline HD uint32_t op_dropout_threshold(float p)
 {
-    return rng_uniform(sample_key, e) >= p ? scale : 0.0f;
+    return p > 0.0f ? (uint32_t)ceilf(p * 16777216.0f) : 0u;
+}
+
+/* The dropout multiplier of element e: 1/(1-p) (scale) if kept, else 0; forward and backward
+ * multiply by it, as torch's input * (bernoulli(1-p) / (1-p)). threshold: op_dropout_threshold(p). */
+static inline HD float op_dropout_mask(uint64_t sample_key, uint64_t e, uint32_t threshold, float scale)
+{
+    return (uint32_t)(rng_u64(sample_key, e) >> 40) >= threshold ? scale : 0.0f;
 }
 
 /* Sum of count values stride apart (bias gradients: a CNHW channel plane, or a column of [N][F]),

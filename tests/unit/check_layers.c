@@ -405,6 +405,33 @@ START_TEST(test_dropout)
 }
 END_TEST
 
+/* The mask compares integer draws with op_dropout_threshold(p); the rule stays draw >= p at its edges:
+ * p equal to element E's draw keeps it, the next float above (not a multiple of 2^-24: the draw is
+ * below 1/2) drops it, p = 0 keeps everything. Each element's multiplier is checked against
+ * rng_uniform >= p. */
+START_TEST(test_dropout_threshold)
+{
+    enum { D = 64 };
+    const uint64_t id = 9, key = 0xabcULL, sk = rng_key(rng_key(key, id), 0);
+    int E = 0;
+    while (E < D && !(rng_uniform(sk, (uint64_t)E) < 0.5f))
+        E++;
+    ck_assert_int_lt(E, D);
+    float draw = rng_uniform(sk, (uint64_t)E), ps[3] = {draw, nextafterf(draw, 1.0f), 0.0f}, x[D], mask[D];
+    for (int t = 0; t < 3; t++) {
+        for (int e = 0; e < D; e++)
+            x[e] = 1.0f;
+        cpu_dropout_forward(x, mask, 1, D, &id, key, 0, ps[t]);
+        for (int e = 0; e < D; e++) {
+            float want = rng_uniform(sk, (uint64_t)e) >= ps[t] ? 1.0f / (1.0f - ps[t]) : 0.0f;
+            ck_assert_msg(mask[e] == want, "p %.9g element %d: mask %g, want %g", (double)ps[t], e, (double)mask[e],
+                          (double)want);
+        }
+        ck_assert_msg((mask[E] != 0.0f) == (t != 1), "p %.9g: element %d kept %d", (double)ps[t], E, mask[E] != 0.0f);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------- BatchNorm */
 
 typedef struct {
@@ -612,6 +639,7 @@ int main(void)
     tcase_add_test(tc, test_relu);
     tcase_add_test(tc, test_maxpool);
     tcase_add_test(tc, test_dropout);
+    tcase_add_test(tc, test_dropout_threshold);
     tcase_add_test(tc, test_batchnorm);
     tcase_add_test(tc, test_log_softmax_nll);
     tcase_add_test(tc, test_model_net);
