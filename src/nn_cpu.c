@@ -47,17 +47,33 @@ static void cpu_copy(void *dst, const void *src, size_t bytes)
     memcpy(dst, src, bytes);
 }
 
-void cpu_normalize(const uint8_t *images, size_t count, float *x)
+/* op_normalize of every byte value: a pixel costs a table lookup instead of two divisions. */
+static void normalize_table(float table[256])
+{
+    for (int v = 0; v < 256; v++)
+        table[v] = op_normalize((uint8_t)v);
+}
+
+static void normalize_with(const float table[256], const uint8_t *images, size_t count, float *x)
 {
     for (size_t i = 0; i < count; i++)
-        x[i] = op_normalize(images[i]);
+        x[i] = table[images[i]];
+}
+
+void cpu_normalize(const uint8_t *images, size_t count, float *x)
+{
+    float table[256];
+    normalize_table(table);
+    normalize_with(table, images, count, x);
 }
 
 void cpu_gather(const uint8_t *images, const uint8_t *labels, const uint64_t *idx, int n, float *x, uint8_t *y)
 {
+    float table[256];
+    normalize_table(table);
     for (int i = 0; i < n; i++) {
         uint64_t s = idx ? idx[i] : (uint64_t)i;
-        cpu_normalize(images + s * MNIST_PIXELS, MNIST_PIXELS, x + (size_t)i * MNIST_PIXELS);
+        normalize_with(table, images + s * MNIST_PIXELS, MNIST_PIXELS, x + (size_t)i * MNIST_PIXELS);
         if (y)
             y[i] = labels[s];
     }
