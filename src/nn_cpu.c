@@ -302,7 +302,8 @@ void cpu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int p
     }
 }
 
-WIDE_CLONES void cpu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p)
+WIDE_CLONES void cpu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
+                                     float p)
 {
     float scale = 1.0f / (1.0f - p);
     uint32_t threshold = op_dropout_threshold(p);
