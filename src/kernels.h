@@ -107,7 +107,8 @@ static inline HD void kern_dropout(size_t i, float *x, float *mask, int D, const
                                    float p)
 {
     size_t n = i / (size_t)D;
-    mask[i] = op_dropout_mask(op_dropout_key(key, ids[n], layer), i % (size_t)D, p, 1.0f / (1.0f - p));
+    mask[i] = op_dropout_mask(op_dropout_key(key, ids[n], layer), i % (size_t)D, op_dropout_threshold(p),
+                              1.0f / (1.0f - p));
     x[i] *= mask[i];
 }
 

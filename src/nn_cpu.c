@@ -18,6 +18,15 @@
 #define SIMD
 #endif
 
+/* A loop that only wider vectors make much cheaper (the dropout generator's 64-bit multiplies, which
+ * SSE2 lacks) also gets an AVX-512 clone, chosen at load time where the CPU has it (GCC's ifunc-based
+ * target_clones). Integer math and selects only, so every clone computes the same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) && defined(__linux__)
+#define WIDE_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define WIDE_CLONES
+#endif
+
 static void *cpu_alloc(size_t bytes)
 {
     return xmalloc_aligned(bytes);
@@ -38,17 +47,33 @@ static void cpu_copy(void *dst, const void *src, size_t bytes)
     memcpy(dst, src, bytes);
 }
 
-void cpu_normalize(const uint8_t *images, size_t count, float *x)
+/* op_normalize of every byte value: a pixel costs a table lookup instead of two divisions. */
+static void normalize_table(float table[256])
+{
+    for (int v = 0; v < 256; v++)
+        table[v] = op_normalize((uint8_t)v);
+}
+
+static void normalize_with(const float table[256], const uint8_t *images, size_t count, float *x)
 {
     for (size_t i = 0; i < count; i++)
-        x[i] = op_normalize(images[i]);
+        x[i] = table[images[i]];
+}
+
+void cpu_normalize(const uint8_t *images, size_t count, float *x)
+{
+    float table[256];
+    normalize_table(table);
+    normalize_with(table, images, count, x);
 }
 
 void cpu_gather(const uint8_t *images, const uint8_t *labels, const uint64_t *idx, int n, float *x, uint8_t *y)
 {
+    float table[256];
+    normalize_table(table);
     for (int i = 0; i < n; i++) {
         uint64_t s = idx ? idx[i] : (uint64_t)i;
-        cpu_normalize(images + s * MNIST_PIXELS, MNIST_PIXELS, x + (size_t)i * MNIST_PIXELS);
+        normalize_with(table, images + s * MNIST_PIXELS, MNIST_PIXELS, x + (size_t)i * MNIST_PIXELS);
         if (y)
             y[i] = labels[s];
     }
@@ -189,9 +214,34 @@ void cpu_fill(float *y, const float *b, int rows, size_t cols, size_t ld, int by
     }
 }
 
+/* op_sum of SUM_GROUP channels at once: one channel's four lanes form a chain of dependent additions
+ * (latency bound); interleaving channels keeps several chains in flight, each in op_sum's order. */
+enum { SUM_GROUP = 4 };
+
+static inline __attribute__((always_inline)) void sum_group(float *out, const float *x, size_t count, size_t cstride,
+                                                            size_t stride)
+{
+    double s[SUM_GROUP][4] = {{0.0}};
+    size_t i = 0;
+    for (; i + 4 <= count; i += 4) {
+#pragma GCC unroll 4 /* the accumulators stay in registers only when the group is unrolled */
+        for (int c = 0; c < SUM_GROUP; c++)
+            op_sum_step(s[c], x + c * cstride, i, stride);
+    }
+    for (int c = 0; c < SUM_GROUP; c++)
+        out[c] += op_sum_finish(s[c], x + c * cstride, i, count, stride);
+}
+
 void cpu_sum_add(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride)
 {
-    for (int c = 0; c < channels; c++)
+    int c = 0;
+    for (; c + SUM_GROUP <= channels; c += SUM_GROUP) {
+        if (stride == 1) /* contiguous planes (convolutions): a constant stride lets the compiler vectorise */
+            sum_group(out + c, x + (size_t)c * cstride, count, cstride, 1);
+        else
+            sum_group(out + c, x + (size_t)c * cstride, count, cstride, stride);
+    }
+    for (; c < channels; c++)
         out[c] += op_sum(x + (size_t)c * cstride, count, stride);
 }
 
@@ -252,14 +302,17 @@ void cpu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int p
     }
 }
 
-void cpu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p)
+WIDE_CLONES void cpu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
+                                     float p)
 {
     float scale = 1.0f / (1.0f - p);
+    uint32_t threshold = op_dropout_threshold(p);
     for (int n = 0; n < N; n++) {
         uint64_t skey = op_dropout_key(key, ids[n], layer);
         float *xn = x + (size_t)n * D, *mn = mask + (size_t)n * D;
+        SIMD /* 64-bit multiplies of the generator included */
         for (int e = 0; e < D; e++) {
-            mn[e] = op_dropout_mask(skey, (uint64_t)e, p, scale);
+            mn[e] = op_dropout_mask(skey, (uint64_t)e, threshold, scale);
             xn[e] *= mn[e];
         }
     }

@@ -137,26 +137,47 @@ static inline HD uint64_t op_dropout_key(uint64_t dropout_key, uint64_t id, int 
     return rng_key(rng_key(dropout_key, id), (uint64_t)layer);
 }
 
-/* The dropout multiplier of element e: 1/(1-p) (scale) if kept, else 0; forward and backward
- * multiply by it, as torch's input * (bernoulli(1-p) / (1-p)). */
-static inline HD float op_dropout_mask(uint64_t sample_key, uint64_t e, float p, float scale)
+/* The draw rng_uniform(sample_key, e) is its 24 bits rng_u64 >> 40 times 2^-24 exactly, so draw >= p
+ * iff those bits >= this threshold, the least t with t 2^-24 >= p (p in [0, 1]; p * 2^24 is exact):
+ * an integer comparison, which a CPU vectorises, where the float draw needs a 64-bit conversion. */
+static inline HD uint32_t op_dropout_threshold(float p)
 {
-    return rng_uniform(sample_key, e) >= p ? scale : 0.0f;
+    return p > 0.0f ? (uint32_t)ceilf(p * 16777216.0f) : 0u;
+}
+
+/* The dropout multiplier of element e: 1/(1-p) (scale) if kept, else 0; forward and backward
+ * multiply by it, as torch's input * (bernoulli(1-p) / (1-p)). threshold: op_dropout_threshold(p). */
+static inline HD float op_dropout_mask(uint64_t sample_key, uint64_t e, uint32_t threshold, float scale)
+{
+    return (uint32_t)(rng_u64(sample_key, e) >> 40) >= threshold ? scale : 0.0f;
 }
 
 /* Sum of count values stride apart (bias gradients: a CNHW channel plane, or a column of [N][F]),
  * in double so long planes lose no precision, over four independent partial sums so the additions
- * do not wait on each other. */
+ * do not wait on each other: lane j takes the values i = j (mod 4) in order, the last count % 4 go
+ * to lane 0. op_sum_step and op_sum_finish are that order in pieces, for callers that interleave
+ * several sums (the CPU sums four channels at once) and must match op_sum bit for bit. */
+static inline HD void op_sum_step(double s[4], const float *x, size_t i, size_t stride)
+{
+    for (int j = 0; j < 4; j++)
+        s[j] += x[(i + (size_t)j) * stride];
+}
+
+/* The values from i (a multiple of 4 with fewer than 4 left) to count, then the lanes combined. */
+static inline HD float op_sum_finish(double s[4], const float *x, size_t i, size_t count, size_t stride)
+{
+    for (; i < count; i++)
+        s[0] += x[i * stride];
+    return (float)((s[0] + s[1]) + (s[2] + s[3]));
+}
+
 static inline HD float op_sum(const float *x, size_t count, size_t stride)
 {
     double s[4] = {0.0, 0.0, 0.0, 0.0};
     size_t i = 0;
     for (; i + 4 <= count; i += 4)
-        for (int j = 0; j < 4; j++)
-            s[j] += x[(i + j) * stride];
-    for (; i < count; i++)
-        s[0] += x[i * stride];
-    return (float)((s[0] + s[1]) + (s[2] + s[3]));
+        op_sum_step(s, x, i, stride);
+    return op_sum_finish(s, x, i, count, stride);
 }
 
 /* Slice s of `slices` near-equal slices of [0, count): [*lo, *hi). The GPU's per-channel reductions cut

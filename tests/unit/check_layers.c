@@ -247,6 +247,42 @@ START_TEST(test_linear)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- bias gradient sums */
+
+/* cpu_sum_add sums several channels at once; each channel must still get op_sum's value bit for bit.
+ * Values in (-1, 1) plus count / 2 pairs of +-2^60 eight or twelve apart (one lane of op_sum): while a
+ * partial sum holds one, the small values added to it are rounded away, so which are lost (a
+ * float-sized change of the result) depends on the order and the lanes. Shapes:
+ * channel planes (7 = one group of four and three left over, counts not multiples of 4, a gap
+ * between planes) and columns of [N][F] (stride F); out starts nonzero (sum_add adds). */
+START_TEST(test_sum_add)
+{
+    static const struct {
+        int channels;
+        size_t count, cstride, stride;
+    } t[] = {{7, 1003, 1010, 1}, {9, 1002, 1002, 1}, {10, 301, 1, 10}, {4, 3, 3, 1}, {5, 0, 0, 1}};
+    for (size_t k = 0; k < sizeof t / sizeof *t; k++) {
+        size_t n = (size_t)t[k].channels * t[k].cstride + t[k].count * t[k].stride;
+        float *x = random_floats(n, rng_key(25, k), -1, 1), *out = random_floats((size_t)t[k].channels, 26, -1, 1);
+        for (size_t c = 0; c < (size_t)t[k].channels && t[k].count > 12; c++)
+            for (uint64_t j = 0; j < t[k].count / 2; j++) {
+                size_t p = rng_below(rng_key(27, c), 2 * j, (uint32_t)t[k].count - 12);
+                size_t q = p + 4 * (2 + rng_below(rng_key(27, c), 2 * j + 1, 2));
+                x[c * t[k].cstride + p * t[k].stride] += 0x1p60f;
+                x[c * t[k].cstride + q * t[k].stride] -= 0x1p60f;
+            }
+        float *want = malloc((size_t)t[k].channels * sizeof *want);
+        for (int c = 0; c < t[k].channels; c++)
+            want[c] = out[c] + op_sum(x + (size_t)c * t[k].cstride, t[k].count, t[k].stride);
+        cpu_sum_add(out, x, t[k].channels, t[k].count, t[k].cstride, t[k].stride);
+        for (int c = 0; c < t[k].channels; c++)
+            ck_assert_msg(!memcmp(&out[c], &want[c], sizeof *out), "case %zu channel %d: sum_add %.9g, op_sum %.9g", k,
+                          c, (double)out[c], (double)want[c]);
+        free(x), free(out), free(want);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------- ReLU */
 
 typedef struct {
@@ -394,6 +430,33 @@ START_TEST(test_dropout)
     cpu_dropout_forward(a, ma, 1, 64, (const uint64_t[]){5}, key, 0, 0.5f);
     cpu_dropout_forward(b, mb, 1, 64, (const uint64_t[]){5}, key, 1, 0.5f);
     ck_assert(memcmp(ma, mb, sizeof ma) != 0);
+}
+END_TEST
+
+/* The mask compares integer draws with op_dropout_threshold(p); the rule stays draw >= p at its edges:
+ * p equal to element E's draw keeps it, the next float above (not a multiple of 2^-24: the draw is
+ * below 1/2) drops it, p = 0 keeps everything. Each element's multiplier is checked against
+ * rng_uniform >= p. */
+START_TEST(test_dropout_threshold)
+{
+    enum { D = 64 };
+    const uint64_t id = 9, key = 0xabcULL, sk = rng_key(rng_key(key, id), 0);
+    int E = 0;
+    while (E < D && !(rng_uniform(sk, (uint64_t)E) < 0.5f))
+        E++;
+    ck_assert_int_lt(E, D);
+    float draw = rng_uniform(sk, (uint64_t)E), ps[3] = {draw, nextafterf(draw, 1.0f), 0.0f}, x[D], mask[D];
+    for (int t = 0; t < 3; t++) {
+        for (int e = 0; e < D; e++)
+            x[e] = 1.0f;
+        cpu_dropout_forward(x, mask, 1, D, &id, key, 0, ps[t]);
+        for (int e = 0; e < D; e++) {
+            float want = rng_uniform(sk, (uint64_t)e) >= ps[t] ? 1.0f / (1.0f - ps[t]) : 0.0f;
+            ck_assert_msg(mask[e] == want, "p %.9g element %d: mask %g, want %g", (double)ps[t], e, (double)mask[e],
+                          (double)want);
+        }
+        ck_assert_msg((mask[E] != 0.0f) == (t != 1), "p %.9g: element %d kept %d", (double)ps[t], E, mask[E] != 0.0f);
+    }
 }
 END_TEST
 
@@ -601,9 +664,11 @@ int main(void)
     tcase_add_test(tc, test_conv_pad);
     tcase_add_test(tc, test_conv_onednn);
     tcase_add_test(tc, test_linear);
+    tcase_add_test(tc, test_sum_add);
     tcase_add_test(tc, test_relu);
     tcase_add_test(tc, test_maxpool);
     tcase_add_test(tc, test_dropout);
+    tcase_add_test(tc, test_dropout_threshold);
     tcase_add_test(tc, test_batchnorm);
     tcase_add_test(tc, test_log_softmax_nll);
     tcase_add_test(tc, test_model_net);
