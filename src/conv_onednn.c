@@ -21,11 +21,12 @@ static void dnnl_check(dnnl_status_t s, const char *call, const char *file, int 
 }
 
 /* A tensor as the layer keeps it (user) and as the primitive wants it (prim): when the layouts differ,
- * prim is the primitive's own buffer and `reorder` converts between them, in the direction the argument
- * flows (an input: user to prim before the primitive; an output: prim to user after it). */
+ * prim is a buffer at `offset` in the shared arena and `reorder` converts between them, in the direction the
+ * argument flows (an input: user to prim before the primitive; an output: prim to user after it). */
 typedef struct {
     dnnl_memory_t user, prim;
     dnnl_primitive_t reorder;
+    size_t offset;
 } tensor_arg;
 
 /* One convolution shape at one batch size: the three primitives and their arguments, each built on first use
@@ -40,6 +41,7 @@ typedef struct {
     tensor_arg dy, wd, dx;        /* backward data */
     tensor_arg xw, dyw, dw, db;   /* backward weights: dw, db to the plan's own dense sums */
     float *dw_sum, *db_sum, *zero_bias;
+    size_t arena_bytes; /* its args' prim buffers, laid end to end */
 } conv_plan;
 
 #define PLANS 16
@@ -47,6 +49,10 @@ static dnnl_engine_t engine;
 static dnnl_stream_t stream;
 static conv_plan plans[PLANS];
 static int nplans, next_victim;
+/* The prim buffers live only during one call, so every plan's share one arena, as large as the largest
+ * plan's: the evaluation batch's blocked copies do not add to the training batch's. */
+static char *arena;
+static size_t arena_size;
 
 static void start(void)
 {
@@ -77,7 +83,8 @@ static dnnl_memory_desc_t dense_md(int ndims, const dnnl_dims_t dims, dnnl_forma
     return md;
 }
 
-static void arg_init(tensor_arg *a, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *prim, int input)
+static void arg_init(conv_plan *p, tensor_arg *a, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *prim,
+                     int input)
 {
     DNNL_CHECK(dnnl_memory_create(&a->user, user, engine, DNNL_MEMORY_NONE));
     a->prim = a->user;
@@ -85,7 +92,9 @@ static void arg_init(tensor_arg *a, const dnnl_memory_desc_t *user, const dnnl_m
     if (dnnl_memory_desc_equal(user, prim))
         return;
     dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_memory_create(&a->prim, prim, engine, DNNL_MEMORY_ALLOCATE));
+    DNNL_CHECK(dnnl_memory_create(&a->prim, prim, engine, DNNL_MEMORY_NONE));
+    a->offset = p->arena_bytes;
+    p->arena_bytes += (dnnl_memory_desc_get_size(prim) + 63) / 64 * 64;
     if (input)
         DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, user, engine, prim, engine, NULL));
     else
@@ -181,10 +190,10 @@ static void plan_forward(conv_plan *p, const plan_mds *m, const dnnl_dims_t stri
                                                   &m->any_w, &m->b, &m->any_y, strides, pad, pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&p->fwd_pd, &d, NULL, engine, NULL));
     p->fwd = create(p->fwd_pd);
-    arg_init(&p->x, &m->x, query(p->fwd_pd, dnnl_query_src_md, 0), 1);
-    arg_init(&p->w, &m->w, query(p->fwd_pd, dnnl_query_weights_md, 0), 1);
-    arg_init(&p->b, &m->b, query(p->fwd_pd, dnnl_query_weights_md, 1), 1);
-    arg_init(&p->y, &m->y, query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
+    arg_init(p, &p->x, &m->x, query(p->fwd_pd, dnnl_query_src_md, 0), 1);
+    arg_init(p, &p->w, &m->w, query(p->fwd_pd, dnnl_query_weights_md, 0), 1);
+    arg_init(p, &p->b, &m->b, query(p->fwd_pd, dnnl_query_weights_md, 1), 1);
+    arg_init(p, &p->y, &m->y, query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
     p->zero_bias = xcalloc((size_t)p->F, sizeof(float));
 }
 
@@ -198,28 +207,37 @@ static void plan_backward(conv_plan *p, const plan_mds *m, const dnnl_dims_t str
                                                         &m->any_y, strides, pad, pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
     p->bwd_data = create(pd);
-    arg_init(&p->dy, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
-    arg_init(&p->wd, &m->w, query(pd, dnnl_query_weights_md, 0), 1);
-    arg_init(&p->dx, &m->x, query(pd, dnnl_query_diff_src_md, 0), 0);
+    arg_init(p, &p->dy, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
+    arg_init(p, &p->wd, &m->w, query(pd, dnnl_query_weights_md, 0), 1);
+    arg_init(p, &p->dx, &m->x, query(pd, dnnl_query_diff_src_md, 0), 0);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
 
     DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &m->any_x, &m->any_w, &m->b,
                                                            &m->any_y, strides, pad, pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
     p->bwd_weights = create(pd);
-    arg_init(&p->xw, &m->x, query(pd, dnnl_query_src_md, 0), 1);
-    arg_init(&p->dyw, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
-    arg_init(&p->dw, &m->w, query(pd, dnnl_query_diff_weights_md, 0), 0);
-    arg_init(&p->db, &m->b, query(pd, dnnl_query_diff_weights_md, 1), 0);
+    arg_init(p, &p->xw, &m->x, query(pd, dnnl_query_src_md, 0), 1);
+    arg_init(p, &p->dyw, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
+    arg_init(p, &p->dw, &m->w, query(pd, dnnl_query_diff_weights_md, 0), 0);
+    arg_init(p, &p->db, &m->b, query(pd, dnnl_query_diff_weights_md, 1), 0);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
     p->dw_sum = xmalloc_aligned((size_t)p->F * p->C * p->k * p->k * sizeof(float));
     p->db_sum = xmalloc_aligned((size_t)p->F * sizeof(float));
 }
 
+/* Every tensor argument of a plan, for the loops over them. */
+enum { PLAN_ARGS = 11 };
+static void plan_args(conv_plan *p, tensor_arg *args[PLAN_ARGS])
+{
+    tensor_arg *all[PLAN_ARGS] = {&p->x, &p->w, &p->b, &p->y, &p->dy, &p->wd, &p->dx, &p->xw, &p->dyw, &p->dw, &p->db};
+    memcpy(args, all, sizeof all);
+}
+
 static void plan_destroy(conv_plan *p)
 {
-    tensor_arg *args[] = {&p->x, &p->w, &p->b, &p->y, &p->dy, &p->wd, &p->dx, &p->xw, &p->dyw, &p->dw, &p->db};
-    for (size_t i = 0; i < sizeof args / sizeof *args; i++)
+    tensor_arg *args[PLAN_ARGS];
+    plan_args(p, args);
+    for (int i = 0; i < PLAN_ARGS; i++)
         arg_destroy(args[i]);
     dnnl_primitive_t prims[] = {p->fwd, p->bwd_data, p->bwd_weights};
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
@@ -230,6 +248,21 @@ static void plan_destroy(conv_plan *p)
     free(p->db_sum);
     free(p->zero_bias);
     memset(p, 0, sizeof *p);
+}
+
+/* Points the plan's prim buffers into the arena, grown to its size first. */
+static void bind_arena(conv_plan *p)
+{
+    if (arena_size < p->arena_bytes) {
+        free(arena);
+        arena = xmalloc_aligned(p->arena_bytes);
+        arena_size = p->arena_bytes;
+    }
+    tensor_arg *args[PLAN_ARGS];
+    plan_args(p, args);
+    for (int i = 0; i < PLAN_ARGS; i++)
+        if (args[i]->reorder)
+            DNNL_CHECK(dnnl_memory_set_data_handle(args[i]->prim, arena + args[i]->offset));
 }
 
 /* The plan for this shape and batch size with its forward (and its backward too when `backward`) built;
@@ -252,6 +285,7 @@ static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, in
     }
     if (backward)
         plan_backward(p, &m, strides, pads);
+    bind_arena(p);
     return p;
 }
 
