@@ -197,7 +197,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned 
     return cudaSuccess;
 }
 
-/* o on s after the host-side join the event edges carry. */
+/* A wait of s for position pos of stream on, after joining what the record had seen (vc). */
 static void replay_wait(struct CUstream_st *s, struct CUstream_st *on, long pos, const long *vc)
 {
     for (int t = 0; t < MOCK_STREAMS; t++)
@@ -221,14 +221,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t stream)
         mock_violate("a graph launched on the legacy default stream");
     struct CUgraph_st *g = x->g;
     mock.graph_launches++;
-    long start = stream->n;
-    long vc0[MOCK_STREAMS];
-    memcpy(vc0, stream->vc, sizeof vc0);
-    int joined[MOCK_STREAMS] = {0};
+    /* A joined stream's first node is the wait through which it joined: it starts after the origin's. */
     for (long i = 0; i < g->n; i++) {
         struct CUstream_st *s = on_launch(g, g->node[i].on, stream);
-        if (s != stream && !joined[s->id]++) /* a forked stream starts after the launch stream's earlier work */
-            replay_wait(s, stream, start, vc0);
         mock_op o = g->node[i].op;
         long rec = g->node[i].rec;
         if (o.kind == OP_RECORD) {
