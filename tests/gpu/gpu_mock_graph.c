@@ -6,15 +6,15 @@
  * - A host wait for device work (synchronise, event query or wait, blocking copy, cudaMalloc in a mode
  *   other than relaxed) while a capture is open is illegal, as in CUDA: it fails with
  *   cudaErrorStreamCaptureUnsupported and invalidates the capture (EndCapture then fails with
- *   cudaErrorStreamCaptureInvalidated and returns no graph). Stricter than CUDA, which allows waits for
- *   work outside the capture in relaxed mode: the trainer must not wait in a step at all. So does waiting in a capture on an event
- *   recorded outside it (cudaErrorStreamCaptureIsolation). A stream that joined and did not rejoin the
- *   origin makes EndCapture fail with cudaErrorStreamCaptureUnjoined.
+ *   cudaErrorStreamCaptureInvalidated and returns no graph); stricter than CUDA, which allows some
+ *   waits in relaxed mode, because the trainer must not wait in a step at all. So does waiting in a
+ *   capture on an event recorded outside it (cudaErrorStreamCaptureIsolation). A stream that joined and
+ *   did not rejoin the origin makes EndCapture fail with cudaErrorStreamCaptureUnjoined.
  * - cudaGraphLaunch replays the recorded operations in their order on their streams (the origin's on the
  *   launch stream), after the launch stream's earlier work, with the captured event edges between
  *   streams: the scheduler and the race detector see every replayed operation. The launch itself counts
- *   once in mock.graph_launches, and the graph's traced memsets and all-reduces are traced again, so the
- *   per-step report still cuts steps and counts buckets. */
+ *   once in mock.graph_launches and is traced (TR_GRAPH), and the graph's traced memsets and all-reduces
+ *   are traced again, so the per-step report still cuts steps and counts buckets. */
 #include "gpu_mock.h"
 
 #include <stdlib.h>
@@ -43,7 +43,7 @@ struct CUgraph_st {
 };
 
 struct CUgraphExec_st {
-    struct CUgraph_st *g;
+    struct CUgraph_st *g;     /* a copy: the graph may be destroyed once instantiated */
     long *pos;                /* where each replayed record landed on its stream */
     long (*vc)[MOCK_STREAMS]; /* and what happened before it */
 };
@@ -190,7 +190,12 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned 
     if (r != cudaSuccess)
         return r;
     struct CUgraphExec_st *x = calloc(1, sizeof *x);
-    x->g = g;
+    x->g = malloc(sizeof *x->g);
+    *x->g = *g;
+    x->g->node = malloc((size_t)(g->n + 1) * sizeof *g->node);
+    memcpy(x->g->node, g->node, (size_t)g->n * sizeof *g->node);
+    x->g->tr = malloc((size_t)(g->ntr + 1) * sizeof *g->tr);
+    memcpy(x->g->tr, g->tr, (size_t)g->ntr * sizeof *g->tr);
     x->pos = calloc((size_t)g->n + 1, sizeof *x->pos);
     x->vc = calloc((size_t)g->n + 1, sizeof *x->vc);
     *exec = x;
@@ -239,12 +244,14 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t stream)
     }
     for (long i = 0; i < g->ntr; i++)
         mock_trace(g->tr[i].kind, g->tr[i].p, g->tr[i].bytes);
+    mock_trace(TR_GRAPH, NULL, 0); /* after the memset that starts a step in the report */
     return cudaSuccess;
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
 {
     if (x) {
+        cudaGraphDestroy(x->g);
         free(x->pos);
         free(x->vc);
         free(x);
@@ -255,6 +262,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
 cudaError_t cudaGraphDestroy(cudaGraph_t g)
 {
     if (g) {
+        memset(g->node, 0xff, (size_t)g->n * sizeof *g->node); /* a use after destruction reads garbage */
         free(g->node);
         free(g->tr);
         free(g);

@@ -376,6 +376,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
         mock_violate("cudaEventRecord on a destroyed event");
     if (s && s->capture)
         return mock_graph_record(e, s);
+    e->capture = NULL; /* its last record is on a stream */
     if (s) {
         e->gen++;
         e->s = s;

@@ -3,7 +3,7 @@
 EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/check_gpu_graph.c tests/gpu/gpu_mock.c \
 	tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock.h tests/gpu/gpu_mock_host.c tests/gpu/gpu-mock-host.sh \
 	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh \
-	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-rpath.sh \
+	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-graph.sh tests/gpu/gpu-rpath.sh \
 	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh
 
 if HAVE_CUDA
@@ -22,6 +22,8 @@ check_PROGRAMS += tests/gpu/gpu_mock_train
 tests_gpu_gpu_mock_train_SOURCES = src/main.c tests/gpu/gpu_mock_main.c $(mock_sources)
 tests_gpu_gpu_mock_train_LDADD = $(mock_ldadd) -lstdc++ # layers.o is C++
 TESTS += tests/gpu/gpu-mock-steps.sh
+# The step as a CUDA graph: the same results as eager, one graph launch per step, the fallbacks.
+TESTS += tests/gpu/gpu-mock-graph.sh
 # The device bound before MPI_Init from the launcher's local rank, and MPI's node-local rank agreeing.
 TESTS += tests/gpu/gpu-mock-early.sh
 # The binary's run-time library path: resolved directories, the CUDA and NCCL libraries found without LD_LIBRARY_PATH.
@@ -59,7 +61,7 @@ endif
 
 # The GPU path's tests alone (CI's --with-cuda build; a GPU node's first check). Without CUDA: none.
 if HAVE_CUDA
-gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-early.sh tests/gpu/gpu-rpath.sh \
+gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-graph.sh tests/gpu/gpu-mock-early.sh tests/gpu/gpu-rpath.sh \
 	tests/gpu/gpu-kit.sh tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/gpu_backend \
 	tests/gpu/gpu-train.sh
 if HAVE_CHECK
