@@ -16,7 +16,7 @@ struct step_graph {
     void *graph; /* of shape */
     step_shape shape;
     double timeout_s;
-    long launches;
+    long launches, captures;
 };
 
 step_graph *step_graph_create(const nn_backend *be, const comm_backend *cb, void *comm, int enabled,
@@ -72,6 +72,7 @@ static int capture(step_graph *sg, const step_shape *shape, long step, void (*qu
         return 0;
     }
     sg->shape = *shape;
+    sg->captures++;
     return 1;
 }
 
@@ -91,6 +92,7 @@ void step_graph_step(step_graph *sg, const step_shape *shape, int replayable, lo
 }
 
 long step_graph_launches(const step_graph *sg) { return sg->launches; }
+long step_graph_captures(const step_graph *sg) { return sg->captures; }
 
 void step_graph_free(step_graph *sg)
 {

@@ -33,5 +33,6 @@ void step_graph_step(step_graph *sg, const step_shape *shape, int replayable, lo
                      void *ctx);
 /* Steps launched as a graph so far (the captured ones included). */
 long step_graph_launches(const step_graph *sg);
+long step_graph_captures(const step_graph *sg); /* graphs made (a new shape: each epoch) */
 void step_graph_free(step_graph *sg);
 #endif

@@ -558,7 +558,7 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
            gps = per * (double)r->step_counts.gemms, wps = per * (double)r->step_counts.waits;
     if (r->be->counts)
         say("device work per step: %.1f kernel launches, %.1f GEMMs, %.3f host waits; %ld steps replayed as a CUDA "
-            "graph", kps, gps, wps, step_graph_launches(r->graph));
+            "graph (%ld captures)", kps, gps, wps, step_graph_launches(r->graph), step_graph_captures(r->graph));
     static char prof[8192];
     report_profile(r, prof, sizeof prof);
     say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s, "
@@ -569,10 +569,11 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
             "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
             "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
-            "\"graph_steps\":%ld,\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
+            "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
             o->model, r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
             1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->startup_s, r->data_s, r->eval_s, r->ckpt_total_s,
-            cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, step_graph_launches(r->graph), rss,
+            cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, step_graph_launches(r->graph),
+            step_graph_captures(r->graph), rss,
             (unsigned long long)fingerprint, prof);
     if (o->verbose)
         say("replica fingerprint %016llx", (unsigned long long)fingerprint);

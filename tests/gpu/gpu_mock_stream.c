@@ -442,10 +442,11 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s)
 {
-    (void)kind;
     cudaError_t r = mock_cuda_status("cudaMemcpyAsync");
     if (r != cudaSuccess)
         return r;
+    if (kind == cudaMemcpyDeviceToDevice)
+        mock_trace(TR_COPY, dst, bytes);
     return mock_enqueue(s, (mock_op){.kind = OP_MEMCPY, .dst = dst, .src = src, .bytes = bytes});
 }
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
