@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu.h"
 #include "gpu_mock.h"
 #include "../check_run.h"
 
@@ -182,6 +183,54 @@ START_TEST(test_alloc_and_instantiate)
 }
 END_TEST
 
+/* The gradient all-reduce (cuda/comm_nccl.cu) in the trainer's graph (cuda/device.cu): captured once after
+ * an eager step, each replay reduces the data of the moment in order with "backward" (no race), counts its
+ * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device. */
+START_TEST(test_grad_comm_replay)
+{
+    enum { RING = 64, REPLAYS = RING + 6 };
+    static float h[N], d[N];
+    mock_reset(_i);
+    gpu_info info;
+    char why[GPU_MSG_LEN];
+    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
+    gpu_bind(&info);
+    unsigned char id[GPU_NCCL_ID_BYTES];
+    gpu_nccl_unique_id(id);
+    gpu_comm *c = gpu_comm_init(id, 2, 0, 5.0);
+    gpu_grad_comm *g = gpu_grad_comm_create(c, d, N, N / 2 * sizeof(float));
+    cudaStream_t s = (cudaStream_t)gpu_compute_stream();
+    for (int pass = 0; pass < 2; pass++) { /* eager, then captured */
+        if (pass)
+            ck_assert_int_eq(gpu_graph_begin(why, sizeof why), 0);
+        gpu_grad_comm_arm(g, 1, pass);
+        cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyHostToDevice, s); /* backward */
+        gpu_grad_comm_ready(g, N / 2, N / 2);
+        gpu_grad_comm_ready(g, 0, N / 2);
+        gpu_grad_comm_finish(g);
+    }
+    gpu_graph *graph = gpu_graph_end(why, sizeof why);
+    ck_assert_msg(graph != NULL, "%s", why);
+    ck_assert_int_eq(gpu_grad_comm_get_stats(g).launched, 2); /* the captured buckets have not run */
+    long waits = mock.waits;
+    for (int k = 1; k <= REPLAYS; k++) {
+        for (int i = 0; i < N; i++)
+            h[i] = (float)(k + i);
+        gpu_graph_launch(graph);
+        gpu_grad_comm_replayed(g, 1 + k);
+        ck_assert_int_eq(gpu_grad_comm_get_stats(g).launched, 2 + 2 * k);
+        ck_assert_int_eq(mock.waits - waits, (k <= RING ? 0 : k - RING));
+    }
+    gpu_wait_compute(); /* the trainer's read-back */
+    for (int i = 0; i < N; i++)
+        ck_assert_float_eq(d[i], 2 * h[i]);
+    ck_assert_msg(mock.violations == 0, "API misuse: %s", mock.violation);
+    gpu_graph_free(graph);
+    gpu_grad_comm_free(g);
+    gpu_comm_free(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gpu_graph");
@@ -191,6 +240,7 @@ int main(void)
     tcase_add_test(tc, test_trace);
     tcase_add_loop_test(tc, test_capture_errors, 0, 6);
     tcase_add_test(tc, test_alloc_and_instantiate);
+    tcase_add_loop_test(tc, test_grad_comm_replay, 0, 2);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

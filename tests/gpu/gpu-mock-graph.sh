@@ -5,7 +5,7 @@
 #     over two epochs with a partial last batch and evaluations (in the simulation only GEMMs, copies
 #     and all-reduces compute; kernels are counted and ordered);
 # (2) per step: the first eager, the second captured and launched, every later full batch one graph
-#     launch, no kernel launch and one copy (the batch's ids, outside the graph), the partial last batch
+#     launch, no kernel launch and one copy (the batch's ids, outside the graph; none in it), the partial last batch
 #     eager; one capture per epoch (the dropout key and lr change); no allocation, one host wait per log
 #     interval, the same device work per step as eager in the summary;
 # (3) a capture or instantiation that fails on one rank: one warning naming it, every rank eager, the
@@ -51,15 +51,16 @@ captures() { json_field "$TMP/$1.json" summary graph_captures; }
 # check_steps REPORT: epoch 1's steps 1-13 and epoch 2's 14-25 (the 26th runs into the end of the run).
 check_steps() {
   awk -v interval=$INTERVAL '
-    { s = $2; l = $4; gm = $6; w = $8; a = $10; gr = $16; cp = $18
+    { s = $2; l = $4; gm = $6; w = $8; a = $10; gr = $16; cp = $18; gcp = $20
       if (s == 0) next
       n++
       if (a != 0) { print "step " s ": " a " device allocations"; bad = 1 }
       if (s <= 12 && w != (s % interval == 0)) { print "step " s ": " w " host waits"; bad = 1 }
       if (s == 1 || s == 13) {
         if (gr != 0 || l < 1) { print "step " s " (eager): " gr " graph launches, " l " kernel launches"; bad = 1 }
-      } else if (gr != 1 || l != 0 || gm != 0 || cp != 1) {
-        print "step " s ": " gr " graph launches, " l " kernel launches, " gm " GEMMs, " cp " copies"; bad = 1 } }
+      } else if (gr != 1 || l != 0 || gm != 0 || cp != 1 || gcp != 0) {
+        print "step " s ": " gr " graph launches, " l " kernel launches, " gm " GEMMs, " cp " copies, " gcp \
+          " copies in the graph"; bad = 1 } }
     END { if (n != 25) { print n " steps reported, expected 25"; bad = 1 }
           exit bad }' "$1"
 }

@@ -14,7 +14,8 @@
  *   launch stream), after the launch stream's earlier work, with the captured event edges between
  *   streams: the scheduler and the race detector see every replayed operation. The launch itself counts
  *   once in mock.graph_launches and is traced (TR_GRAPH), and the graph's traced memsets and all-reduces
- *   are traced again, so the per-step report still cuts steps and counts buckets. */
+ *   are traced again, so the per-step report still cuts steps and counts buckets (its device-to-device
+ *   copies as TR_GRAPH_COPY: a copy in a graph has a frozen source). */
 #include "gpu_mock.h"
 
 #include <stdlib.h>
@@ -80,7 +81,7 @@ int mock_graph_trace(int kind, const void *p, size_t bytes)
     struct CUgraph_st *g = mock.capture;
     if (!g)
         return 0;
-    if (kind == TR_MEMSET || kind == TR_ALLREDUCE) {
+    if (kind == TR_MEMSET || kind == TR_ALLREDUCE || kind == TR_COPY) {
         g->tr = grow(g->tr, &g->captr, g->ntr, sizeof *g->tr);
         g->tr[g->ntr++] = (graph_trace){kind, p, bytes};
     }
@@ -243,7 +244,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t stream)
         }
     }
     for (long i = 0; i < g->ntr; i++)
-        mock_trace(g->tr[i].kind, g->tr[i].p, g->tr[i].bytes);
+        mock_trace(g->tr[i].kind == TR_COPY ? TR_GRAPH_COPY : g->tr[i].kind, g->tr[i].p, g->tr[i].bytes);
     mock_trace(TR_GRAPH, NULL, 0); /* after the memset that starts a step in the report */
     return cudaSuccess;
 }
