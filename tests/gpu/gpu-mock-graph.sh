@@ -6,7 +6,7 @@
 #     and all-reduces compute; kernels are counted and ordered);
 # (2) per step: the first eager, the second captured and launched, every later full batch one graph
 #     launch, no kernel launch and one copy (the batch's ids, outside the graph; none in it), the partial last batch
-#     eager; one capture per epoch (the dropout key and lr change); no allocation, one host wait per log
+#     eager; one capture per epoch (the dropout key changes); no allocation, one host wait per log
 #     interval, the same device work per step as eager in the summary;
 # (3) a capture or instantiation that fails on one rank: one warning naming it, every rank eager, the
 #     same results;
@@ -22,11 +22,14 @@ small_mnist "$TMP/small104" 104 16
 RUN_TIMEOUT=300
 INTERVAL=4
 
-# train NAME ARGS...: 2 epochs of net; metrics in $TMP/NAME.json, per-step report of epoch 1 in $TMP/NAME.rep.
+# train NAME ARGS...: 2 epochs of net; metrics in $TMP/NAME.json, per-step report in $TMP/NAME.rep. --gamma 1:
+# the learning rate stays, so only the new dropout key makes epoch 2 recapture.
 train() {
   name=$1; shift
-  MOCK_POLICY=${POLICY:-compute} MOCK_STEP_REPORT=$TMP/$name.rep run_np 2 "$P" --device cuda --data "${DATA:-$TMP/small}" \
-    --seed 0 --batch-size 4 --test-batch-size 16 --epochs 2 --log-interval $INTERVAL --metrics "$TMP/$name.json" \
+  MOCK_POLICY=${POLICY:-compute} MOCK_STEP_REPORT=$TMP/$name.rep run_np 2 "$P" --device cuda \
+    --data "${DATA:-$TMP/small}" \
+    --seed 0 --batch-size 4 --test-batch-size 16 --epochs 2 --gamma 1 --log-interval $INTERVAL \
+    --metrics "$TMP/$name.json" \
     "$@" >"$TMP/$name.out" 2>&1 || { cat "$TMP/$name.out" >&2; fail "$name: the run failed"; }
 }
 
@@ -70,7 +73,8 @@ for POLICY in compute comm; do
   [ "$(graph_steps eager-$POLICY)" = 0 ] || fail "--cuda-graph off: steps were replayed"
   train graph-$POLICY
   [ "$(captures graph-$POLICY)" = 2 ] || fail "$POLICY: $(captures graph-$POLICY) captures, expected 2 (one per epoch)"
-  [ "$(graph_steps graph-$POLICY)" = 23 ] || fail "$POLICY: $(graph_steps graph-$POLICY) graph steps, expected 23 (26 but the first and the 2 partial)"
+  [ "$(graph_steps graph-$POLICY)" = 23 ] ||
+    fail "$POLICY: $(graph_steps graph-$POLICY) graph steps, expected 23 (26 but the first and the 2 partial)"
   same eager-$POLICY graph-$POLICY
   msg=$(check_steps "$TMP/graph-$POLICY.rep") || { cat "$TMP/graph-$POLICY.rep" >&2; fail "$POLICY: $msg"; }
   ! grep -q "warning:" "$TMP/graph-$POLICY.out" || fail "$POLICY: a capture warning without a failure"
@@ -85,7 +89,8 @@ for call in cudaStreamBeginCapture:0 cudaStreamEndCapture:1 cudaGraphInstantiate
   unset MOCK_FAIL MOCK_FAIL_RANK
   out=$TMP/fail-${call%:*}.out
   [ "$(grep -c 'warning: .*CUDA graph' "$out")" = 1 ] || { cat "$out"; fail "${call%:*} failing: not one warning"; }
-  grep -q "rank ${call#*:} could not capture .*${call%:*}" "$out" || { cat "$out"; fail "${call%:*}: the warning does not name the rank and call"; }
+  grep -q "rank ${call#*:} could not capture .*${call%:*}" "$out" ||
+    { cat "$out"; fail "${call%:*}: the warning does not name the rank and call"; }
   [ "$(graph_steps fail-${call%:*})" = 0 ] || fail "${call%:*} failing: steps were still replayed"
   same eager-compute fail-${call%:*}
   echo "ok: ${call%:*} failing on rank ${call#*:}: one warning, every rank eager, the same results"
