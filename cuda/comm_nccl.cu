@@ -55,6 +55,11 @@ struct gpu_grad_comm {
     // Per step, a ring: end of backward / of the last bucket (timed: exposed time). Steps posted, timed.
     cudaEvent_t bwd_end[TIMING_SLOTS], done[TIMING_SLOTS];
     long posted, timed;
+    // A captured step (the trainer's CUDA graph): its buckets, and per launch a ring of untimed events at
+    // the end of the replay, which bounds how far the host runs ahead. Replays launched, settled.
+    int graph_buckets;
+    cudaEvent_t joined, replay_end[TIMING_SLOTS];
+    long replays, replays_settled;
     comm_stats stats;
 };
 
@@ -325,6 +330,7 @@ static void settle(void *ctx)
     CUDA_CHECK(cudaEventRecord(g->settled, g->c->compute));
     WAIT_EVENT(g->c, g->settled, "gradient all-reduce");
     add_exposed(g, g->posted);
+    g->replays_settled = g->replays;
 }
 
 extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, size_t n, size_t bucket_bytes)
@@ -336,9 +342,11 @@ extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, si
     bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
     CUDA_CHECK(cudaEventCreateWithFlags(&g->ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&g->settled, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&g->joined, cudaEventDisableTiming));
     for (int i = 0; i < TIMING_SLOTS; i++) {
         CUDA_CHECK(cudaEventCreate(&g->bwd_end[i]));
         CUDA_CHECK(cudaEventCreate(&g->done[i]));
+        CUDA_CHECK(cudaEventCreateWithFlags(&g->replay_end[i], cudaEventDisableTiming));
     }
     if (c->world > 1 && n > 0) {
         // Reference for the overlap figure: the best of three isolated all-reduces of the whole buffer
@@ -396,11 +404,56 @@ extern "C" void gpu_grad_comm_ready(void *ctx, size_t offset, size_t count)
         launch(g, start[i], counts[i]);
 }
 
+// The deadline of the next wait: the start-up one until the first all-reduce, eager or replayed.
+static void update_deadline(gpu_grad_comm *g)
+{
+    gpu_comm *c = g->c;
+    c->timeout_s = comm_wait_deadline(c->startup_s, c->step_timeout_s, g->stats.reductions + g->replays, &c->option);
+}
+
+// finish() inside a capture: the same order with untimed events (one recorded in a capture is an edge of
+// the graph, never recorded on the stream: the timing ring could not read it) and no host wait.
+static void finish_captured(gpu_grad_comm *g)
+{
+    gpu_comm *c = g->c;
+    CUDA_CHECK(cudaEventRecord(g->ready, c->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->ready, 0));
+    size_t start, count;
+    if (bucket_flush(&g->plan, &start, &count))
+        launch(g, start, count);
+    CUDA_CHECK(cudaEventRecord(g->joined, c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(c->compute, g->joined, 0));
+    g->graph_buckets = g->pass_buckets;
+    g->stats.launched -= g->pass_buckets; // they run (and count) at each replay
+    g->pass_buckets = 0;
+    g->armed = 0;
+}
+
+extern "C" void gpu_grad_comm_replayed(gpu_grad_comm *g, long step)
+{
+    if (!g->graph_buckets)
+        return; /* one rank: nothing communicates */
+    gpu_comm *c = g->c;
+    c->step = step;
+    int slot = (int)(g->replays % TIMING_SLOTS);
+    if (g->replays - g->replays_settled == TIMING_SLOTS) { // the host is a whole ring ahead
+        WAIT_EVENT(c, g->replay_end[slot], "gradient all-reduce");
+        g->replays_settled++;
+    }
+    CUDA_CHECK(cudaEventRecord(g->replay_end[slot], c->compute));
+    g->replays++;
+    g->stats.launched += g->graph_buckets;
+    g->stats.buckets = g->graph_buckets;
+    update_deadline(g);
+}
+
 extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
 {
     if (!g->armed)
         return;
     gpu_comm *c = g->c;
+    if (gpu_capturing())
+        return finish_captured(g);
     int slot = (int)(g->posted % TIMING_SLOTS);
     if (g->posted - g->timed == TIMING_SLOTS) { // the host is a whole ring ahead: wait for the oldest step
         WAIT_EVENT(c, g->done[slot], "gradient all-reduce");
@@ -420,7 +473,7 @@ extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
     g->posted++;
     g->stats.buckets = g->pass_buckets;
     g->stats.reductions++;
-    c->timeout_s = comm_wait_deadline(c->startup_s, c->step_timeout_s, g->stats.reductions, &c->option);
+    update_deadline(g);
     g->pass_buckets = 0;
     g->armed = 0;
 }
@@ -437,11 +490,17 @@ extern "C" void gpu_grad_comm_free(gpu_grad_comm *g)
     // Nothing may still read the gradients or the events: wait for the comm stream (deadline).
     CUDA_CHECK(cudaEventRecord(g->ready, g->c->stream));
     WAIT_EVENT(g->c, g->ready, "gradient all-reduce");
+    if (g->replays) { // a replay's all-reduce runs in the graph, ordered on the compute stream
+        CUDA_CHECK(cudaEventRecord(g->settled, g->c->compute));
+        WAIT_EVENT(g->c, g->settled, "gradient all-reduce");
+    }
     CUDA_CHECK(cudaEventDestroy(g->ready));
     CUDA_CHECK(cudaEventDestroy(g->settled));
+    CUDA_CHECK(cudaEventDestroy(g->joined));
     for (int i = 0; i < TIMING_SLOTS; i++) {
         CUDA_CHECK(cudaEventDestroy(g->bwd_end[i]));
         CUDA_CHECK(cudaEventDestroy(g->done[i]));
+        CUDA_CHECK(cudaEventDestroy(g->replay_end[i]));
     }
     free(g);
 }

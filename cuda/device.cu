@@ -159,9 +159,12 @@ extern "C" void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx)
 }
 
 static long kernels_counted, gemms_counted, waits_counted; // gpu_counted(); one thread queues all work
+// While a step is captured its launches are the graph's, counted when it is launched (gpu_graph_launch).
+static int capturing;
+static long kernels_captured, gemms_captured;
 
-extern "C" void gpu_count_kernel(void) { kernels_counted++; }
-extern "C" void gpu_count_gemm(void) { gemms_counted++; }
+extern "C" void gpu_count_kernel(void) { ++*(capturing ? &kernels_captured : &kernels_counted); }
+extern "C" void gpu_count_gemm(void) { ++*(capturing ? &gemms_captured : &gemms_counted); }
 
 extern "C" void gpu_counted(long *kernels, long *gemms, long *waits)
 {
@@ -177,6 +180,73 @@ extern "C" void gpu_wait_compute(void)
         compute_wait(compute_wait_ctx);
     else
         CUDA_CHECK(cudaStreamSynchronize(compute_stream));
+}
+
+// ---- CUDA graph of a training step ------------------------------------------------------------------
+
+struct gpu_graph {
+    cudaGraphExec_t exec;
+    long kernels, gemms; // launched by one replay
+};
+
+// A failed capture call leaves its error as the thread's last error: cleared, or the next launch check
+// (cudaGetLastError) would stop the run for it.
+static int capture_failed(cudaError_t e, const char *call, char *why, size_t len)
+{
+    snprintf(why, len, "%s: %s", call, cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    return -1;
+}
+
+extern "C" int gpu_graph_begin(char *why, size_t len)
+{
+    // Relaxed: cuBLAS may allocate its workspace at its first call in a capture; nothing of ours waits in a
+    // step (tests/gpu/gpu-mock-steps.sh), and the simulation refuses host waits in any mode.
+    cudaError_t e = cudaStreamBeginCapture(compute_stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess)
+        return capture_failed(e, "cudaStreamBeginCapture", why, len);
+    capturing = 1;
+    kernels_captured = gemms_captured = 0;
+    return 0;
+}
+
+extern "C" int gpu_capturing(void) { return capturing; }
+
+extern "C" gpu_graph *gpu_graph_end(char *why, size_t len)
+{
+    capturing = 0;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t e = cudaStreamEndCapture(compute_stream, &graph);
+    const char *call = "cudaStreamEndCapture";
+    if (e == cudaSuccess) {
+        call = "cudaGraphInstantiate";
+        e = cudaGraphInstantiate(&exec, graph, 0);
+    }
+    if (graph)
+        CUDA_CHECK(cudaGraphDestroy(graph)); // the executable graph is independent of it
+    if (e != cudaSuccess) {
+        capture_failed(e, call, why, len);
+        return nullptr;
+    }
+    gpu_graph *g = (gpu_graph *)xcalloc(1, sizeof *g);
+    *g = gpu_graph{exec, kernels_captured, gemms_captured};
+    return g;
+}
+
+extern "C" void gpu_graph_launch(gpu_graph *g)
+{
+    CUDA_CHECK(cudaGraphLaunch(g->exec, compute_stream));
+    kernels_counted += g->kernels;
+    gemms_counted += g->gemms;
+}
+
+extern "C" void gpu_graph_free(gpu_graph *g)
+{
+    if (!g)
+        return;
+    CUDA_CHECK(cudaGraphExecDestroy(g->exec)); // a launch in flight completes first (CUDA defers the release)
+    free(g);
 }
 
 extern "C" void gpu_describe(const gpu_info *info, char *buf, size_t len)

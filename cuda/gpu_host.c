@@ -216,6 +216,7 @@ static void nccl_ready(void *state, size_t offset, size_t count)
     gpu_grad_comm_ready(((nccl_state *)state)->g, offset, count);
 }
 static void nccl_finish(void *state) { gpu_grad_comm_finish(((nccl_state *)state)->g); }
+static void nccl_replayed(void *state, long step) { gpu_grad_comm_replayed(((nccl_state *)state)->g, step); }
 static comm_stats nccl_stats(const void *state) { return gpu_grad_comm_get_stats(((const nccl_state *)state)->g); }
 
 static void nccl_broadcast(void *state, float *p, size_t n, const char *what)
@@ -238,7 +239,8 @@ static void nccl_destroy(void *state)
 
 static const comm_backend nccl_table = {
     .name = "nccl", .create = nccl_create, .arm = nccl_arm, .ready = nccl_ready, .finish = nccl_finish,
-    .stats = nccl_stats, .broadcast = nccl_broadcast, .average = nccl_average, .destroy = nccl_destroy,
+    .replayed = nccl_replayed, .stats = nccl_stats, .broadcast = nccl_broadcast, .average = nccl_average,
+    .destroy = nccl_destroy,
 };
 
 const comm_backend *comm_nccl(void) { return &nccl_table; }

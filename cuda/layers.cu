@@ -104,6 +104,11 @@ static void cu_upload(void *dst, const void *host, size_t bytes)
     gpu_wait_compute();
 }
 
+static void cu_copy(void *dst, const void *src, size_t bytes)
+{
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+}
+
 static void cu_download(void *host, const void *src, size_t bytes)
 {
     CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream()));
@@ -504,12 +509,17 @@ static nn_counts cu_counts(void)
     return c;
 }
 
+static void *cu_graph_end(char *why, size_t len) { return gpu_graph_end(why, len); }
+static void cu_graph_launch(void *g) { gpu_graph_launch((gpu_graph *)g); }
+static void cu_graph_free(void *g) { gpu_graph_free((gpu_graph *)g); }
+
 // A whole batch per im2col + GEMM: the GPU has the memory, and one large GEMM keeps it busy.
 // Designated initialisers (C++20, in declaration order): entries of the same type (relu_backward and
 // dropout_backward, flatten and unflatten) cannot be swapped silently by a reordering of backend.h.
 static const nn_backend cuda_backend = {
     .name = "cuda", .chunk = 1 << 30, .keep_col = 1,
     .alloc = cu_alloc, .free = cu_free, .zero = cu_zero, .upload = cu_upload, .download = cu_download,
+    .copy = cu_copy,
     .gather = cu_gather, .gemm = gpu_gemm, .im2col = cu_im2col, .col2im = cu_col2im, .fill = cu_fill,
     .sum_add = cu_sum_add, .relu_forward = cu_relu_forward,
     .bias_relu_forward = cu_bias_relu_forward, .relu_backward = cu_relu_backward,
@@ -520,7 +530,8 @@ static const nn_backend cuda_backend = {
     .batchnorm_backward = cu_batchnorm_backward, .log_softmax_nll_forward = cu_log_softmax_nll_forward,
     .log_softmax_nll_backward = cu_log_softmax_nll_backward, .add_losses = cu_add_losses,
     .count_correct = cu_count_correct, .counts = cu_counts, .adadelta_step = cu_adadelta_step,
-    .sgd_step = cu_sgd_step,
+    .sgd_step = cu_sgd_step, .graph_begin = gpu_graph_begin, .graph_end = cu_graph_end,
+    .graph_launch = cu_graph_launch, .graph_free = cu_graph_free,
 };
 
 extern "C" const nn_backend *nn_cuda(void)

@@ -26,6 +26,8 @@ typedef struct nn_backend {
     void (*zero)(void *p, size_t bytes);
     void (*upload)(void *dst, const void *host, size_t bytes);
     void (*download)(void *host, const void *src, size_t bytes);
+    /* bytes from src to dst, both backend memory, queued (no wait) */
+    void (*copy)(void *dst, const void *src, size_t bytes);
 
     void (*gather)(const uint8_t *images, const uint8_t *labels, const uint64_t *idx, int n, float *x, uint8_t *y);
     /* Primitives of the convolution and linear layers (conv_forward etc. of layers.h compose them):
@@ -74,6 +76,12 @@ typedef struct nn_backend {
                          int k, int pad, int wide);
     void (*conv_backward)(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
                           int C, int H, int W, int F, int k, int pad, int wide);
+    /* A graph of the work queued between graph_begin and graph_end, replayed by graph_launch (CUDA graphs:
+     * gpu.h's gpu_graph_*, whose failures they report the same way); NULL: the backend has none (CPU). */
+    int (*graph_begin)(char *why, size_t len);
+    void *(*graph_end)(char *why, size_t len);
+    void (*graph_launch)(void *graph);
+    void (*graph_free)(void *graph);
 } nn_backend;
 
 extern const nn_backend nn_cpu;

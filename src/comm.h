@@ -36,6 +36,8 @@ typedef struct comm_backend {
     void (*ready)(void *state, size_t offset, size_t count);
     /* Starts what is left and waits for every bucket; the optimizer may then read the gradients. */
     void (*finish)(void *state);
+    /* A launch of a captured step (CUDA graph) whose finish() ran inside the capture; NULL: no graphs. */
+    void (*replayed)(void *state, long step);
     comm_stats (*stats)(const void *state);
     /* Rank 0's n floats at p to every rank; what names them in error messages. */
     void (*broadcast)(void *state, float *p, size_t n, const char *what);

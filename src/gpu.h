@@ -101,6 +101,18 @@ void gpu_counted(long *kernels, long *gemms, long *waits);
 /* wait(ctx) becomes gpu_wait_compute(); NULL restores cudaStreamSynchronize. GPU build only. */
 void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx);
 
+/* A CUDA graph of the work queued on the compute stream (and the streams that join it through events)
+ * between gpu_graph_begin and gpu_graph_end: the trainer's replayable step (docs/gpu.md). begin: 0, or -1
+ * with the failed call and its error in why (nothing captures). end: the instantiated graph, or NULL with
+ * why (the capture is over either way; what was queued in it did not run). Launches and GEMMs queued while
+ * capturing count when the graph is launched (gpu_counted). GPU build only. */
+typedef struct gpu_graph gpu_graph;
+int gpu_graph_begin(char *why, size_t len);
+gpu_graph *gpu_graph_end(char *why, size_t len);
+void gpu_graph_launch(gpu_graph *g);
+void gpu_graph_free(gpu_graph *g); /* NULL: a no-op */
+int gpu_capturing(void);           /* 1 between a successful gpu_graph_begin and gpu_graph_end */
+
 /* "cuda:0 (0000:3B:00.0)": the device column of bootstrap_report(). CPU-only build: a stub. */
 void gpu_describe(const gpu_info *info, char *buf, size_t len);
 
@@ -166,6 +178,11 @@ void gpu_grad_comm_finish(gpu_grad_comm *g);
  * gpu_grad_comm_create() makes it gpu_wait_compute() (until gpu_grad_comm_free()), so every read-back
  * of the backend waits here: the trainer's one host wait per log interval is the loss's. */
 void gpu_grad_comm_settle(gpu_grad_comm *g);
+/* A finish() queued while the compute stream is captured (gpu_graph_begin) orders the buckets with
+ * untimed events and waits nowhere; each launch of that graph then calls this (step: for error messages),
+ * which counts the pass's buckets and keeps the host at most 64 replays ahead of the device (a deadline
+ * wait, as finish() does for eager steps). Replayed steps are not timed (exposed_s covers eager steps). */
+void gpu_grad_comm_replayed(gpu_grad_comm *g, long step);
 /* The figures of the reductions settled so far (exposed_s) and posted (reductions, launched, buckets). */
 comm_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g);
 void gpu_grad_comm_free(gpu_grad_comm *g);

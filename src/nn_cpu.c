@@ -438,6 +438,7 @@ void cpu_sgd_step(float *param, const float *grad, float *buf, size_t n, float l
 const nn_backend nn_cpu = {
     .name = "cpu", .chunk = 1,
     .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .upload = cpu_copy, .download = cpu_copy,
+    .copy = cpu_copy,
     .gather = cpu_gather, .gemm = gemm, .im2col = cpu_im2col, .col2im = cpu_col2im, .fill = cpu_fill,
     .sum_add = cpu_sum_add, .relu_forward = cpu_relu_forward,
     .bias_relu_forward = cpu_bias_relu_forward, .relu_backward = cpu_relu_backward,

@@ -59,6 +59,8 @@ static const char usage_text[] =
     "                          is not expected to beat tf32 (the same fp32 traffic).\n"
     "  --conv C                CPU convolutions: auto | im2col | onednn; auto is\n"
     "                          onednn where built with oneDNN, else im2col      [auto]\n"
+    "  --cuda-graph on|off     replay each full-batch training step (accumulation 1)\n"
+    "                          as one CUDA graph, captured after the first step   [on]\n"
     "  --bucket-mb F           gradient all-reduce bucket size in MiB                 [1]\n"
     "  --bootstrap-addr H:P    pin NCCL's bootstrap to HOST:PORT (firewalled clusters)\n"
     "  --comm-timeout S        seconds a rank waits on a collective before aborting, at\n"
@@ -117,6 +119,7 @@ enum {
     OPT_BATCH = 256, OPT_TEST_BATCH, OPT_EPOCHS, OPT_LR, OPT_GAMMA, OPT_SEED, OPT_LOG_INTERVAL,
     OPT_SAVE, OPT_LOAD, OPT_DRY_RUN, OPT_NO_CUDA, OPT_DATA, OPT_MODEL, OPT_OPTIMIZER, OPT_MOMENTUM,
     OPT_WD, OPT_ACCUM, OPT_MAX_STEPS, OPT_THREADS, OPT_METRICS, OPT_DEVICE, OPT_PRECISION, OPT_CONV,
+    OPT_CUDA_GRAPH,
     OPT_BOOTSTRAP, OPT_COMM_TIMEOUT, OPT_STEP_TIMEOUT, OPT_BUCKET, OPT_VERBOSE, OPT_PROFILE, OPT_HELP, OPT_VERSION,
     OPT_CKPT_DIR,
     OPT_CKPT_EVERY, OPT_CKPT_KEEP, OPT_RESUME
@@ -146,6 +149,7 @@ static const struct option long_options[] = {
     {"device", required_argument, 0, OPT_DEVICE},
     {"precision", required_argument, 0, OPT_PRECISION},
     {"conv", required_argument, 0, OPT_CONV},
+    {"cuda-graph", required_argument, 0, OPT_CUDA_GRAPH},
     {"bootstrap-addr", required_argument, 0, OPT_BOOTSTRAP},
     {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
     {"step-timeout", required_argument, 0, OPT_STEP_TIMEOUT},
@@ -187,12 +191,13 @@ void options_parse(int argc, char **argv, options *o)
     static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
     static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
     static const char *const convs[] = {"auto", "im2col", "onednn", NULL};
+    static const char *const on_off[] = {"off", "on", NULL};
 
     *o = (options){
         .test_batch_size = 1000, .epochs = 14, .lr = -1, .gamma = 0.7, .seed = 1, .log_interval = 10,
         .data_dir = "data/mnist", .model = "net", .accum_steps = 1, .device = DEVICE_AUTO,
         .precision = "fp32", .conv = "auto", .comm_timeout = 300, .step_timeout = 60, .bucket_mb = 1,
-        .checkpoint_keep = 2, .resume = "auto",
+        .cuda_graph = 1, .checkpoint_keep = 2, .resume = "auto",
     };
     opterr = 0; /* our own one-line messages instead of getopt's */
     int c;
@@ -226,6 +231,7 @@ void options_parse(int argc, char **argv, options *o)
         }
         case OPT_PRECISION: o->precision = parse_choice("--precision", optarg, precisions); break;
         case OPT_CONV: o->conv = parse_choice("--conv", optarg, convs); break;
+        case OPT_CUDA_GRAPH: o->cuda_graph = strcmp(parse_choice("--cuda-graph", optarg, on_off), "on") == 0; break;
         case OPT_BOOTSTRAP: o->bootstrap_addr = parse_hostport("--bootstrap-addr", optarg); break;
         case OPT_COMM_TIMEOUT: o->comm_timeout = parse_double("--comm-timeout", optarg, 0.1, 1e6); break;
         case OPT_STEP_TIMEOUT: o->step_timeout = parse_double("--step-timeout", optarg, 0.1, 1e6); break;

@@ -27,6 +27,7 @@ typedef struct {
     device_choice device;
     const char *precision;
     const char *conv;      /* CPU convolutions: "auto", "im2col" or "onednn" */
+    int cuda_graph;        /* 1: replay full-batch steps as a CUDA graph (--cuda-graph on) */
     const char *bootstrap_addr;
     double comm_timeout;   /* start-up bound of collective waits */
     double step_timeout;   /* bound of gradient all-reduce waits after the first step */

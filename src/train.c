@@ -22,6 +22,7 @@
 #include "rng.h"
 #include "sampler.h"
 #include "shards.h"
+#include "step_graph.h"
 #include "train_state.h"
 
 /* Domain separation of the seed: shuffles and dropout masks draw from unrelated streams. */
@@ -62,6 +63,8 @@ typedef struct {
     float *x;
     uint8_t *y;
     uint64_t *perm, *host_perm;
+    uint64_t *ids;         /* the micro-batch's sample ids (a fixed place: a replayed step reads it) */
+    step_graph *graph;
     float *host_params;    /* staging for replica checks and the fingerprint */
     long step;             /* optimizer steps so far */
     char train_sha[80];    /* the training set's source checksum, its identity in checkpoints */
@@ -202,15 +205,42 @@ static void save_state(run *r, int epoch, uint64_t epoch_step)
     r->saved_step = r->step;
 }
 
-/* Gathers this rank's slice of global batch `micro` into x/y; *ids gets its sample indices. Returns
- * its size. */
-static int gather_batch(run *r, uint64_t micro, uint64_t *global_count, const uint64_t **ids)
+/* Copies the sample ids of this rank's slice of global batch `micro` into r->ids. Returns its size. */
+static int batch_ids(run *r, uint64_t micro)
 {
-    uint64_t first, count;
-    sampler_slice(r->n_train, r->env->world, r->rc.batch, r->env->rank, micro, &first, &count, global_count);
-    *ids = r->perm + first;
-    r->be->gather(r->train_images, r->train_labels, *ids, (int)count, r->x, r->y);
+    uint64_t first, count, global;
+    sampler_slice(r->n_train, r->env->world, r->rc.batch, r->env->rank, micro, &first, &count, &global);
+    r->be->copy(r->ids, r->perm + first, count * sizeof *r->ids);
     return (int)count;
+}
+
+/* One optimizer step's device work, queued or captured (step_graph.h): everything it passes by value is
+ * here and in the step's shape. The first micro-batch's ids are copied before (a graph cannot). */
+typedef struct {
+    run *r;
+    uint64_t micro0, k;
+    int n0;
+    step_shape shape;
+} step_work;
+
+static void queue_step(void *ctx)
+{
+    const step_work *w = ctx;
+    run *r = w->r;
+    r->be->zero(model_grads(r->m), model_num_params(r->m) * sizeof(float));
+    profile_lap("optimizer"); /* zeroing the gradients, as PyTorch's optimizer does */
+    for (uint64_t j = 0; j < w->k; j++) {
+        int n = j == 0 ? w->n0 : batch_ids(r, w->micro0 + j);
+        r->be->gather(r->train_images, r->train_labels, r->ids, n, r->x, r->y);
+        profile_lap("batch gather");
+        r->cb->arm(r->comm, j + 1 == w->k, r->step);
+        /* The loss stays on the device: nothing waits between backward and finish's last bucket. */
+        model_train_batch(r->m, r->x, r->y, r->ids, n, w->shape.dropout_key, 1.0f / (float)w->shape.total);
+    }
+    r->cb->finish(r->comm);
+    profile_lap("all-reduce wait");
+    optim_step(r->opt, model_params(r->m), model_grads(r->m), (float)w->shape.lr);
+    profile_lap("optimizer");
 }
 
 /* Whether the job's time limit is near: closer than a few of the longest steps, the last checkpoint's
@@ -330,30 +360,20 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         double t_step = clock_now();
         uint64_t micro0 = s * (uint64_t)o->accum_steps;
         uint64_t k = micro_steps - micro0 < (uint64_t)o->accum_steps ? micro_steps - micro0 : (uint64_t)o->accum_steps;
-        /* Samples in this optimizer step over all ranks: the gradient of their mean is what we want. */
-        uint64_t total = 0;
-        for (uint64_t j = 0; j < k; j++) {
-            uint64_t f, c, g;
-            sampler_slice(r->n_train, r->env->world, r->rc.batch, 0, micro0 + j, &f, &c, &g);
-            total += g;
-        }
-        r->be->zero(model_grads(r->m), model_num_params(r->m) * sizeof(float));
-        profile_lap("optimizer"); /* zeroing the gradients, as PyTorch's optimizer does */
+        /* Samples in this optimizer step over all ranks (the gradient of their mean is what we want), and
+         * this rank's. */
+        step_work w = {.r = r, .micro0 = micro0, .k = k, .shape = {.lr = lr, .dropout_key = dropout_key}};
         double images = 0;
         for (uint64_t j = 0; j < k; j++) {
-            uint64_t g;
-            const uint64_t *ids;
-            int n = gather_batch(r, micro0 + j, &g, &ids);
-            profile_lap("batch gather");
-            r->cb->arm(r->comm, j + 1 == k, r->step);
-            /* The loss stays on the device: nothing waits between backward and finish's last bucket. */
-            model_train_batch(r->m, r->x, r->y, ids, n, dropout_key, 1.0f / (float)total);
-            images += n;
+            uint64_t f, c, g;
+            sampler_slice(r->n_train, r->env->world, r->rc.batch, r->env->rank, micro0 + j, &f, &c, &g);
+            w.shape.total += g;
+            images += (double)c;
         }
-        r->cb->finish(r->comm);
-        profile_lap("all-reduce wait");
-        optim_step(r->opt, model_params(r->m), model_grads(r->m), (float)lr);
-        profile_lap("optimizer");
+        w.n0 = batch_ids(r, micro0);
+        /* A graph replays only full batches without accumulation (kernel arguments are frozen in it). */
+        int replayable = o->accum_steps == 1 && w.shape.total == (uint64_t)r->rc.batch * (uint64_t)r->env->world;
+        step_graph_step(r->graph, &w.shape, replayable, r->step, queue_step, &w);
         r->step++;
         if (clock_now() - t_step > r->step_max_s)
             r->step_max_s = clock_now() - t_step;
@@ -439,6 +459,8 @@ static void run_setup(run *r, int gpu)
     r->x = r->be->alloc((size_t)capacity * MNIST_PIXELS * sizeof(float));
     r->y = r->be->alloc((size_t)capacity);
     r->perm = r->be->alloc(r->n_train * sizeof *r->perm);
+    r->ids = r->be->alloc((size_t)r->rc.batch * sizeof *r->ids);
+    r->graph = step_graph_create(r->be, r->cb, r->comm, o->cuda_graph, o->comm_timeout);
     r->host_perm = xmalloc(r->n_train * sizeof *r->host_perm);
     r->host_params = xmalloc(model_num_params(r->m) * sizeof *r->host_params);
 
@@ -535,7 +557,8 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
     double per = r->counted_steps ? 1.0 / (double)r->counted_steps : 0.0, kps = per * (double)r->step_counts.kernels,
            gps = per * (double)r->step_counts.gemms, wps = per * (double)r->step_counts.waits;
     if (r->be->counts)
-        say("device work per step: %.1f kernel launches, %.1f GEMMs, %.3f host waits", kps, gps, wps);
+        say("device work per step: %.1f kernel launches, %.1f GEMMs, %.3f host waits; %ld steps replayed as a CUDA "
+            "graph (%ld captures)", kps, gps, wps, step_graph_launches(r->graph), step_graph_captures(r->graph));
     static char prof[8192];
     report_profile(r, prof, sizeof prof);
     say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s, "
@@ -546,10 +569,12 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
             "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
             "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
-            "\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
+            "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
             o->model, r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
             1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->startup_s, r->data_s, r->eval_s, r->ckpt_total_s,
-            cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, rss, (unsigned long long)fingerprint, prof);
+            cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, step_graph_launches(r->graph),
+            step_graph_captures(r->graph), rss,
+            (unsigned long long)fingerprint, prof);
     if (o->verbose)
         say("replica fingerprint %016llx", (unsigned long long)fingerprint);
     if (o->save_model && r->env->rank == 0) {
@@ -561,10 +586,11 @@ static void run_summary(run *r, const eval_result *ev, int epochs, double total_
 static void run_teardown(run *r)
 {
     const nn_backend *be = r->be;
+    step_graph_free(r->graph);
     r->cb->destroy(r->comm);
     optim_free(r->opt);
     model_free(r->m);
-    void *device[] = {r->x, r->y, r->perm, r->train_images, r->train_labels, r->test_images, r->test_labels};
+    void *device[] = {r->x, r->y, r->perm, r->ids, r->train_images, r->train_labels, r->test_images, r->test_labels};
     for (size_t i = 0; i < sizeof device / sizeof *device; i++)
         be->free(device[i]);
     free(r->host_perm);

@@ -51,6 +51,7 @@ struct CUstream_st {
     mock_op *q;
     long n, cap, done;
     long vc[MOCK_STREAMS];
+    struct CUgraph_st *capture; /* the open capture it belongs to (gpu_mock_graph.c), NULL: none */
 };
 
 struct CUevent_st {
@@ -60,6 +61,8 @@ struct CUevent_st {
     long pos, gen, time;
     long waited;           /* the gen of the last record a host wait counted (a polling loop is one wait) */
     long vc[MOCK_STREAMS]; /* what completes before the last record */
+    struct CUgraph_st *capture; /* recorded in this capture, as its node cap_idx (not on a stream) */
+    long cap_idx;
 };
 
 struct ncclComm {
@@ -109,12 +112,14 @@ typedef struct {
     /* What the host did, counted (and traced for mock_step_report): kernel launches, host waits (a
      * synchronising call or an event poll that finds device work pending), device and pinned allocations. */
     long launches, waits, allocs;
+    long graph_launches;                   /* cudaGraphLaunch calls */
+    struct CUgraph_st *capture;            /* the open stream capture, NULL: none */
     int bcast_keep;                        /* a broadcast leaves the data as it is (every rank holds the same) */
     int nccl_rank;                         /* of the last communicator initialised */
 } gpu_mock_state;
 
 /* Trace kinds (tests/gpu/gpu_mock_steps.c). */
-enum { TR_LAUNCH, TR_GEMM, TR_WAIT, TR_ALLOC, TR_MEMSET, TR_ALLREDUCE };
+enum { TR_LAUNCH, TR_GEMM, TR_WAIT, TR_ALLOC, TR_MEMSET, TR_ALLREDUCE, TR_GRAPH, TR_COPY, TR_GRAPH_COPY };
 void mock_trace(int kind, const void *p, size_t bytes);
 /* Writes one line per optimizer step of the traced run to path (see gpu_mock_steps.c); 0 or -1. */
 int mock_step_report(const char *path);
@@ -129,6 +134,17 @@ void mock_reset(int policy);
 void mock_fail(const char *call, long skip, int err, int sticky);
 /* A kernel on s that faults when it runs: e becomes sticky, reported by the calls after it ran. */
 void mock_fault_kernel(cudaStream_t s, cudaError_t e);
+
+/* Stream capture (gpu_mock_graph.c). mock_enqueue on a capturing stream records o in its graph; event
+ * records and waits that involve a capture go to mock_graph_record / mock_graph_wait; mock_trace keeps
+ * what is traced while capturing with the graph (nonzero: taken). A host wait, or an allocation outside
+ * relaxed mode, while a capture is open: mock_capture_refuse invalidates it and returns the error
+ * (cudaSuccess when no capture is open). */
+cudaError_t mock_graph_add(struct CUstream_st *s, mock_op o);
+cudaError_t mock_graph_record(struct CUevent_st *e, struct CUstream_st *s);
+cudaError_t mock_graph_wait(struct CUstream_st *s, struct CUevent_st *e);
+int mock_graph_trace(int kind, const void *p, size_t bytes);
+cudaError_t mock_capture_refuse(const char *call, int alloc);
 
 /* For the simulation's own files. */
 void mock_violate(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

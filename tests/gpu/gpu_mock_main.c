@@ -3,6 +3,8 @@
  * host queues and when it waits), not the numbers. Driven by tests/gpu/gpu-mock-steps.sh.
  *   MOCK_POLICY=comm|compute   which stream runs eagerly (default compute: the all-reduces lag)
  *   MOCK_STEP_REPORT=FILE      rank 0 writes one line per optimizer step there (gpu_mock_steps.c)
+ *   MOCK_FAIL=CALL             CALL fails (cudaErrorStreamCaptureUnsupported) on the rank MOCK_FAIL_RANK
+ *                              (OMPI_COMM_WORLD_RANK; default 0): a capture that fails on one rank only
  * At exit, a misuse of the simulated API (a race between the streams, a call on a communicator still in
  * progress...) is an error: status 97. Every rank prints the device bound when MPI_Init began (-1: none),
  * seen through MPI's profiling interface. */
@@ -45,5 +47,8 @@ __attribute__((constructor)) static void start(void)
     mock_reset(policy && strcmp(policy, "comm") == 0 ? EAGER_COMM : EAGER_COMPUTE);
     mock.current_device = -1; /* none bound yet */
     mock.bcast_keep = 1; /* with --seed 0 every rank holds rank 0's parameters: the broadcast changes nothing */
+    const char *fail = getenv("MOCK_FAIL"), *fail_rank = getenv("MOCK_FAIL_RANK"), *me = getenv("OMPI_COMM_WORLD_RANK");
+    if (fail && atoi(fail_rank ? fail_rank : "0") == atoi(me ? me : "0"))
+        mock_fail(fail, 0, cudaErrorStreamCaptureUnsupported, 0);
     atexit(report);
 }

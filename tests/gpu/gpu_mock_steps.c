@@ -82,6 +82,8 @@ static size_t ntrace, captrace;
 
 void mock_trace(int kind, const void *p, size_t bytes)
 {
+    if (mock_graph_trace(kind, p, bytes))
+        return; /* captured: traced when the graph is launched */
     if (kind == TR_LAUNCH)
         mock.launches++;
     else if (kind == TR_WAIT)
@@ -122,23 +124,28 @@ static const trace_entry *gradient_memset(void)
 /* One line per optimizer step but the last (which runs into the end of the run): a step starts where the
  * trainer clears the gradients; "step 0" runs from the model's creation, which clears them too, to the
  * first step. "last_bucket_first" is 1 when the step's last bucket (the one holding the
- * gradients' first element: buckets go back to front) was enqueued before the step's first host wait. */
+ * gradients' first element: buckets go back to front) was enqueued before the step's first host wait;
+ * "graphs" counts its CUDA graph launches (a replayed step's kernels are not host launches), "copies" its
+ * device-to-device copies queued by the host, "graph_copies" those its graphs replayed. */
 int mock_step_report(const char *path)
 {
     const trace_entry *g = gradient_memset();
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    long step = -1, count[TR_ALLREDUCE + 1] = {0}, last_bucket = -1, first_wait = -1;
+    long step = -1, count[TR_GRAPH_COPY + 1] = {0}, last_bucket = -1, first_wait = -1;
     for (size_t i = 0; g && i < ntrace; i++) {
         const trace_entry *t = &trace[i];
         if (t->kind == TR_MEMSET && t->p == g->p) {
             if (step >= 0)
-                fprintf(f, "step %ld launches %ld gemms %ld waits %ld allocs %ld buckets %ld last_bucket_first %d\n",
-                        step, count[TR_LAUNCH], count[TR_GEMM], count[TR_WAIT], count[TR_ALLOC],
-                        count[TR_ALLREDUCE], last_bucket >= 0 && (first_wait < 0 || last_bucket < first_wait));
+                fprintf(f,
+                        "step %ld launches %ld gemms %ld waits %ld allocs %ld buckets %ld last_bucket_first %d "
+                        "graphs %ld copies %ld graph_copies %ld\n",
+                        step, count[TR_LAUNCH], count[TR_GEMM], count[TR_WAIT], count[TR_ALLOC], count[TR_ALLREDUCE],
+                        last_bucket >= 0 && (first_wait < 0 || last_bucket < first_wait),
+                        count[TR_GRAPH], count[TR_COPY], count[TR_GRAPH_COPY]);
             step++;
-            for (int k = 0; k <= TR_ALLREDUCE; k++)
+            for (int k = 0; k <= TR_GRAPH_COPY; k++)
                 count[k] = 0;
             last_bucket = first_wait = -1;
             continue;

@@ -198,6 +198,8 @@ cudaError_t mock_enqueue(struct CUstream_st *s, mock_op o)
         mock_violate("%s on the legacy default stream", kind_name[o.kind]);
         return cudaErrorInvalidResourceHandle;
     }
+    if (s->capture)
+        return mock_graph_add(s, o);
     join(s->vc, mock.host_vc); /* queued after the host saw that work complete */
     check_races(s, &o);
     if (s->n == s->cap) {
@@ -218,6 +220,9 @@ void mock_fault_kernel(cudaStream_t s, cudaError_t e) { mock_enqueue(s, (mock_op
  * never complete would hang there with no deadline. */
 static cudaError_t sync_device(const char *call)
 {
+    cudaError_t refused = mock_capture_refuse(call, 0);
+    if (refused != cudaSuccess)
+        return refused;
     for (int i = 0; i < mock.nstreams; i++)
         if (mock.streams[i]->done < mock.streams[i]->n) {
             mock_trace(TR_WAIT, NULL, 0);
@@ -263,6 +268,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     cudaError_t r = mock_cuda_status("cudaMalloc");
+    if (r == cudaSuccess)
+        r = mock_capture_refuse("cudaMalloc", 1);
     if (r != cudaSuccess)
         return r;
     *p = calloc(1, bytes ? bytes : 1);
@@ -317,6 +324,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 static cudaError_t host_wait(const char *call, int (*done)(const void *), const void *what, const long *vc)
 {
     cudaError_t r = mock_cuda_status(call);
+    if (r == cudaSuccess)
+        r = mock_capture_refuse(call, 0);
     if (r == cudaSuccess && !done(what))
         mock_trace(TR_WAIT, NULL, 0);
     while (r == cudaSuccess && !done(what)) {
@@ -365,6 +374,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
         return r;
     if (e->destroyed)
         mock_violate("cudaEventRecord on a destroyed event");
+    if (s && s->capture)
+        return mock_graph_record(e, s);
+    e->capture = NULL; /* its last record is on a stream */
     if (s) {
         e->gen++;
         e->s = s;
@@ -379,6 +391,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
 {
     (void)flags;
     cudaError_t r = mock_cuda_status("cudaStreamWaitEvent");
+    if (r == cudaSuccess && ((s && s->capture) || (e->capture && e->capture == mock.capture)))
+        return mock_graph_wait(s, e);
     if (r != cudaSuccess || !e->s)
         return r; /* never recorded: nothing to wait for */
     if (s)
@@ -391,6 +405,8 @@ static int event_complete(const struct CUevent_st *e) { return !e->s || e->s->do
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
     cudaError_t r = mock_cuda_status("cudaEventQuery");
+    if (r == cudaSuccess)
+        r = mock_capture_refuse("cudaEventQuery", 0);
     if (r != cudaSuccess)
         return r;
     if (!event_complete(e) && e->waited != e->gen) {
@@ -426,10 +442,11 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s)
 {
-    (void)kind;
     cudaError_t r = mock_cuda_status("cudaMemcpyAsync");
     if (r != cudaSuccess)
         return r;
+    if (kind == cudaMemcpyDeviceToDevice)
+        mock_trace(TR_COPY, dst, bytes);
     return mock_enqueue(s, (mock_op){.kind = OP_MEMCPY, .dst = dst, .src = src, .bytes = bytes});
 }
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)

@@ -1,9 +1,9 @@
 # The GPU path's tests (GPU build only). All of them build and run without a GPU but the last group.
 # make dist ships them whatever this tree was configured with.
-EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/gpu_mock.c \
-	tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock.h tests/gpu/gpu_mock_host.c tests/gpu/gpu-mock-host.sh \
+EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/check_gpu_graph.c tests/gpu/gpu_mock.c \
+	tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock.h tests/gpu/gpu_mock_host.c tests/gpu/gpu-mock-host.sh \
 	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh \
-	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-rpath.sh \
+	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-graph.sh tests/gpu/gpu-rpath.sh \
 	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh
 
 if HAVE_CUDA
@@ -11,7 +11,7 @@ if HAVE_CUDA
 # (tests/gpu/gpu_mock*.c define the cuda*/cublas*/nccl* functions; libcudart and libnccl are not linked):
 # control flow, stream/event ordering (race detector), deadlines, error and abort paths, device agreement
 # and the bootstrap address, on machines without a GPU.
-mock_sources = tests/gpu/gpu_mock.c tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock.h
+mock_sources = tests/gpu/gpu_mock.c tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock.h
 mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(ONEDNN_LIBS) $(BLAS_LIBS) -lm
 check_PROGRAMS += tests/gpu/gpu_mock_host
 tests_gpu_gpu_mock_host_SOURCES = tests/gpu/gpu_mock_host.c $(mock_sources)
@@ -22,6 +22,8 @@ check_PROGRAMS += tests/gpu/gpu_mock_train
 tests_gpu_gpu_mock_train_SOURCES = src/main.c tests/gpu/gpu_mock_main.c $(mock_sources)
 tests_gpu_gpu_mock_train_LDADD = $(mock_ldadd) -lstdc++ # layers.o is C++
 TESTS += tests/gpu/gpu-mock-steps.sh
+# The step as a CUDA graph: the same results as eager, one graph launch per step, the fallbacks.
+TESTS += tests/gpu/gpu-mock-graph.sh
 # The device bound before MPI_Init from the launcher's local rank, and MPI's node-local rank agreeing.
 TESTS += tests/gpu/gpu-mock-early.sh
 # The binary's run-time library path: resolved directories, the CUDA and NCCL libraries found without LD_LIBRARY_PATH.
@@ -29,14 +31,18 @@ TESTS += tests/gpu/gpu-rpath.sh
 # The GPU run kit runs with nothing but itself and the C library (chroot), as far as the CPU allows.
 TESTS += tests/gpu/gpu-kit.sh
 if HAVE_CHECK
-check_PROGRAMS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
-TESTS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
+check_PROGRAMS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors tests/gpu/check_gpu_graph
+TESTS += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors tests/gpu/check_gpu_graph
 tests_gpu_check_gpu_mock_SOURCES = tests/gpu/check_gpu_mock.c $(mock_sources)
 tests_gpu_check_gpu_mock_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_gpu_check_gpu_mock_LDADD = $(mock_ldadd) $(CHECK_LIBS)
 tests_gpu_check_gpu_errors_SOURCES = tests/gpu/check_gpu_errors.c $(mock_sources)
 tests_gpu_check_gpu_errors_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_gpu_check_gpu_errors_LDADD = $(mock_ldadd) $(CHECK_LIBS)
+# The simulated CUDA graphs: capture, replay, capture errors.
+tests_gpu_check_gpu_graph_SOURCES = tests/gpu/check_gpu_graph.c $(mock_sources)
+tests_gpu_check_gpu_graph_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_gpu_check_gpu_graph_LDADD = $(mock_ldadd) $(CHECK_LIBS)
 endif
 
 # On a GPU machine: 2 ranks each (tests/run-test runs mpi_* under mpirun); exit 77 (SKIP) with a
@@ -55,11 +61,11 @@ endif
 
 # The GPU path's tests alone (CI's --with-cuda build; a GPU node's first check). Without CUDA: none.
 if HAVE_CUDA
-gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-early.sh tests/gpu/gpu-rpath.sh \
+gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-graph.sh tests/gpu/gpu-mock-early.sh tests/gpu/gpu-rpath.sh \
 	tests/gpu/gpu-kit.sh tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/gpu_backend \
 	tests/gpu/gpu-train.sh
 if HAVE_CHECK
-gpu_tests += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors
+gpu_tests += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors tests/gpu/check_gpu_graph
 endif
 endif
 .PHONY: check-gpu

@@ -1,0 +1,103 @@
+#!/bin/sh
+# The training step as a CUDA graph (--cuda-graph, src/step_graph.c), on 2 ranks with the simulated CUDA
+# runtime, cuBLAS and NCCL (tests/gpu/gpu_mock_train, graphs in tests/gpu/gpu_mock_graph.c). No GPU needed.
+# (1) a graph run and an eager run (--cuda-graph off) give the same losses, test results and parameters
+#     over two epochs with a partial last batch and evaluations (in the simulation only GEMMs, copies
+#     and all-reduces compute; kernels are counted and ordered);
+# (2) per step: the first eager, the second captured and launched, every later full batch one graph
+#     launch, no kernel launch and one copy (the batch's ids, outside the graph; none in it), the partial last batch
+#     eager; one capture per epoch (the dropout key changes); no allocation, one host wait per log
+#     interval, the same device work per step as eager in the summary;
+# (3) a capture or instantiation that fails on one rank: one warning naming it, every rank eager, the
+#     same results;
+# (4) --accum-steps 2 never captures, not even its last step of one full micro-batch.
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+P=$abs_top_builddir/tests/gpu/gpu_mock_train
+[ -x "$P" ] || skip "tests/gpu/gpu_mock_train not built (GPU build only)"
+need_data
+# 100 samples, 2 ranks x batch 4: 12 full steps and a partial 13th (4 samples) per epoch. 104 for (4).
+small_mnist "$TMP/small" 100 16
+small_mnist "$TMP/small104" 104 16
+RUN_TIMEOUT=300
+INTERVAL=4
+
+# train NAME ARGS...: 2 epochs of net; metrics in $TMP/NAME.json, per-step report in $TMP/NAME.rep. --gamma 1:
+# the learning rate stays, so only the new dropout key makes epoch 2 recapture.
+train() {
+  name=$1; shift
+  MOCK_POLICY=${POLICY:-compute} MOCK_STEP_REPORT=$TMP/$name.rep run_np 2 "$P" --device cuda \
+    --data "${DATA:-$TMP/small}" \
+    --seed 0 --batch-size 4 --test-batch-size 16 --epochs 2 --gamma 1 --log-interval $INTERVAL \
+    --metrics "$TMP/$name.json" \
+    "$@" >"$TMP/$name.out" 2>&1 || { cat "$TMP/$name.out" >&2; fail "$name: the run failed"; }
+}
+
+# same A B: the epochs' losses and test results and the summary's figures (but timings) agree.
+same() {
+  "$PYTHON3" - "$TMP/$1.json" "$TMP/$2.json" <<'PY' || fail "$1 and $2 differ"
+import json, sys
+def load(p):
+    rows = [json.loads(l) for l in open(p)]
+    ep = [{k: r[k] for k in ("train_loss", "test_loss", "correct")} for r in rows if r["type"] == "epoch"]
+    s = [r for r in rows if r["type"] == "summary"][-1]
+    return ep, {k: s[k] for k in ("fingerprint", "steps", "kernels_per_step", "gemms_per_step", "host_waits_per_step")}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if len(a[0]) != 2 or a != b:
+    sys.exit("%s\n%s" % (a, b))
+PY
+}
+
+graph_steps() { json_field "$TMP/$1.json" summary graph_steps; }
+captures() { json_field "$TMP/$1.json" summary graph_captures; }
+
+# check_steps REPORT: epoch 1's steps 1-13 and epoch 2's 14-25 (the 26th runs into the end of the run).
+check_steps() {
+  awk -v interval=$INTERVAL '
+    { s = $2; l = $4; gm = $6; w = $8; a = $10; gr = $16; cp = $18; gcp = $20
+      if (s == 0) next
+      n++
+      if (a != 0) { print "step " s ": " a " device allocations"; bad = 1 }
+      if (s <= 12 && w != (s % interval == 0)) { print "step " s ": " w " host waits"; bad = 1 }
+      if (s == 1 || s == 13) {
+        if (gr != 0 || l < 1) { print "step " s " (eager): " gr " graph launches, " l " kernel launches"; bad = 1 }
+      } else if (gr != 1 || l != 0 || gm != 0 || cp != 1 || gcp != 0) {
+        print "step " s ": " gr " graph launches, " l " kernel launches, " gm " GEMMs, " cp " copies, " gcp \
+          " copies in the graph"; bad = 1 } }
+    END { if (n != 25) { print n " steps reported, expected 25"; bad = 1 }
+          exit bad }' "$1"
+}
+
+for POLICY in compute comm; do
+  train eager-$POLICY --cuda-graph off
+  [ "$(graph_steps eager-$POLICY)" = 0 ] || fail "--cuda-graph off: steps were replayed"
+  train graph-$POLICY
+  [ "$(captures graph-$POLICY)" = 2 ] || fail "$POLICY: $(captures graph-$POLICY) captures, expected 2 (one per epoch)"
+  [ "$(graph_steps graph-$POLICY)" = 23 ] ||
+    fail "$POLICY: $(graph_steps graph-$POLICY) graph steps, expected 23 (26 but the first and the 2 partial)"
+  same eager-$POLICY graph-$POLICY
+  msg=$(check_steps "$TMP/graph-$POLICY.rep") || { cat "$TMP/graph-$POLICY.rep" >&2; fail "$POLICY: $msg"; }
+  ! grep -q "warning:" "$TMP/graph-$POLICY.out" || fail "$POLICY: a capture warning without a failure"
+  echo "ok: $POLICY schedule: graph run = eager run; per step one graph launch, no kernel launch, no allocation"
+done
+POLICY=compute
+
+for call in cudaStreamBeginCapture:0 cudaStreamEndCapture:1 cudaGraphInstantiate:1; do
+  MOCK_FAIL=${call%:*} MOCK_FAIL_RANK=${call#*:}
+  export MOCK_FAIL MOCK_FAIL_RANK
+  train "fail-$MOCK_FAIL"
+  unset MOCK_FAIL MOCK_FAIL_RANK
+  out=$TMP/fail-${call%:*}.out
+  [ "$(grep -c 'warning: .*CUDA graph' "$out")" = 1 ] || { cat "$out"; fail "${call%:*} failing: not one warning"; }
+  grep -q "rank ${call#*:} could not capture .*${call%:*}" "$out" ||
+    { cat "$out"; fail "${call%:*}: the warning does not name the rank and call"; }
+  [ "$(graph_steps fail-${call%:*})" = 0 ] || fail "${call%:*} failing: steps were still replayed"
+  same eager-compute fail-${call%:*}
+  echo "ok: ${call%:*} failing on rank ${call#*:}: one warning, every rank eager, the same results"
+done
+
+# 13 micro-batches of 8: 7 steps, the last one micro-batch (a full one) that a graph could replay.
+DATA=$TMP/small104 train accum --accum-steps 2 --cuda-graph on
+[ "$(graph_steps accum)" = 0 ] || fail "--accum-steps 2: $(graph_steps accum) steps replayed as a graph"
+awk '$16 != 0 { bad = 1 } END { exit bad }' "$TMP/accum.rep" || fail "--accum-steps 2: a graph launch in the report"
+echo "ok: --accum-steps 2 never captures"
