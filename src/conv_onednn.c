@@ -40,6 +40,7 @@ typedef struct {
     tensor_arg x, w, b, y;        /* forward */
     tensor_arg dy, wd, dx;        /* backward data */
     tensor_arg xw, dyw, dw, db;   /* backward weights: dw, db to the plan's own dense sums */
+    int dy_shared;                /* both backward passes take diff_dst in one layout: dy is unused, dyw serves */
     float *dw_sum, *db_sum, *zero_bias;
     size_t arena_bytes; /* its args' prim buffers, laid end to end */
 } conv_plan;
@@ -154,13 +155,6 @@ static const dnnl_memory_desc_t *query(const_dnnl_primitive_desc_t pd, dnnl_quer
     return dnnl_primitive_desc_query_md(pd, what, index);
 }
 
-static const dnnl_memory_desc_t *md_of(const_dnnl_memory_t m)
-{
-    const dnnl_memory_desc_t *md;
-    DNNL_CHECK(dnnl_memory_get_memory_desc(m, &md));
-    return md;
-}
-
 static dnnl_primitive_t create(const_dnnl_primitive_desc_t pd)
 {
     dnnl_primitive_t p;
@@ -168,9 +162,11 @@ static dnnl_primitive_t create(const_dnnl_primitive_desc_t pd)
     return p;
 }
 
-/* The user-side descriptors of a plan: x, y (rows of W in the wide layout), w [F][C][k][k], b [F]. */
+/* The user-side descriptors of a plan: x, y (rows of W in the wide layout), w [F][C][k][k], b [F]; the
+ * primitives' own choices (any_*), and the geometry. */
 typedef struct {
     dnnl_memory_desc_t x, y, w, b, any_x, any_y, any_w;
+    dnnl_dims_t strides, pad;
 } plan_mds;
 
 static plan_mds plan_descs(const conv_plan *p)
@@ -180,14 +176,14 @@ static plan_mds plan_descs(const conv_plan *p)
     return (plan_mds){.x = cnhw_md(p->N, p->C, p->H, p->W, p->W), .y = cnhw_md(p->N, p->F, OH, OW, p->wide ? p->W : OW),
                       .w = dense_md(4, w, dnnl_oihw), .b = dense_md(1, b, dnnl_a),
                       .any_x = dense_md(4, x, dnnl_format_tag_any), .any_y = dense_md(4, y, dnnl_format_tag_any),
-                      .any_w = dense_md(4, w, dnnl_format_tag_any)};
+                      .any_w = dense_md(4, w, dnnl_format_tag_any), .strides = {1, 1}, .pad = {p->pad, p->pad}};
 }
 
-static void plan_forward(conv_plan *p, const plan_mds *m, const dnnl_dims_t strides, const dnnl_dims_t pad)
+static void plan_forward(conv_plan *p, const plan_mds *m)
 {
     dnnl_convolution_desc_t d;
     DNNL_CHECK(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &m->any_x,
-                                                  &m->any_w, &m->b, &m->any_y, strides, pad, pad));
+                                                  &m->any_w, &m->b, &m->any_y, m->strides, m->pad, m->pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&p->fwd_pd, &d, NULL, engine, NULL));
     p->fwd = create(p->fwd_pd);
     arg_init(p, &p->x, &m->x, query(p->fwd_pd, dnnl_query_src_md, 0), 1);
@@ -197,29 +193,31 @@ static void plan_forward(conv_plan *p, const plan_mds *m, const dnnl_dims_t stri
     p->zero_bias = xcalloc((size_t)p->F, sizeof(float));
 }
 
-static void plan_backward(conv_plan *p, const plan_mds *m, const dnnl_dims_t strides, const dnnl_dims_t pad)
+static void plan_backward(conv_plan *p, const plan_mds *m)
 {
-    if (p->bwd_weights)
-        return;
     dnnl_convolution_desc_t d;
     dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &m->any_x, &m->any_w,
-                                                        &m->any_y, strides, pad, pad));
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
-    p->bwd_data = create(pd);
-    arg_init(p, &p->dy, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
-    arg_init(p, &p->wd, &m->w, query(pd, dnnl_query_weights_md, 0), 1);
-    arg_init(p, &p->dx, &m->x, query(pd, dnnl_query_diff_src_md, 0), 0);
-    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
-
     DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &m->any_x, &m->any_w, &m->b,
-                                                           &m->any_y, strides, pad, pad));
+                                                           &m->any_y, m->strides, m->pad, m->pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
     p->bwd_weights = create(pd);
     arg_init(p, &p->xw, &m->x, query(pd, dnnl_query_src_md, 0), 1);
     arg_init(p, &p->dyw, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
     arg_init(p, &p->dw, &m->w, query(pd, dnnl_query_diff_weights_md, 0), 0);
     arg_init(p, &p->db, &m->b, query(pd, dnnl_query_diff_weights_md, 1), 0);
+    dnnl_memory_desc_t dyw = *query(pd, dnnl_query_diff_dst_md, 0);
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+
+    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &m->any_x, &m->any_w,
+                                                        &m->any_y, m->strides, m->pad, m->pad));
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
+    p->bwd_data = create(pd);
+    /* diff_dst is one tensor for both passes: converted once when they want the same layout. */
+    p->dy_shared = dnnl_memory_desc_equal(&dyw, query(pd, dnnl_query_diff_dst_md, 0));
+    if (!p->dy_shared)
+        arg_init(p, &p->dy, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
+    arg_init(p, &p->wd, &m->w, query(pd, dnnl_query_weights_md, 0), 1);
+    arg_init(p, &p->dx, &m->x, query(pd, dnnl_query_diff_src_md, 0), 0);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
     p->dw_sum = xmalloc_aligned((size_t)p->F * p->C * p->k * p->k * sizeof(float));
     p->db_sum = xmalloc_aligned((size_t)p->F * sizeof(float));
@@ -273,18 +271,19 @@ static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, in
     for (int i = 0; i < nplans && !p; i++)
         if (memcmp(&plans[i], &key, offsetof(conv_plan, fwd_pd)) == 0)
             p = &plans[i];
-    plan_mds m = plan_descs(&key);
-    dnnl_dims_t strides = {1, 1}, pads = {pad, pad};
     if (!p) {
         start();
         p = nplans < PLANS ? &plans[nplans++] : &plans[next_victim++ % PLANS];
         if (p->fwd)
             plan_destroy(p);
         *p = key;
-        plan_forward(p, &m, strides, pads);
+        plan_mds m = plan_descs(p);
+        plan_forward(p, &m);
     }
-    if (backward)
-        plan_backward(p, &m, strides, pads);
+    if (backward && !p->bwd_weights) {
+        plan_mds m = plan_descs(p);
+        plan_backward(p, &m);
+    }
     bind_arena(p);
     return p;
 }
@@ -319,9 +318,7 @@ static void onednn_conv_backward(const float *x, const float *w, const float *dy
         db[f] += p->db_sum[f];
     if (!dx)
         return;
-    /* diff_dst in the primitive's layout is the same tensor for both passes: convert it once. */
-    dnnl_memory_t ddst = dnnl_memory_desc_equal(md_of(p->dyw.prim), md_of(p->dy.prim)) ? p->dyw.prim
-                                                                                       : arg_in(&p->dy, dy);
+    dnnl_memory_t ddst = p->dy_shared ? p->dyw.prim : arg_in(&p->dy, dy);
     dnnl_exec_arg_t dargs[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)},
                                {DNNL_ARG_DIFF_SRC, arg_out(&p->dx, dx)}};
     run(p->bwd_data, 3, dargs);
