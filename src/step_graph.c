@@ -37,8 +37,8 @@ static int same_shape(const step_shape *a, const step_shape *b)
 static int agree(const step_graph *sg, int ok, const char *why, long step)
 {
     int rank, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     double first_bad = ok ? world : rank;
     comm_allreduce_within(MPI_COMM_WORLD, &first_bad, 1, MPI_MIN, sg->timeout_s, "--comm-timeout",
                           "agreeing on the CUDA graph capture", step);
@@ -46,7 +46,8 @@ static int agree(const step_graph *sg, int ok, const char *why, long step)
         return 1;
     char msg[256];
     snprintf(msg, sizeof msg, "%s", why);
-    MPI_Bcast(msg, sizeof msg, MPI_CHAR, (int)first_bad, MPI_COMM_WORLD); /* every rank is here: no deadline */
+    /* every rank is here: no deadline */
+    MPI_CHECK(MPI_Bcast(msg, sizeof msg, MPI_CHAR, (int)first_bad, MPI_COMM_WORLD));
     say("warning: rank %d could not capture the training step as a CUDA graph (%s): every step runs eagerly "
         "(--cuda-graph off skips the attempt)", (int)first_bad, msg);
     return 0;
