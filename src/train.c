@@ -518,7 +518,8 @@ static double peak_rss_mib(const run *r)
     const char *option;
     double timeout = wait_deadline(r, &option);
     comm_allreduce_within(MPI_COMM_WORLD, &mib, 1, MPI_MAX, timeout, option, "peak memory", r->step);
-    return mib;
+    /* To the 0.1 MiB the metrics print: the summary line then rounds the same number the JSON holds. */
+    return round(mib * 10.0) / 10.0;
 }
 
 /* --profile: the phases outside the training loop join the laps; the table over all ranks is printed and
