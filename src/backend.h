@@ -70,11 +70,12 @@ typedef struct nn_backend {
                           float rho, float eps, float weight_decay);
     void (*sgd_step)(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
                      float weight_decay);
-    /* Whole convolutions with the semantics of layers.h's conv_forward / conv_backward (no scratch), or
-     * NULL: layers.c composes them from im2col and gemm. */
-    void (*conv_forward)(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
-                         int k, int pad, int wide);
-    void (*conv_backward)(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
+    /* Whole convolutions with the semantics of layers.h's conv_forward / conv_backward (no scratch): they
+     * return 1, or 0 having done nothing for a shape they leave to im2col and gemm (the backward leaves the
+     * shapes the forward leaves). NULL: layers.c composes every convolution from im2col and gemm. */
+    int (*conv_forward)(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
+                        int k, int pad, int wide);
+    int (*conv_backward)(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
                           int C, int H, int W, int F, int k, int pad, int wide);
     /* A graph of the work queued between graph_begin and graph_end, replayed by graph_launch (CUDA graphs:
      * gpu.h's gpu_graph_*, whose failures they report the same way); NULL: the backend has none (CPU). */

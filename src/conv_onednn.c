@@ -34,7 +34,8 @@ typedef struct {
  * evaluation's never need the backward ones). The forward always adds a bias, zeros when the layer adds
  * its own later, so one plan serves both. */
 typedef struct {
-    int C, H, W, F, k, pad, wide, N; /* the key */
+    int C, H, W, F, k, pad, wide, N, winograd; /* the key (winograd: asked for; alg: what oneDNN has) */
+    dnnl_alg_kind_t alg;
     dnnl_primitive_desc_t fwd_pd;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
     tensor_arg x, w, b, y;        /* forward */
@@ -64,13 +65,13 @@ static void start(void)
 }
 
 /* Activations are CNHW, [C][N][H][W] with rows ld floats apart (layers.h): strided NCHW to oneDNN. With one
- * channel or one sample and no junk columns that is dense NCHW, which oneDNN then takes without a reorder
- * (it compares strides, even those of a dimension of size 1). */
+ * sample and no junk columns that is dense NCHW, which oneDNN then takes without a reorder (it compares
+ * strides, even those of a dimension of size 1). */
 static dnnl_memory_desc_t cnhw_md(int N, int C, int H, int W, int ld)
 {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {N, C, H, W}, strides = {(dnnl_dim_t)H * ld, (dnnl_dim_t)N * H * ld, ld, 1};
-    if ((C == 1 || N == 1) && ld == W)
+    if (N == 1 && ld == W)
         DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_nchw));
     else
         DNNL_CHECK(dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, strides));
@@ -179,12 +180,26 @@ static plan_mds plan_descs(const conv_plan *p)
                       .any_w = dense_md(4, w, dnnl_format_tag_any), .strides = {1, 1}, .pad = {p->pad, p->pad}};
 }
 
-static void plan_forward(conv_plan *p, const plan_mds *m)
+/* The forward's descriptor with algorithm alg; 0 when oneDNN has no implementation of it here (Winograd
+ * needs AVX-512 and a 3x3 kernel). */
+static int forward_pd(dnnl_primitive_desc_t *pd, dnnl_alg_kind_t alg, const plan_mds *m)
 {
     dnnl_convolution_desc_t d;
-    DNNL_CHECK(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &m->any_x,
-                                                  &m->any_w, &m->b, &m->any_y, m->strides, m->pad, m->pad));
-    DNNL_CHECK(dnnl_primitive_desc_create(&p->fwd_pd, &d, NULL, engine, NULL));
+    DNNL_CHECK(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, alg, &m->any_x, &m->any_w, &m->b,
+                                                  &m->any_y, m->strides, m->pad, m->pad));
+    dnnl_status_t s = dnnl_primitive_desc_create(pd, &d, NULL, engine, NULL);
+    if (s == dnnl_unimplemented)
+        return 0;
+    DNNL_CHECK(s);
+    return 1;
+}
+
+static void plan_forward(conv_plan *p, const plan_mds *m)
+{
+    p->alg = p->winograd && forward_pd(&p->fwd_pd, dnnl_convolution_winograd, m) ? dnnl_convolution_winograd
+                                                                                  : dnnl_convolution_direct;
+    if (p->alg == dnnl_convolution_direct && !forward_pd(&p->fwd_pd, p->alg, m))
+        die(EX_SOFTWARE, "oneDNN has no direct convolution for %dx%d planes of %d channels", p->H, p->W, p->C);
     p->fwd = create(p->fwd_pd);
     arg_init(p, &p->x, &m->x, query(p->fwd_pd, dnnl_query_src_md, 0), 1);
     arg_init(p, &p->w, &m->w, query(p->fwd_pd, dnnl_query_weights_md, 0), 1);
@@ -197,7 +212,7 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
 {
     dnnl_convolution_desc_t d;
     dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &m->any_x, &m->any_w, &m->b,
+    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&d, p->alg, &m->any_x, &m->any_w, &m->b,
                                                            &m->any_y, m->strides, m->pad, m->pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
     p->bwd_weights = create(pd);
@@ -208,7 +223,7 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
     dnnl_memory_desc_t dyw = *query(pd, dnnl_query_diff_dst_md, 0);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
 
-    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &m->any_x, &m->any_w,
+    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, p->alg, &m->any_x, &m->any_w,
                                                         &m->any_y, m->strides, m->pad, m->pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
     p->bwd_data = create(pd);
@@ -265,11 +280,12 @@ static void bind_arena(conv_plan *p)
 
 /* The plan for this shape and batch size with its forward (and its backward too when `backward`) built;
  * when the table is full the plans are recycled in turn. */
-static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, int wide, int backward)
+static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, int wide, int winograd, int backward)
 {
-    conv_plan key = {.C = C, .H = H, .W = W, .F = F, .k = k, .pad = pad, .wide = wide, .N = N}, *p = NULL;
+    conv_plan key = {.C = C, .H = H, .W = W, .F = F, .k = k, .pad = pad, .wide = wide, .N = N, .winograd = winograd};
+    conv_plan *p = NULL;
     for (int i = 0; i < nplans && !p; i++)
-        if (memcmp(&plans[i], &key, offsetof(conv_plan, fwd_pd)) == 0)
+        if (memcmp(&plans[i], &key, offsetof(conv_plan, alg)) == 0)
             p = &plans[i];
     if (!p) {
         start();
@@ -288,22 +304,34 @@ static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, in
     return p;
 }
 
-static void onednn_conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W,
-                                int F, int k, int pad, int wide)
+/* One input channel is left to im2col + GEMM: there oneDNN's convolution with its reorders took 60% longer
+ * (net's conv1, 2-core Sapphire Rapids). */
+static int onednn_takes(int C)
 {
-    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, 0);
+    return C > 1;
+}
+
+static int onednn_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
+                        int k, int pad, int wide, int winograd)
+{
+    if (!onednn_takes(C))
+        return 0;
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 0);
     dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)}, {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
                               {DNNL_ARG_BIAS, arg_in(&p->b, b ? b : p->zero_bias)}, {DNNL_ARG_DST, arg_out(&p->y, y)}};
     run(p->fwd, 4, args);
     arg_done(&p->y);
     DNNL_CHECK(dnnl_stream_wait(stream));
+    return 1;
 }
 
 /* dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
-static void onednn_conv_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx,
-                                 int N, int C, int H, int W, int F, int k, int pad, int wide)
+static int onednn_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
+                         int C, int H, int W, int F, int k, int pad, int wide, int winograd)
 {
-    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, 1);
+    if (!onednn_takes(C))
+        return 0;
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 1);
     dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, arg_in(&p->xw, x)}, {DNNL_ARG_DIFF_DST, arg_in(&p->dyw, dy)},
                                {DNNL_ARG_DIFF_WEIGHTS, arg_out(&p->dw, p->dw_sum)},
                                {DNNL_ARG_DIFF_BIAS, arg_out(&p->db, p->db_sum)}};
@@ -317,13 +345,39 @@ static void onednn_conv_backward(const float *x, const float *w, const float *dy
     for (int f = 0; f < F; f++)
         db[f] += p->db_sum[f];
     if (!dx)
-        return;
+        return 1;
     dnnl_memory_t ddst = p->dy_shared ? p->dyw.prim : arg_in(&p->dy, dy);
     dnnl_exec_arg_t dargs[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)},
                                {DNNL_ARG_DIFF_SRC, arg_out(&p->dx, dx)}};
     run(p->bwd_data, 3, dargs);
     arg_done(&p->dx);
     DNNL_CHECK(dnnl_stream_wait(stream));
+    return 1;
+}
+
+/* The backend's entries, one pair per algorithm. */
+static int direct_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
+                          int k, int pad, int wide)
+{
+    return onednn_forward(x, w, b, y, N, C, H, W, F, k, pad, wide, 0);
+}
+
+static int direct_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
+                           int C, int H, int W, int F, int k, int pad, int wide)
+{
+    return onednn_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide, 0);
+}
+
+static int winograd_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W,
+                            int F, int k, int pad, int wide)
+{
+    return onednn_forward(x, w, b, y, N, C, H, W, F, k, pad, wide, 1);
+}
+
+static int winograd_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
+                             int C, int H, int W, int F, int k, int pad, int wide)
+{
+    return onednn_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide, 1);
 }
 
 const char *onednn_version(void)
@@ -334,13 +388,26 @@ const char *onednn_version(void)
     return v;
 }
 
-const nn_backend *nn_cpu_onednn(void)
+int onednn_has_winograd(void)
 {
-    static nn_backend be;
-    if (!be.name) {
-        be = nn_cpu;
-        be.conv_forward = onednn_conv_forward;
-        be.conv_backward = onednn_conv_backward;
+    start();
+    conv_plan probe = {.C = 16, .H = 8, .W = 8, .F = 16, .k = 3, .N = 1};
+    plan_mds m = plan_descs(&probe);
+    dnnl_primitive_desc_t pd;
+    if (!forward_pd(&pd, dnnl_convolution_winograd, &m))
+        return 0;
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+    return 1;
+}
+
+const nn_backend *nn_cpu_onednn(int winograd)
+{
+    static nn_backend be[2];
+    nn_backend *b = &be[winograd != 0];
+    if (!b->name) {
+        *b = nn_cpu;
+        b->conv_forward = winograd ? winograd_forward : direct_forward;
+        b->conv_backward = winograd ? winograd_backward : direct_backward;
     }
-    return &be;
+    return b;
 }

@@ -8,10 +8,8 @@ size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide)
 void conv_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C, int H,
                   int W, int F, int k, int pad, float *col, int chunk, int wide)
 {
-    if (be->conv_forward) {
-        be->conv_forward(x, w, b, y, N, C, H, W, F, k, pad, wide);
+    if (be->conv_forward && be->conv_forward(x, w, b, y, N, C, H, W, F, k, pad, wide))
         return;
-    }
     size_t P = (size_t)conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
     int K = C * k * k;
     for (int n0 = 0; n0 < N; n0 += chunk) {
@@ -27,10 +25,8 @@ void conv_forward(const nn_backend *be, const float *x, const float *w, const fl
 void conv_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                    float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
 {
-    if (be->conv_backward) {
-        be->conv_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide);
+    if (be->conv_backward && be->conv_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide))
         return;
-    }
     size_t P = (size_t)conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
     int K = C * k * k;
     be->sum_add(db, dy, F, N * P, N * P, 1);

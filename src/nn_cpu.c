@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "conv_onednn.h"
 #include "errors.h"
 #include "gemm.h"
 #include "layers.h"
@@ -450,3 +451,14 @@ const nn_backend nn_cpu = {
     .log_softmax_nll_backward = cpu_log_softmax_nll_backward, .add_losses = cpu_add_losses,
     .count_correct = cpu_count_correct, .adadelta_step = cpu_adadelta_step, .sgd_step = cpu_sgd_step,
 };
+
+const nn_backend *nn_cpu_conv(const char *conv)
+{
+    if (strcmp(conv, "im2col") == 0)
+        return &nn_cpu;
+    int automatic = strcmp(conv, "auto") == 0, winograd = automatic || strcmp(conv, "winograd") == 0;
+    if (!winograd && strcmp(conv, "onednn") != 0)
+        return NULL;
+    const nn_backend *onednn = nn_cpu_onednn(winograd);
+    return onednn || !automatic ? onednn : &nn_cpu;
+}

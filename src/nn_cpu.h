@@ -7,6 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
+
+/* The CPU backend a --conv choice names: im2col (nn_cpu), onednn, winograd (conv_onednn.h), auto (winograd
+ * where built with oneDNN, else im2col); NULL for another name, or a oneDNN choice in a build without it. */
+const nn_backend *nn_cpu_conv(const char *conv);
+
 /* uint8 pixels -> normalised floats (op_normalize). */
 void cpu_normalize(const uint8_t *images, size_t count, float *x);
 /* Sample i of a batch is idx[i] (idx NULL: i) of images [][784] / labels: x [n][784] normalised, and

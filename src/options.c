@@ -57,8 +57,12 @@ static const char usage_text[] =
     "                          1e-3/1e-2 of its largest value. All else (BatchNorm,\n"
     "                          softmax, sums, optimizer) is fp32 with double sums. bf16\n"
     "                          is not expected to beat tf32 (the same fp32 traffic).\n"
-    "  --conv C                CPU convolutions: auto | im2col | onednn; auto is\n"
-    "                          onednn where built with oneDNN, else im2col      [auto]\n"
+    "  --conv C                CPU convolutions: auto | im2col | onednn | winograd.\n"
+    "                          onednn: oneDNN's direct convolutions; winograd: its\n"
+    "                          Winograd F(4,3) for 3x3 kernels on AVX-512 CPUs,\n"
+    "                          direct elsewhere; both leave one-channel inputs to\n"
+    "                          im2col. auto: winograd where built with oneDNN, else\n"
+    "                          im2col                                          [auto]\n"
     "  --cuda-graph on|off     replay each full-batch training step (accumulation 1)\n"
     "                          as one CUDA graph, captured after the first step   [on]\n"
     "  --bucket-mb F           gradient all-reduce bucket size in MiB                 [1]\n"
@@ -190,7 +194,7 @@ void options_parse(int argc, char **argv, options *o)
     static const char *const optimizers[] = {"adadelta", "sgd", NULL};
     static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
     static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
-    static const char *const convs[] = {"auto", "im2col", "onednn", NULL};
+    static const char *const convs[] = {"auto", "im2col", "onednn", "winograd", NULL};
     static const char *const on_off[] = {"off", "on", NULL};
 
     *o = (options){

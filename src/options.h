@@ -26,7 +26,7 @@ typedef struct {
     const char *metrics;
     device_choice device;
     const char *precision;
-    const char *conv;      /* CPU convolutions: "auto", "im2col" or "onednn" */
+    const char *conv;      /* CPU convolutions: "auto", "im2col", "onednn", "winograd" */
     int cuda_graph;        /* 1: replay full-batch steps as a CUDA graph (--cuda-graph on) */
     const char *bootstrap_addr;
     double comm_timeout;   /* start-up bound of collective waits */

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "mnist.h"
 #include "model.h"
+#include "nn_cpu.h"
 #include "optim.h"
 #include "preempt.h"
 #include "profile.h"
@@ -421,13 +422,16 @@ static eval_result run_evaluate(run *r)
 
 const nn_backend *train_cpu_backend(const char *conv, char *desc, size_t len)
 {
-    const nn_backend *onednn = strcmp(conv, "im2col") == 0 ? NULL : nn_cpu_onednn();
-    if (!onednn && strcmp(conv, "onednn") == 0)
-        die_all(EX_UNAVAILABLE, "option --conv onednn: this mnist_ddp was built without oneDNN (apt-get install "
-                "libdnnl-dev, then ./configure --with-onednn)");
-    if (desc)
-        snprintf(desc, len, onednn ? "cpu, oneDNN %s conv" : "cpu, im2col conv", onednn_version());
-    return onednn ? onednn : &nn_cpu;
+    const nn_backend *be = nn_cpu_conv(conv);
+    if (!be)
+        die_all(EX_UNAVAILABLE, "option --conv %s: this mnist_ddp was built without oneDNN (apt-get install "
+                "libdnnl-dev, then ./configure --with-onednn)", conv);
+    if (desc && be == &nn_cpu)
+        snprintf(desc, len, "cpu, im2col conv");
+    else if (desc)
+        snprintf(desc, len, "cpu, oneDNN %s %s", onednn_version(),
+                 be == nn_cpu_onednn(0) ? "direct" : onednn_has_winograd() ? "Winograd" : "no Winograd");
+    return be;
 }
 
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */

@@ -1,6 +1,6 @@
 /* Single-process training throughput: zero gradients + forward + backward + optimizer step.
  *   bench_model [MODEL [BATCH [ITERATIONS [OPTIMIZER [CONV]]]]]   defaults: net 64 50 adadelta im2col
- * CONV: im2col (im2col + GEMM) or onednn (oneDNN's convolutions, where built). OpenBLAS and OpenMP are
+ * CONV: a --conv choice (nn_cpu_conv: im2col, onednn, winograd, auto). OpenBLAS and OpenMP are
  * held to one thread (one MPI rank per core is the deployment); prints images/s. */
 #include <config.h>
 
@@ -10,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "conv_onednn.h"
 #include "errors.h"
 #include "model.h"
 #include "nn_cpu.h"
@@ -32,13 +31,13 @@ int main(int argc, char **argv)
     int batch = argc > 2 ? atoi(argv[2]) : 64, iters = argc > 3 ? atoi(argv[3]) : 50;
     int sgd = argc > 4 && strcmp(argv[4], "sgd") == 0;
     const char *conv = argc > 5 ? argv[5] : "im2col";
-    const nn_backend *be = strcmp(conv, "onednn") == 0 ? nn_cpu_onednn() : strcmp(conv, "im2col") == 0 ? &nn_cpu : NULL;
+    const nn_backend *be = nn_cpu_conv(conv);
     openblas_set_num_threads(1);
     omp_set_num_threads(1);
     model *m = be ? model_create_on(be, name, batch > 0 ? batch : 1) : NULL;
     if (!m || batch < 1 || iters < 1)
-        die(EX_USAGE, "usage: bench_model [net|convnet [BATCH [ITERATIONS [adadelta|sgd [im2col|onednn]]]]]"
-                      " (onednn: where built with oneDNN)");
+        die(EX_USAGE, "usage: bench_model [net|convnet [BATCH [ITERATIONS [adadelta|sgd [im2col|onednn|winograd|auto]]]]]"
+                      " (onednn, winograd: where built with oneDNN)");
     size_t np = model_num_params(m), npix = (size_t)batch * 784;
     uint8_t *images = malloc(npix), *labels = malloc((size_t)batch);
     uint64_t *ids = malloc((size_t)batch * sizeof *ids);

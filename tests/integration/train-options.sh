@@ -24,19 +24,27 @@ expect_fail 64 "--precision bf16" "$MNIST_DDP" --data "$MNIST_DATA" --device cpu
 if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
   expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
 fi
-# --conv onednn (and the default, auto): oneDNN's convolutions where the build has them (the start-up
-# table says so), else 69 on every rank; im2col is always there.
+# --conv onednn, winograd and the default, auto (= winograd): oneDNN's convolutions where the build has
+# them (the start-up table says which; "no Winograd": a CPU without AVX-512), else 69 on every rank;
+# im2col is always there.
+conv_line() { # the start-up table's backend line of a run with --conv $1, once per rank
+  run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv "$1" --epochs 0 >"$TMP/conv.log" 2>&1 \
+    && [ "$(grep -Ec 'cpu, (im2col|oneDNN)' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log" >&2; fail "--conv $1"; }
+  grep -Eo 'cpu, (im2col|oneDNN)[a-zA-Z0-9 .]*[a-z]' "$TMP/conv.log" | sort -u
+}
 if grep -q '^#define HAVE_ONEDNN 1' "$abs_top_builddir/config.h"; then
-  for conv in onednn auto; do
-    run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv $conv --epochs 0 >"$TMP/conv.log" 2>&1 \
-      && [ "$(grep -c 'cpu, oneDNN [0-9.]* conv' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log"; fail "--conv $conv"; }
-  done
+  line=$(conv_line onednn) && echo "$line" | grep -q '^cpu, oneDNN [0-9.]* direct$' \
+    || fail "--conv onednn: start-up table says '$line'"
+  line=$(conv_line winograd) && echo "$line" | grep -Eq '^cpu, oneDNN [0-9.]* (no )?Winograd$' \
+    || fail "--conv winograd: start-up table says '$line'"
+  [ "$(conv_line auto)" = "$line" ] || fail "--conv auto is not winograd"
 else
-  expect_fail 69 "--conv onednn: this mnist_ddp was built without oneDNN" run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" \
-    --device cpu --conv onednn
+  for conv in onednn winograd; do
+    expect_fail 69 "--conv $conv: this mnist_ddp was built without oneDNN" run_np 2 "$MNIST_DDP" \
+      --data "$MNIST_DATA" --device cpu --conv $conv
+  done
 fi
-run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv im2col --epochs 0 >"$TMP/conv.log" 2>&1 \
-  && [ "$(grep -c 'cpu, im2col conv' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log"; fail "--conv im2col"; }
+line=$(conv_line im2col) && echo "$line" | grep -q '^cpu, im2col conv$' || fail "--conv im2col: start-up table says '$line'"
 
 # Under MPI every rank must stop with the same status, not hang.
 expect_fail 64 "--batch-size" run_np 2 "$MNIST_DDP" --batch-size -1

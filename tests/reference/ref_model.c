@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv_onednn.h"
 #include "errors.h"
 #include "model.h"
 #include "nn_cpu.h"
@@ -61,10 +60,10 @@ int main(int argc, char **argv)
 {
     error_set_program("ref_model");
     if (argc != 5 && argc != 6)
-        die(EX_USAGE, "usage: ref_model MODEL SEED BATCH OUT.h5 [im2col|onednn]");
+        die(EX_USAGE, "usage: ref_model MODEL SEED BATCH OUT.h5 [im2col|onednn|winograd]");
     uint64_t seed = strtoull(argv[2], NULL, 10);
     int n = atoi(argv[3]);
-    const nn_backend *be = argc == 6 && strcmp(argv[5], "onednn") == 0 ? nn_cpu_onednn() : &nn_cpu;
+    const nn_backend *be = argc == 6 ? nn_cpu_conv(argv[5]) : &nn_cpu;
     if (!be) {
         printf("ref_model: built without oneDNN\n");
         return 77;
