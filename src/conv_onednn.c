@@ -42,6 +42,9 @@ typedef struct {
     tensor_arg dy, wd, dx;        /* backward data */
     tensor_arg xw, dyw, dw, db;   /* backward weights: dw, db to the plan's own dense sums */
     int dy_shared;                /* both backward passes take diff_dst in one layout: dy is unused, dyw serves */
+    int x_shared;                 /* backward weights takes src as the forward does: xw is unused, x serves */
+    const float *kept_x;          /* the last forward's input, converted in x.prim while kept_at == calls */
+    unsigned long kept_at;
     float *dw_sum, *db_sum, *zero_bias;
     size_t arena_bytes; /* its args' prim buffers, laid end to end */
 } conv_plan;
@@ -51,6 +54,7 @@ static dnnl_engine_t engine;
 static dnnl_stream_t stream;
 static conv_plan plans[PLANS];
 static int nplans, next_victim;
+static unsigned long calls; /* convolutions run; each may reuse the arena */
 /* The prim buffers live only during one call, so every plan's share one arena, as large as the largest
  * plan's: the evaluation batch's blocked copies do not add to the training batch's. */
 static char *arena;
@@ -216,7 +220,10 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
                                                            &m->any_y, m->strides, m->pad, m->pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
     p->bwd_weights = create(pd);
-    arg_init(p, &p->xw, &m->x, query(pd, dnnl_query_src_md, 0), 1);
+    /* src too: the forward's conversion serves the backward that follows it (layers.h: x NULL). */
+    p->x_shared = dnnl_memory_desc_equal(query(p->fwd_pd, dnnl_query_src_md, 0), query(pd, dnnl_query_src_md, 0));
+    if (!p->x_shared)
+        arg_init(p, &p->xw, &m->x, query(pd, dnnl_query_src_md, 0), 1);
     arg_init(p, &p->dyw, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
     arg_init(p, &p->dw, &m->w, query(pd, dnnl_query_diff_weights_md, 0), 0);
     arg_init(p, &p->db, &m->b, query(pd, dnnl_query_diff_weights_md, 1), 0);
@@ -270,6 +277,7 @@ static void bind_arena(conv_plan *p)
         free(arena);
         arena = xmalloc_aligned(p->arena_bytes);
         arena_size = p->arena_bytes;
+        calls++; /* a kept input is gone */
     }
     tensor_arg *args[PLAN_ARGS];
     plan_args(p, args);
@@ -322,6 +330,8 @@ static int onednn_forward(const float *x, const float *w, const float *b, float 
     run(p->fwd, 4, args);
     arg_done(&p->y);
     DNNL_CHECK(dnnl_stream_wait(stream));
+    p->kept_x = x;
+    p->kept_at = ++calls;
     return 1;
 }
 
@@ -332,7 +342,10 @@ static int onednn_backward(const float *x, const float *w, const float *dy, floa
     if (!onednn_takes(C))
         return 0;
     conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 1);
-    dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, arg_in(&p->xw, x)}, {DNNL_ARG_DIFF_DST, arg_in(&p->dyw, dy)},
+    /* x NULL: the forward's input, still converted when no convolution ran since (none has used the arena). */
+    int kept = !x && p->x_shared && p->kept_at == calls++;
+    dnnl_memory_t src = kept ? p->x.prim : arg_in(p->x_shared ? &p->x : &p->xw, x ? x : p->kept_x);
+    dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, arg_in(&p->dyw, dy)},
                                {DNNL_ARG_DIFF_WEIGHTS, arg_out(&p->dw, p->dw_sum)},
                                {DNNL_ARG_DIFF_BIAS, arg_out(&p->db, p->db_sum)}};
     run(p->bwd_weights, 4, wargs);

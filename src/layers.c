@@ -5,11 +5,11 @@ size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide)
     return (size_t)C * k * k * chunk * conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
 }
 
-void conv_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C, int H,
-                  int W, int F, int k, int pad, float *col, int chunk, int wide)
+int conv_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C, int H,
+                 int W, int F, int k, int pad, float *col, int chunk, int wide)
 {
     if (be->conv_forward && be->conv_forward(x, w, b, y, N, C, H, W, F, k, pad, wide))
-        return;
+        return 1;
     size_t P = (size_t)conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
     int K = C * k * k;
     for (int n0 = 0; n0 < N; n0 += chunk) {
@@ -20,6 +20,7 @@ void conv_forward(const nn_backend *be, const float *x, const float *w, const fl
             be->fill(y + n0 * P, b, F, ns * P, N * P, 1);
         be->gemm(0, 0, F, ns * (int)P, K, 1.0f, w, K, col, ns * (int)P, b ? 1.0f : 0.0f, y + n0 * P, N * (int)P);
     }
+    return be->keep_col && N <= chunk;
 }
 
 void conv_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,

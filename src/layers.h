@@ -24,13 +24,15 @@ size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide);
  * `chunk` samples per im2col + GEMM (chunk >= N: one GEMM for the batch). b may be NULL: the caller
  * adds the bias later (bias_relu_forward, or after a pool, as max(x) + b = max(x + b)). wide (pad 0
  * only): y rows are W long with k-1 junk columns (op_wide_offset), so im2col and col2im move one span
- * per tap and plane instead of OH short rows, for W/OW - 1 more GEMM columns. */
-void conv_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C, int H,
-                  int W, int F, int k, int pad, float *col, int chunk, int wide);
+ * per tap and plane instead of OH short rows, for W/OW - 1 more GEMM columns. Returns 1 when what it
+ * derived from x is kept for a conv_backward of this shape that comes next (x NULL there): col holds the
+ * whole batch's im2col (keep_col of backend.h and chunk >= N), or the backend's own convolution ran. */
+int conv_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C, int H,
+                 int W, int F, int k, int pad, float *col, int chunk, int wide);
 /* dy [F][N][OH][OW] (wide: [OH][W] with zero junk columns): dw += dy * col^T, db += plane sums,
- * dx = col2im(w^T dy) unless dx is NULL (the first layer needs no input gradient). x NULL (chunk >= N
- * only): col still holds conv_forward's im2col of the whole batch, which is not redone (keep_col of
- * backend.h). col is overwritten either way. */
+ * dx = col2im(w^T dy) unless dx is NULL (the first layer needs no input gradient). x NULL: the last
+ * conv_forward, of this shape, returned 1, and its x is unchanged; what it kept is reused. col is
+ * overwritten either way. */
 void conv_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                    float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
 

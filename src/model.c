@@ -141,7 +141,7 @@ struct model {
     tensor_desc tensors[LAYER_TENSORS * MAX_LAYERS], buffers[STATS_TENSORS * MAX_STATS];
     size_t nparams, nbufs;
     float *params, *grads, *bufs, *col;
-    const float *col_x; /* keep_col: col holds the whole batch's im2col of this input (set by forward), or NULL */
+    const float *col_x; /* the input whose im2col (or backend copy) the last conv_forward kept, or NULL */
     layer_params layer[MAX_LAYERS];
     bn_stats stats[MAX_STATS];
     float *logits, *logp, *dlogits; /* [capacity][CLASSES] */
@@ -257,14 +257,15 @@ static void grads_ready(model *m, int L)
 /* The layers on the model's backend and scratch; each backward releases its layer's gradients. */
 static void conv_fwd(model *m, const conv_shape *s, const float *x, const float *w, const float *b, float *y, int n)
 {
-    conv_forward(m->be, x, w, b, y, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk, s->wide);
-    m->col_x = m->be->keep_col && n <= m->chunk ? x : NULL;
+    m->col_x = conv_forward(m->be, x, w, b, y, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk, s->wide)
+                   ? x
+                   : NULL;
 }
 
 static void conv_bwd(model *m, int L, const conv_shape *s, const float *x, const float *dy, float *dx, int n)
 {
     const layer_params *p = &m->layer[L];
-    /* The last convolution of forward is the first of backward: its im2col is still in col. */
+    /* The last convolution of forward is the first of backward: what it kept of x is still there. */
     const float *xin = x == m->col_x ? NULL : x;
     conv_backward(m->be, xin, p->w, dy, p->dw, p->db, dx, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk,
                   s->wide);
