@@ -15,8 +15,14 @@
  * (without it the loop stays correct, just scalar). */
 #ifdef _OPENMP
 #define SIMD _Pragma("omp simd")
+/* Independent iterations shared among a rank's --threads in fixed ranges: no element's arithmetic
+ * changes, so every thread count gives the same bits. PARALLEL_SIMD also vectorises each range. */
+#define PARALLEL _Pragma("omp parallel for schedule(static)")
+#define PARALLEL_SIMD _Pragma("omp parallel for simd schedule(static)")
 #else
 #define SIMD
+#define PARALLEL
+#define PARALLEL_SIMD
 #endif
 
 /* A loop that only wider vectors make much cheaper (the dropout generator's 64-bit multiplies, which
@@ -40,7 +46,10 @@ static void cpu_free(void *p)
 
 static void cpu_zero(void *p, size_t bytes)
 {
-    memset(p, 0, bytes);
+    enum { BLOCK = 1 << 16 };
+    PARALLEL
+    for (size_t at = 0; at < bytes; at += BLOCK)
+        memset((char *)p + at, 0, bytes - at < BLOCK ? bytes - at : BLOCK);
 }
 
 static void cpu_copy(void *dst, const void *src, size_t bytes)
@@ -235,26 +244,29 @@ static inline __attribute__((always_inline)) void sum_group(float *out, const fl
 
 void cpu_sum_add(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride)
 {
-    int c = 0;
-    for (; c + SUM_GROUP <= channels; c += SUM_GROUP) {
+    int groups = channels / SUM_GROUP;
+    PARALLEL
+    for (int g = 0; g < groups; g++) {
+        int c = g * SUM_GROUP;
         if (stride == 1) /* contiguous planes (convolutions): a constant stride lets the compiler vectorise */
             sum_group(out + c, x + (size_t)c * cstride, count, cstride, 1);
         else
             sum_group(out + c, x + (size_t)c * cstride, count, cstride, stride);
     }
-    for (; c < channels; c++)
+    for (int c = groups * SUM_GROUP; c < channels; c++)
         out[c] += op_sum(x + (size_t)c * cstride, count, stride);
 }
 
 void cpu_relu_forward(float *x, size_t count)
 {
-    SIMD
+    PARALLEL_SIMD
     for (size_t i = 0; i < count; i++)
         x[i] = op_relu(x[i]);
 }
 
 void cpu_bias_relu_forward(float *x, const float *b, int C, size_t count)
 {
+    PARALLEL
     for (int c = 0; c < C; c++) {
         float *xc = x + c * count;
         SIMD
@@ -265,7 +277,7 @@ void cpu_bias_relu_forward(float *x, const float *b, int C, size_t count)
 
 void cpu_relu_backward(float *dy, const float *y, size_t count)
 {
-    SIMD
+    PARALLEL_SIMD
     for (size_t i = 0; i < count; i++)
         dy[i] = op_relu_grad(dy[i], y[i]);
 }
@@ -273,6 +285,7 @@ void cpu_relu_backward(float *dy, const float *y, size_t count)
 void cpu_maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld)
 {
     int OH = H / 2, OW = W / 2;
+    PARALLEL
     for (int p = 0; p < planes; p++) {
         const float *xp = x + (size_t)p * H * ld;
         size_t o = (size_t)p * OH * OW;
@@ -287,6 +300,7 @@ void cpu_maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, in
 void cpu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld)
 {
     int OH = H / 2, OW = W / 2;
+    PARALLEL
     for (int p = 0; p < planes; p++) {
         const float *dyp = dy + (size_t)p * OH * OW;
         const int32_t *ap = arg + (size_t)p * OH * OW;
@@ -308,6 +322,7 @@ WIDE_CLONES void cpu_dropout_forward(float *x, float *mask, int N, int D, const 
 {
     float scale = 1.0f / (1.0f - p);
     uint32_t threshold = op_dropout_threshold(p);
+    PARALLEL
     for (int n = 0; n < N; n++) {
         uint64_t skey = op_dropout_key(key, ids[n], layer);
         float *xn = x + (size_t)n * D, *mn = mask + (size_t)n * D;
@@ -321,7 +336,7 @@ WIDE_CLONES void cpu_dropout_forward(float *x, float *mask, int N, int D, const 
 
 void cpu_dropout_backward(float *dy, const float *mask, size_t count)
 {
-    SIMD
+    PARALLEL_SIMD
     for (size_t i = 0; i < count; i++)
         dy[i] *= mask[i];
 }
@@ -421,14 +436,14 @@ long cpu_count_correct(const float *z, const uint8_t *labels, int N, int K)
 void cpu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
                        float rho, float eps, float weight_decay)
 {
-    SIMD /* vector square roots need -fno-math-errno too */
+    PARALLEL_SIMD /* vector square roots need -fno-math-errno too */
     for (size_t i = 0; i < n; i++)
         op_adadelta(param, grad, square_avg, acc_delta, i, lr, rho, eps, weight_decay);
 }
 
 void cpu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum, float weight_decay)
 {
-    SIMD
+    PARALLEL_SIMD
     for (size_t i = 0; i < n; i++)
         op_sgd(param, grad, buf, i, lr, momentum, weight_decay);
 }
