@@ -5,7 +5,8 @@
 # step (so it starts when backward ends); the same launches every step. Both models (convnet: the whole
 # gradient in one bucket), both adversarial schedules. The metrics summary's per-step figures, counted by
 # the backend's own launch wrappers and host waits (what a real GPU run reports), must match what the
-# simulation saw. --profile is refused there. No GPU needed.
+# simulation saw. --profile: the same steps (no host wait or allocation per phase), no graph, and the CPU's
+# table (see the end). No GPU needed.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -14,11 +15,6 @@ need_data
 small_mnist "$TMP/small" 128 16
 RUN_TIMEOUT=300
 STEPS=11 INTERVAL=4
-
-# --profile is CPU only: on the GPU path host clocks would time the queuing, so every rank stops (64), one line.
-expect_fail 64 "--profile: the GPU path queues its work" run_np 2 "$P" --device cuda --profile --data "$TMP/small" \
-  --seed 0 --batch-size 4 --epochs 1 --max-steps 1
-[ "$(grep -c 'error:' "$TMP/err")" -eq 1 ] || { cat "$TMP/err"; fail "--profile on the GPU: not exactly one error line"; }
 
 # Kernel launches per eager step (one micro-batch), derived from src/model.c and cuda/layers.cu; "sum": a
 # per-channel reduction (bias gradient), its slices and their finish, 2 launches.
@@ -79,3 +75,43 @@ for model in net convnet; do
     echo "ok: $model, $policy eager: $msg, 1 host wait per $INTERVAL steps, no allocation"
   done
 done
+
+# --profile on the GPU: CUDA events on the compute stream, read back when the host waits anyway. The steps are
+# those above (launches, one host wait per log interval, no allocation), eager though --cuda-graph is on; the
+# table has the rows of the same run on the CPU in the same order, every figure >= 0 and each max >= its
+# mean, device time in every training row (each lap is at least its own event on the simulated stream), and
+# says which clock it used (the JSON's "clock", one line above the table).
+rep=$TMP/steps-profile
+run_args="--model net --data $TMP/small --seed 0 --batch-size 4 --test-batch-size 16 --epochs 1 --max-steps $STEPS \
+  --log-interval $INTERVAL --profile"
+# shellcheck disable=SC2086 # run_args: words
+MOCK_STEP_REPORT=$rep run_np 2 "$P" --device cuda $run_args --metrics "$rep.json" >"$TMP/out" 2>&1 ||
+  { cat "$TMP/out" >&2; fail "--profile on the GPU: the run failed"; }
+msg=$(check_steps "$rep" "$(expected_launches net)") || { cat "$rep" >&2; fail "--profile on the GPU: $msg"; }
+cmsg=$(check_counts "$rep" "$rep.json" 2>&1) || fail "--profile on the GPU: metrics summary: $cmsg"
+# shellcheck disable=SC2086
+run_np 2 "$P" --device cpu $run_args --metrics "$TMP/cpu.json" >"$TMP/cpu.out" 2>&1 ||
+  { cat "$TMP/cpu.out" >&2; fail "--profile on the CPU: the run failed"; }
+rows=$("$PYTHON3" - "$rep.json" "$TMP/cpu.json" "$TMP/out" <<'PY'
+import json, sys
+gpu, cpu = ([json.loads(l) for l in open(p) if '"summary"' in l][-1] for p in sys.argv[1:3])
+out = open(sys.argv[3]).read()
+gp, cp = gpu["profile"], cpu["profile"]
+rows = lambda p: [(ph["phase"], ph["training"]) for ph in p["phases"]]
+bad = []
+if rows(gp) != rows(cp):
+    bad.append("rows %s, the CPU's %s" % (rows(gp), rows(cp)))
+if (gp.get("clock"), cp.get("clock")) != ("cuda-events", "host"):
+    bad.append("clocks %s (GPU), %s (CPU)" % (gp.get("clock"), cp.get("clock")))
+if "profile: GPU time from CUDA events on the compute stream" not in out:
+    bad.append("no line saying what the GPU times are")
+bad += ["%s: max %s, mean %s" % (ph["phase"], ph["max_s"], ph["mean_s"]) for ph in gp["phases"]
+        if not 0 <= ph["mean_s"] <= ph["max_s"] + 1e-9]
+bad += ["%s: no device time" % ph["phase"] for ph in gp["phases"] if ph["training"] and ph["mean_s"] <= 0]
+if gpu["graph_steps"] != 0:
+    bad.append("%d steps replayed as a graph" % gpu["graph_steps"])
+print("; ".join(bad) if bad else "%d rows" % len(gp["phases"]))
+sys.exit(1 if bad else 0)
+PY
+) || { cat "$TMP/out"; fail "--profile on the GPU: $rows"; }
+echo "ok: --profile on the GPU: $msg, no graph, the CPU's $rows"
