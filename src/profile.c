@@ -25,8 +25,6 @@ void profile_enable(int on)
     profile_active = on;
     nphases = 0;
     last = clock_now();
-    if (on && clk)
-        clk->mark();
 }
 
 /* The phase called name, added at the end on first use. */

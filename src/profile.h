@@ -21,7 +21,8 @@
 
 extern int profile_active;
 
-/* Laps and marks go to c from now on (NULL: the host's clock); before profile_enable. */
+/* Laps and marks go to c from now on (NULL: the host's clock). Its stopwatch starts at a mark (the trainer
+ * marks before each epoch's first step), not at profile_enable. */
 void profile_use_clock(const profile_clock *c);
 /* Starts (forgetting earlier phases) or stops profiling; the stopwatch starts now. */
 void profile_enable(int on);
