@@ -180,6 +180,7 @@ extern "C" void gpu_wait_compute(void)
         compute_wait(compute_wait_ctx);
     else
         CUDA_CHECK(cudaStreamSynchronize(compute_stream));
+    gpu_profile_settled(); // --profile's events are complete now: read them without another wait
 }
 
 // ---- CUDA graph of a training step ------------------------------------------------------------------
@@ -256,6 +257,7 @@ extern "C" void gpu_describe(const gpu_info *info, char *buf, size_t len)
 
 extern "C" void gpu_release(void)
 {
+    gpu_profile_release();
     if (compute_stream)
         CUDA_CHECK(cudaStreamDestroy(compute_stream)); // returns at once; resources go when its work is done
     compute_stream = nullptr;

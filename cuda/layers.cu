@@ -155,14 +155,16 @@ __global__ void k_relu_grad(size_t n, float *dy, const float *y)
     GRID_STRIDE(i, n) dy[i] = op_relu_grad(dy[i], y[i]);
 }
 
-__global__ void k_maxpool2(size_t n, const float *x, float *y, int32_t *arg, int H, int W, int ld)
+__global__ void k_maxpool2_relu(size_t n, const float *x, const float *b, float *y, int32_t *arg, int N, int H, int W,
+                                int ld)
 {
-    GRID_STRIDE(i, n) kern_maxpool2(i, x, y, arg, H, W, ld);
+    GRID_STRIDE(i, n) kern_maxpool2_relu(i, x, b, y, arg, N, H, W, ld);
 }
 
-__global__ void k_maxpool2_grad(size_t n, const float *dy, const int32_t *arg, float *dx, int H, int W, int ld)
+__global__ void k_relu_maxpool2_grad(size_t n, const float *dy, const float *y, const int32_t *arg, float *dx, int H,
+                                     int W, int ld)
 {
-    GRID_STRIDE(i, n) kern_maxpool2_grad(i, dy, arg, dx, H, W, ld);
+    GRID_STRIDE(i, n) kern_relu_maxpool2_grad(i, dy, y, arg, dx, H, W, ld);
 }
 
 __global__ void k_dropout(size_t n, float *x, float *mask, int D, const uint64_t *ids, uint64_t key, int layer, float p)
@@ -175,14 +177,15 @@ __global__ void k_scale(size_t n, float *dy, const float *mask)
     GRID_STRIDE(i, n) dy[i] *= mask[i];
 }
 
-__global__ void k_flatten(size_t n, const float *x, float *y, int C, int N, int HW)
+__global__ void k_flatten_dropout(size_t n, const float *x, float *y, float *mask, int C, int N, int HW,
+                                  const uint64_t *ids, uint64_t key, int layer, float p)
 {
-    GRID_STRIDE(i, n) y[i] = x[kern_cnhw_index(i, C, N, HW)];
+    GRID_STRIDE(i, n) kern_flatten_dropout(i, x, y, mask, C, N, HW, ids, key, layer, p);
 }
 
-__global__ void k_unflatten(size_t n, const float *y, float *x, int C, int N, int HW)
+__global__ void k_dropout_unflatten(size_t n, const float *dy, const float *mask, float *dx, int C, int N, int HW)
 {
-    GRID_STRIDE(i, n) x[kern_cnhw_index(i, C, N, HW)] = y[i];
+    GRID_STRIDE(i, n) kern_dropout_unflatten(i, dy, mask, dx, C, N, HW);
 }
 
 __global__ void k_bn_eval(size_t n, const float *x, const float *gamma, const float *beta, const float *rmean,
@@ -381,14 +384,16 @@ static void cu_relu_backward(float *dy, const float *y, size_t count)
     LAUNCH(k_relu_grad, count, dy, y);
 }
 
-static void cu_maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld)
+static void cu_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H,
+                                     int W, int ld)
 {
-    LAUNCH(k_maxpool2, (size_t)planes * (H / 2) * (W / 2), x, y, arg, H, W, ld);
+    LAUNCH(k_maxpool2_relu, (size_t)C * N * (H / 2) * (W / 2), x, b, y, arg, N, H, W, ld);
 }
 
-static void cu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld)
+static void cu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H,
+                                      int W, int ld)
 {
-    LAUNCH(k_maxpool2_grad, (size_t)planes * H * ld, dy, arg, dx, H, W, ld);
+    LAUNCH(k_relu_maxpool2_grad, (size_t)planes * H * ld, dy, y, arg, dx, H, W, ld);
 }
 
 static void cu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
@@ -402,14 +407,15 @@ static void cu_dropout_backward(float *dy, const float *mask, size_t count)
     LAUNCH(k_scale, count, dy, mask);
 }
 
-static void cu_flatten_cnhw(const float *x, float *y, int C, int N, int HW)
+static void cu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW,
+                                       const uint64_t *ids, uint64_t key, int layer, float p)
 {
-    LAUNCH(k_flatten, (size_t)C * N * HW, x, y, C, N, HW);
+    LAUNCH(k_flatten_dropout, (size_t)C * N * HW, x, y, mask, C, N, HW, ids, key, layer, p);
 }
 
-static void cu_unflatten_cnhw(const float *y, float *x, int C, int N, int HW)
+static void cu_dropout_unflatten_backward(float *dy, const float *mask, float *dx, int C, int N, int HW)
 {
-    LAUNCH(k_unflatten, (size_t)C * N * HW, y, x, C, N, HW);
+    LAUNCH(k_dropout_unflatten, (size_t)C * N * HW, dy, mask, dx, C, N, HW);
 }
 
 static void cu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y, float *mean,
@@ -515,7 +521,7 @@ static void cu_graph_free(void *g) { gpu_graph_free((gpu_graph *)g); }
 
 // A whole batch per im2col + GEMM: the GPU has the memory, and one large GEMM keeps it busy.
 // Designated initialisers (C++20, in declaration order): entries of the same type (relu_backward and
-// dropout_backward, flatten and unflatten) cannot be swapped silently by a reordering of backend.h.
+// dropout_backward) cannot be swapped silently by a reordering of backend.h.
 static const nn_backend cuda_backend = {
     .name = "cuda", .chunk = 1 << 30, .keep_col = 1,
     .alloc = cu_alloc, .free = cu_free, .zero = cu_zero, .upload = cu_upload, .download = cu_download,
@@ -523,9 +529,10 @@ static const nn_backend cuda_backend = {
     .gather = cu_gather, .gemm = gpu_gemm, .im2col = cu_im2col, .col2im = cu_col2im, .fill = cu_fill,
     .sum_add = cu_sum_add, .relu_forward = cu_relu_forward,
     .bias_relu_forward = cu_bias_relu_forward, .relu_backward = cu_relu_backward,
-    .maxpool2_forward = cu_maxpool2_forward, .maxpool2_backward = cu_maxpool2_backward,
+    .maxpool2_relu_forward = cu_maxpool2_relu_forward, .relu_maxpool2_backward = cu_relu_maxpool2_backward,
     .dropout_forward = cu_dropout_forward, .dropout_backward = cu_dropout_backward,
-    .flatten_cnhw = cu_flatten_cnhw, .unflatten_cnhw = cu_unflatten_cnhw,
+    .flatten_dropout_forward = cu_flatten_dropout_forward,
+    .dropout_unflatten_backward = cu_dropout_unflatten_backward,
     .batchnorm_forward_train = cu_batchnorm_forward_train, .batchnorm_forward_eval = cu_batchnorm_forward_eval,
     .batchnorm_backward = cu_batchnorm_backward, .log_softmax_nll_forward = cu_log_softmax_nll_forward,
     .log_softmax_nll_backward = cu_log_softmax_nll_backward, .add_losses = cu_add_losses,

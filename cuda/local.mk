@@ -4,17 +4,17 @@
 # CPU-only build gets src/gpu_none.c (gpu_available/gpu_decide: no GPU).
 src_libmnistddp_a_SOURCES += src/gpu.h src/gpu_plan.c src/gpu_plan.h
 if HAVE_CUDA
-src_libmnistddp_a_SOURCES += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/cuda_check.h \
-	cuda/gpu_host.c
+src_libmnistddp_a_SOURCES += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/profile_cuda.cu \
+	cuda/cuda_check.h cuda/gpu_host.c
 else
 src_libmnistddp_a_SOURCES += src/gpu_none.c
 endif
 # make dist ships every GPU file whatever this tree was configured with (tests/gpu/local.mk: their tests).
-EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/cuda_check.h cuda/gpu_host.c \
-	src/gpu_none.c
+EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/profile_cuda.cu cuda/cuda_check.h \
+	cuda/gpu_host.c src/gpu_none.c
 
 # nvcc writes each object's header dependencies (-MMD, in the .cu.o rule) beside it.
--include cuda/device.d cuda/comm_nccl.d cuda/gemm_cublas.d cuda/layers.d
+-include cuda/device.d cuda/comm_nccl.d cuda/gemm_cublas.d cuda/layers.d cuda/profile_cuda.d
 CLEANFILES += cuda/*.d
 
 # The GPU run kit (cuda/kit/make-kit.sh): binaries, GPU test programs, the libraries they need but CUDA's and

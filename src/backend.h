@@ -44,13 +44,22 @@ typedef struct nn_backend {
     void (*relu_forward)(float *x, size_t count);
     void (*bias_relu_forward)(float *x, const float *b, int C, size_t count);
     void (*relu_backward)(float *dy, const float *y, size_t count);
-    void (*maxpool2_forward)(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld);
-    void (*maxpool2_backward)(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld);
+    /* Fused pairs (one pass over the larger buffer on the GPU; the CPU runs the pair of nn_cpu.h functions):
+     * y = relu(maxpool2(x) + b[c]) over planes [C][N] (b NULL: relu(maxpool2(x))); dx = maxpool2_backward
+     * of relu_backward(dy, y) (y: the pooled ReLU output). dy may be overwritten (the CPU applies the ReLU's
+     * gradient in place). */
+    void (*maxpool2_relu_forward)(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
+                                  int ld);
+    void (*relu_maxpool2_backward)(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
+                                   int ld);
     void (*dropout_forward)(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
                             float p);
     void (*dropout_backward)(float *dy, const float *mask, size_t count);
-    void (*flatten_cnhw)(const float *x, float *y, int C, int N, int HW);
-    void (*unflatten_cnhw)(const float *y, float *x, int C, int N, int HW);
+    /* y = flatten_cnhw(x), then dropout_forward on y [N][C*HW] unless mask is NULL; backward: dx =
+     * unflatten_cnhw of dropout_backward(dy, mask) (mask NULL: of dy; dy may be overwritten). */
+    void (*flatten_dropout_forward)(const float *x, float *y, float *mask, int C, int N, int HW, const uint64_t *ids,
+                                    uint64_t key, int layer, float p);
+    void (*dropout_unflatten_backward)(float *dy, const float *mask, float *dx, int C, int N, int HW);
     void (*batchnorm_forward_train)(const float *x, const float *gamma, const float *beta, float *y, float *mean,
                                     float *invstd, float *running_mean, float *running_var, float *tracked, int C,
                                     size_t count, float momentum, float eps);

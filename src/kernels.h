@@ -80,35 +80,57 @@ static inline HD void kern_fill(size_t i, float *y, const float *b, size_t cols,
     y[r * ld + j] = by_row ? b[r] : b[j];
 }
 
-/* i < planes * (H/2) * (W/2): one pooled output. */
-static inline HD void kern_maxpool2(size_t i, const float *x, float *y, int32_t *arg, int H, int W, int ld)
+/* i < planes * (H/2) * (W/2): pooled output i, its argmax into arg[i]. */
+static inline HD float kern_maxpool2_at(size_t i, const float *x, int32_t *arg, int H, int W, int ld)
 {
     size_t OP = (size_t)(H / 2) * (W / 2), p = i / OP, o = i % OP;
-    y[i] = op_maxpool2(x + p * H * ld, ld, (int)(o / (size_t)(W / 2)), (int)(o % (size_t)(W / 2)), &arg[i]);
+    return op_maxpool2(x + p * H * ld, ld, (int)(o / (size_t)(W / 2)), (int)(o % (size_t)(W / 2)), &arg[i]);
 }
 
-/* i < planes * H * ld: one input gradient; 0 outside the argmaxes and outside every window. */
-static inline HD void kern_maxpool2_grad(size_t i, const float *dy, const int32_t *arg, float *dx, int H, int W,
-                                         int ld)
+/* i < C*N * (H/2) * (W/2): the pool of planes [C][N][H][ld], then the ReLU of it plus its channel's bias (b
+ * NULL: none), as the models' pool + (bias) ReLU do. One pass: the convolution's output read once, the pooled
+ * one written once (pool, then ReLU, wrote it, read it back and wrote it again). */
+static inline HD void kern_maxpool2_relu(size_t i, const float *x, const float *b, float *y, int32_t *arg, int N,
+                                         int H, int W, int ld)
+{
+    float m = kern_maxpool2_at(i, x, arg, H, W, ld);
+    y[i] = b ? op_bias_relu(m, b[i / ((size_t)N * (size_t)(H / 2) * (size_t)(W / 2))]) : op_relu(m);
+}
+
+/* i < planes * H * ld: whether input i is the argmax of its window (0 outside every window), and *o that
+ * window's pooled output (the max-pool's backward gathers its gradient from there). */
+static inline HD int kern_maxpool2_src(size_t i, const int32_t *arg, int H, int W, int ld, size_t *o)
 {
     int OH = H / 2, OW = W / 2;
     size_t p = i / ((size_t)H * ld), q = i % ((size_t)H * ld);
     int ih = (int)(q / (size_t)ld), iw = (int)(q % (size_t)ld);
-    float g = 0.0f;
-    if (ih < 2 * OH && iw < 2 * OW) {
-        size_t o = p * OH * OW + (size_t)(ih / 2) * OW + (size_t)(iw / 2);
-        g = arg[o] == (int32_t)q ? dy[o] : 0.0f;
-    }
-    dx[i] = g;
+    if (ih >= 2 * OH || iw >= 2 * OW)
+        return 0;
+    *o = p * OH * OW + (size_t)(ih / 2) * OW + (size_t)(iw / 2);
+    return arg[*o] == (int32_t)q;
+}
+
+/* i < planes * H * ld: input gradient i of the max-pool whose pooled output y went through a ReLU with output
+ * gradient dy: the ReLU's backward and the pool's in one pass (dy is read, not rewritten first). */
+static inline HD void kern_relu_maxpool2_grad(size_t i, const float *dy, const float *y, const int32_t *arg,
+                                              float *dx, int H, int W, int ld)
+{
+    size_t o;
+    dx[i] = kern_maxpool2_src(i, arg, H, W, ld, &o) ? op_relu_grad(dy[o], y[o]) : 0.0f;
+}
+
+/* i < N * D: the dropout multiplier of element i % D of sample i / D. */
+static inline HD float kern_dropout_mask(size_t i, int D, const uint64_t *ids, uint64_t key, int layer, float p)
+{
+    return op_dropout_mask(op_dropout_key(key, ids[i / (size_t)D], layer), i % (size_t)D, op_dropout_threshold(p),
+                           1.0f / (1.0f - p));
 }
 
 /* i < N * D: element i % D of sample i / D. */
 static inline HD void kern_dropout(size_t i, float *x, float *mask, int D, const uint64_t *ids, uint64_t key, int layer,
                                    float p)
 {
-    size_t n = i / (size_t)D;
-    mask[i] = op_dropout_mask(op_dropout_key(key, ids[n], layer), i % (size_t)D, op_dropout_threshold(p),
-                              1.0f / (1.0f - p));
+    mask[i] = kern_dropout_mask(i, D, ids, key, layer, p);
     x[i] *= mask[i];
 }
 
@@ -118,6 +140,26 @@ static inline HD size_t kern_cnhw_index(size_t i, int C, int N, int HW)
 {
     size_t per = (size_t)C * HW, n = i / per, c = (i % per) / (size_t)HW;
     return (c * (size_t)N + n) * HW + i % (size_t)HW;
+}
+
+/* i < C*N*HW: flattened element i, then (mask not NULL) its dropout (kern_dropout, D = C*HW): one pass where
+ * flatten wrote y and dropout read it back and wrote it again. */
+static inline HD void kern_flatten_dropout(size_t i, const float *x, float *y, float *mask, int C, int N, int HW,
+                                           const uint64_t *ids, uint64_t key, int layer, float p)
+{
+    float v = x[kern_cnhw_index(i, C, N, HW)];
+    if (mask) {
+        mask[i] = kern_dropout_mask(i, C * HW, ids, key, layer, p);
+        v *= mask[i];
+    }
+    y[i] = v;
+}
+
+/* The backward of that: dy[i] (times mask[i] unless mask is NULL) to its CNHW place in dx. */
+static inline HD void kern_dropout_unflatten(size_t i, const float *dy, const float *mask, float *dx, int C, int N,
+                                             int HW)
+{
+    dx[kern_cnhw_index(i, C, N, HW)] = mask ? dy[i] * mask[i] : dy[i];
 }
 
 /* ---- Per-channel reductions (bias gradients, BatchNorm statistics and gradients) ----------------

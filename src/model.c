@@ -328,12 +328,9 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     be->bias_relu_forward(a->h1, m->layer[NET_CONV1].b, NET_C1, N * NET_P1);
     lap(train, "conv1 forward");
     conv_fwd(m, &net_conv2, a->h1, m->layer[NET_CONV2].w, NULL, a->a2, n);
-    be->maxpool2_forward(a->a2, a->p2, a->arg2, NET_C2 * n, NET_S2, NET_S2, NET_S1);
-    be->bias_relu_forward(a->p2, m->layer[NET_CONV2].b, NET_C2, N * NET_PP);
+    be->maxpool2_relu_forward(a->a2, m->layer[NET_CONV2].b, a->p2, a->arg2, NET_C2, n, NET_S2, NET_S2, NET_S1);
     lap(train, "conv2 forward");
-    be->flatten_cnhw(a->p2, a->f, NET_C2, n, NET_PP);
-    if (train)
-        be->dropout_forward(a->f, a->mask1, n, NET_FLAT, ids, key, 0, 0.25f);
+    be->flatten_dropout_forward(a->p2, a->f, train ? a->mask1 : NULL, NET_C2, n, NET_PP, ids, key, 0, 0.25f);
     lap(train, "dropout1 forward");
     linear_fwd(m, NET_FC1, a->f, a->h3, n, NET_FLAT, NET_HIDDEN);
     be->relu_forward(a->h3, N * NET_HIDDEN);
@@ -357,12 +354,10 @@ static void net_backward(model *m, const float *x, int n)
     be->relu_backward(a->dh3, a->h3, N * NET_HIDDEN); /* h3 after dropout: positive exactly where kept and active */
     linear_bwd(m, NET_FC1, a->f, a->dh3, a->df, n, NET_FLAT, NET_HIDDEN);
     profile_lap("fc1 backward");
-    be->dropout_backward(a->df, a->mask1, N * NET_FLAT);
-    be->unflatten_cnhw(a->df, a->dp, NET_C2, n, NET_PP);
+    be->dropout_unflatten_backward(a->df, a->mask1, a->dp, NET_C2, n, NET_PP);
     profile_lap("dropout1 backward");
-    be->relu_backward(a->dp, a->p2, NET_C2 * N * NET_PP);
     /* conv2's output gradient replaces a2 */
-    be->maxpool2_backward(a->dp, a->arg2, a->a2, NET_C2 * n, NET_S2, NET_S2, NET_S1);
+    be->relu_maxpool2_backward(a->dp, a->p2, a->arg2, a->a2, NET_C2 * n, NET_S2, NET_S2, NET_S1);
     conv_bwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->dh1, n);
     profile_lap("conv2 backward");
     be->relu_backward(a->dh1, a->h1, NET_C1 * N * NET_P1);
@@ -382,17 +377,15 @@ static void convnet_forward(model *m, const float *x, int n, const uint64_t *ids
     lap(train, "layer1.0 forward");
     batchnorm_fwd(m, CNN_BN1, CNN_STATS1, a->a1, a->b1, a->mean1, a->invstd1, CNN_C1, N * CNN_P1, train);
     lap(train, "layer1.1 forward");
-    be->maxpool2_forward(a->b1, a->p1, a->arg1, CNN_C1 * n, CNN_S1, CNN_S1, CNN_S1);
-    be->relu_forward(a->p1, CNN_C1 * N * CNN_PP1);
+    be->maxpool2_relu_forward(a->b1, NULL, a->p1, a->arg1, CNN_C1, n, CNN_S1, CNN_S1, CNN_S1);
     lap(train, "layer1.2-3 forward");
     conv_fwd(m, &convnet_conv2, a->p1, m->layer[CNN_CONV2].w, m->layer[CNN_CONV2].b, a->a2, n);
     lap(train, "layer2.0 forward");
     batchnorm_fwd(m, CNN_BN2, CNN_STATS2, a->a2, a->b2, a->mean2, a->invstd2, CNN_C2, N * CNN_P2, train);
     lap(train, "layer2.1 forward");
-    be->maxpool2_forward(a->b2, a->p2, a->arg2, CNN_C2 * n, CNN_S2, CNN_S2, CNN_S2);
-    be->relu_forward(a->p2, CNN_C2 * N * CNN_PP2);
+    be->maxpool2_relu_forward(a->b2, NULL, a->p2, a->arg2, CNN_C2, n, CNN_S2, CNN_S2, CNN_S2);
     lap(train, "layer2.2-3 forward");
-    be->flatten_cnhw(a->p2, a->f, CNN_C2, n, CNN_PP2);
+    be->flatten_dropout_forward(a->p2, a->f, NULL, CNN_C2, n, CNN_PP2, NULL, 0, 0, 0.0f);
     linear_fwd(m, CNN_FC, a->f, m->logits, n, CNN_FLAT, CLASSES);
     lap(train, "fc forward");
 }
@@ -403,18 +396,16 @@ static void convnet_backward(model *m, const float *x, int n)
     convnet_acts *a = &m->a.cnn;
     size_t N = (size_t)n;
     linear_bwd(m, CNN_FC, a->f, m->dlogits, a->df, n, CNN_FLAT, CLASSES);
-    be->unflatten_cnhw(a->df, a->dp2, CNN_C2, n, CNN_PP2);
+    be->dropout_unflatten_backward(a->df, NULL, a->dp2, CNN_C2, n, CNN_PP2);
     profile_lap("fc backward");
-    be->relu_backward(a->dp2, a->p2, CNN_C2 * N * CNN_PP2);
     /* Gradients w.r.t. the BatchNorm outputs, then (in place) inputs, replace b2 and b1. */
-    be->maxpool2_backward(a->dp2, a->arg2, a->b2, CNN_C2 * n, CNN_S2, CNN_S2, CNN_S2);
+    be->relu_maxpool2_backward(a->dp2, a->p2, a->arg2, a->b2, CNN_C2 * n, CNN_S2, CNN_S2, CNN_S2);
     profile_lap("layer2.2-3 backward");
     batchnorm_bwd(m, CNN_BN2, a->a2, a->b2, a->mean2, a->invstd2, a->b2, CNN_C2, N * CNN_P2);
     profile_lap("layer2.1 backward");
     conv_bwd(m, CNN_CONV2, &convnet_conv2, a->p1, a->b2, a->dp1, n);
     profile_lap("layer2.0 backward");
-    be->relu_backward(a->dp1, a->p1, CNN_C1 * N * CNN_PP1);
-    be->maxpool2_backward(a->dp1, a->arg1, a->b1, CNN_C1 * n, CNN_S1, CNN_S1, CNN_S1);
+    be->relu_maxpool2_backward(a->dp1, a->p1, a->arg1, a->b1, CNN_C1 * n, CNN_S1, CNN_S1, CNN_S1);
     profile_lap("layer1.2-3 backward");
     batchnorm_bwd(m, CNN_BN1, a->a1, a->b1, a->mean1, a->invstd1, a->b1, CNN_C1, N * CNN_P1);
     profile_lap("layer1.1 backward");

@@ -355,6 +355,41 @@ void cpu_unflatten_cnhw(const float *y, float *x, int C, int N, int HW)
             memcpy(x + ((size_t)c * N + n) * HW, y + ((size_t)n * C + c) * HW, (size_t)HW * sizeof *x);
 }
 
+/* The fused entries of backend.h as the pairs they fuse: a CPU pass over a cached buffer costs little, and
+ * the pairs' loops vectorise as they are (tests/unit/check_fused.c: the GPU's fused bodies give the same bits). */
+void cpu_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
+                               int ld)
+{
+    size_t count = (size_t)N * (H / 2) * (W / 2);
+    cpu_maxpool2_forward(x, y, arg, C * N, H, W, ld);
+    if (b)
+        cpu_bias_relu_forward(y, b, C, count);
+    else
+        cpu_relu_forward(y, (size_t)C * count);
+}
+
+void cpu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
+                                int ld)
+{
+    cpu_relu_backward(dy, y, (size_t)planes * (H / 2) * (W / 2));
+    cpu_maxpool2_backward(dy, arg, dx, planes, H, W, ld);
+}
+
+void cpu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW, const uint64_t *ids,
+                                 uint64_t key, int layer, float p)
+{
+    cpu_flatten_cnhw(x, y, C, N, HW);
+    if (mask)
+        cpu_dropout_forward(y, mask, N, C * HW, ids, key, layer, p);
+}
+
+void cpu_dropout_unflatten_backward(float *dy, const float *mask, float *dx, int C, int N, int HW)
+{
+    if (mask)
+        cpu_dropout_backward(dy, mask, (size_t)C * N * HW);
+    cpu_unflatten_cnhw(dy, dx, C, N, HW);
+}
+
 void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y, float *mean,
                                  float *invstd, float *running_mean, float *running_var, float *tracked, int C,
                                  size_t count, float momentum, float eps)
@@ -458,9 +493,10 @@ const nn_backend nn_cpu = {
     .gather = cpu_gather, .gemm = gemm, .im2col = cpu_im2col, .col2im = cpu_col2im, .fill = cpu_fill,
     .sum_add = cpu_sum_add, .relu_forward = cpu_relu_forward,
     .bias_relu_forward = cpu_bias_relu_forward, .relu_backward = cpu_relu_backward,
-    .maxpool2_forward = cpu_maxpool2_forward, .maxpool2_backward = cpu_maxpool2_backward,
+    .maxpool2_relu_forward = cpu_maxpool2_relu_forward, .relu_maxpool2_backward = cpu_relu_maxpool2_backward,
     .dropout_forward = cpu_dropout_forward, .dropout_backward = cpu_dropout_backward,
-    .flatten_cnhw = cpu_flatten_cnhw, .unflatten_cnhw = cpu_unflatten_cnhw,
+    .flatten_dropout_forward = cpu_flatten_dropout_forward,
+    .dropout_unflatten_backward = cpu_dropout_unflatten_backward,
     .batchnorm_forward_train = cpu_batchnorm_forward_train, .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
     .batchnorm_backward = cpu_batchnorm_backward, .log_softmax_nll_forward = cpu_log_softmax_nll_forward,
     .log_softmax_nll_backward = cpu_log_softmax_nll_backward, .add_losses = cpu_add_losses,

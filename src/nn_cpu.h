@@ -44,6 +44,15 @@ void cpu_dropout_backward(float *dy, const float *mask, size_t count);
 void cpu_flatten_cnhw(const float *x, float *y, int C, int N, int HW);
 void cpu_unflatten_cnhw(const float *y, float *x, int C, int N, int HW);
 
+/* The fused entries of backend.h (maxpool2_relu_forward etc.): the pairs above, one after the other. */
+void cpu_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
+                               int ld);
+void cpu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
+                                int ld);
+void cpu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW, const uint64_t *ids,
+                                 uint64_t key, int layer, float p);
+void cpu_dropout_unflatten_backward(float *dy, const float *mask, float *dx, int C, int N, int HW);
+
 /* BatchNorm2d on x [C][count] (count = N*H*W). Training mode: batch statistics, saves mean and
  * invstd per channel, updates running stats (unbiased variance) with momentum, and adds 1 to *tracked
  * (num_batches_tracked). */

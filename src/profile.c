@@ -16,6 +16,9 @@ static struct {
 } phase[PROFILE_MAX_PHASES];
 static int nphases;
 static double last; /* the stopwatch: the previous lap or mark */
+static const profile_clock *clk; /* NULL: the host's clock (last) */
+
+void profile_use_clock(const profile_clock *c) { clk = c; }
 
 void profile_enable(int on)
 {
@@ -40,12 +43,30 @@ static int find(const char *name, int training)
 
 void profile_lap_on(const char *name)
 {
+    int i = find(name, 1);
+    if (clk) {
+        clk->lap(i);
+        return;
+    }
     double now = clock_now();
-    phase[find(name, 1)].s += now - last;
+    phase[i].s += now - last;
     last = now;
 }
 
-void profile_mark_on(void) { last = clock_now(); }
+void profile_mark_on(void)
+{
+    if (clk)
+        clk->mark();
+    else
+        last = clock_now();
+}
+
+void profile_add(int i, double seconds)
+{
+    if (i < 0 || i >= nphases)
+        die(EX_SOFTWARE, "profile: device time for phase %d of %d", i, nphases);
+    phase[i].s += seconds;
+}
 
 void profile_record(const char *name, double seconds)
 {
@@ -57,7 +78,11 @@ void profile_gather(MPI_Comm comm, double train_s, profile_table *t)
 {
     int ranks;
     MPI_CHECK(MPI_Comm_size(comm, &ranks));
+    if (clk && profile_active)
+        clk->flush();
     memset(t, 0, sizeof *t);
+    t->about = clk ? clk->about : NULL;
+    t->clock = clk ? clk->name : "host";
     t->n = nphases;
     for (int i = 0; i < nphases; i++) {
         snprintf(t->name[i], sizeof t->name[i], "%s", phase[i].name);
@@ -95,6 +120,8 @@ static void print_row(const char *name, double max, double mean, double train_me
 
 void profile_print(const profile_table *t)
 {
+    if (t->about)
+        say("profile: %s", t->about);
     say("profile: seconds per phase, max and mean over %d rank%s; share of the mean training time", t->ranks,
         t->ranks == 1 ? "" : "s");
     say("  %-26s %9s %9s %7s", "phase", "max", "mean", "share");
@@ -114,8 +141,9 @@ void profile_print(const profile_table *t)
 
 char *profile_json(const profile_table *t, char *buf, size_t len)
 {
-    size_t at = (size_t)snprintf(buf, len, "{\"ranks\":%d,\"train_max_s\":%.6f,\"train_mean_s\":%.6f,\"phases\":[",
-                                 t->ranks, t->train_max, t->train_mean);
+    size_t at = (size_t)snprintf(buf, len,
+                                 "{\"ranks\":%d,\"clock\":\"%s\",\"train_max_s\":%.6f,\"train_mean_s\":%.6f,"
+                                 "\"phases\":[", t->ranks, t->clock, t->train_max, t->train_mean);
     for (int i = 0; i < t->n && at < len; i++)
         at += (size_t)snprintf(buf + at, len - at, "%s{\"phase\":\"%s\",\"training\":%s,\"max_s\":%.6f,\"mean_s\":%.6f}",
                                i ? "," : "", t->name[i], t->training[i] ? "true" : "false", t->max[i], t->mean[i]);

@@ -5,7 +5,8 @@
 # step (so it starts when backward ends); the same launches every step. Both models (convnet: the whole
 # gradient in one bucket), both adversarial schedules. The metrics summary's per-step figures, counted by
 # the backend's own launch wrappers and host waits (what a real GPU run reports), must match what the
-# simulation saw. --profile is refused there. No GPU needed.
+# simulation saw. --profile: the same steps (no host wait or allocation per phase), no graph, and the CPU's
+# table (see the end). No GPU needed.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -15,15 +16,22 @@ small_mnist "$TMP/small" 128 16
 RUN_TIMEOUT=300
 STEPS=11 INTERVAL=4
 
-# --profile is CPU only: on the GPU path host clocks would time the queuing, so every rank stops (64), one line.
-expect_fail 64 "--profile: the GPU path queues its work" run_np 2 "$P" --device cuda --profile --data "$TMP/small" \
-  --seed 0 --batch-size 4 --epochs 1 --max-steps 1
-[ "$(grep -c 'error:' "$TMP/err")" -eq 1 ] || { cat "$TMP/err"; fail "--profile on the GPU: not exactly one error line"; }
+# Kernel launches per eager step (one micro-batch), derived from src/model.c and cuda/layers.cu; "sum": a
+# per-channel reduction (bias gradient), its slices and their finish, 2 launches.
+# net:     gather 1; conv1: im2col, bias+ReLU 2; conv2: im2col, pool+bias+ReLU 2; flatten+dropout 1;
+#          fc1: bias fill, ReLU, dropout 3; fc2: bias fill 1; loss: log-softmax, loss sum, its gradient 3;
+#          fc2: sum 2; dropout, ReLU 2; fc1: sum 2; dropout+unflatten 1; ReLU+pool 1; conv2: sum 2, col2im 1
+#          (its im2col kept from forward); ReLU 1; conv1: sum 2, im2col 1 (no input gradient); Adadelta 1   = 29
+# convnet: gather 1; per layer: bias fill, im2col, BatchNorm (statistics, apply), pool+ReLU 2 x 5; flatten 1;
+#          fc: bias fill 1; loss 3; fc: sum 2; unflatten 1; per layer: ReLU+pool 1, BatchNorm backward 2,
+#          sum 2 = 2 x 5; conv2: col2im 1; conv1: im2col 1; SGD 1                                              = 32
+# (unfused, each "+" pair two launches: 33 and 36.)
+expected_launches() { case $1 in net) echo 29 ;; convnet) echo 32 ;; *) fail "no launch count for $1" ;; esac; }
 
-# check_steps REPORT: the per-step lines of steps 1 .. STEPS-1 (the last runs into the end of the run;
-# step 0 is the set-up before the first step).
+# check_steps REPORT LAUNCHES: the per-step lines of steps 1 .. STEPS-1 (the last runs into the end of the run;
+# step 0 is the set-up before the first step), each with LAUNCHES kernel launches.
 check_steps() {
-  awk -v steps=$STEPS -v interval=$INTERVAL '
+  awk -v steps=$STEPS -v interval=$INTERVAL -v launches="$2" '
     $2 == 0 { next }
     { n++; s = $2; l = $4; w = $8; a = $10; b = $12; first = $14
       if (s != n) { print "step " s " out of order"; bad = 1 }
@@ -33,7 +41,7 @@ check_steps() {
       if (b < 1 || first != 1) { print "step " s ": last bucket not enqueued before the first host wait"; bad = 1 }
       if (n == 1) l1 = l; else if (l != l1) { print "step " s ": " l " launches, step 1 had " l1; bad = 1 } }
     END { if (n != steps - 1) { print n " steps reported, expected " steps - 1; bad = 1 }
-          if (l1 < 1) { print "no kernel launch in a step"; bad = 1 }
+          if (l1 != launches) { print l1 " kernel launches per step, expected " launches; bad = 1 }
           if (!bad) printf "%d launches per step", l1
           exit bad }' "$1"
 }
@@ -62,8 +70,48 @@ for model in net convnet; do
     MOCK_POLICY=$policy MOCK_STEP_REPORT=$rep run_np 2 "$P" --device cuda --model "$model" --data "$TMP/small" \
       --seed 0 --batch-size 4 --test-batch-size 16 --epochs 1 --max-steps $STEPS --log-interval $INTERVAL \
       --cuda-graph off --metrics "$rep.json" >"$TMP/out" 2>&1 || { cat "$TMP/out" >&2; fail "$model, $policy eager: the run failed"; }
-    msg=$(check_steps "$rep") || { cat "$rep" >&2; fail "$model, $policy eager: $msg"; }
+    msg=$(check_steps "$rep" "$(expected_launches "$model")") || { cat "$rep" >&2; fail "$model, $policy eager: $msg"; }
     cmsg=$(check_counts "$rep" "$rep.json" 2>&1) || fail "$model, $policy eager: metrics summary: $cmsg"
     echo "ok: $model, $policy eager: $msg, 1 host wait per $INTERVAL steps, no allocation"
   done
 done
+
+# --profile on the GPU: CUDA events on the compute stream, read back when the host waits anyway. The steps are
+# those above (launches, one host wait per log interval, no allocation), eager though --cuda-graph is on; the
+# table has the rows of the same run on the CPU in the same order, every figure >= 0 and each max >= its
+# mean, device time in every training row (each lap is at least its own event on the simulated stream), and
+# says which clock it used (the JSON's "clock", one line above the table).
+rep=$TMP/steps-profile
+run_args="--model net --data $TMP/small --seed 0 --batch-size 4 --test-batch-size 16 --epochs 1 --max-steps $STEPS \
+  --log-interval $INTERVAL --profile"
+# shellcheck disable=SC2086 # run_args: words
+MOCK_STEP_REPORT=$rep run_np 2 "$P" --device cuda $run_args --metrics "$rep.json" >"$TMP/out" 2>&1 ||
+  { cat "$TMP/out" >&2; fail "--profile on the GPU: the run failed"; }
+msg=$(check_steps "$rep" "$(expected_launches net)") || { cat "$rep" >&2; fail "--profile on the GPU: $msg"; }
+cmsg=$(check_counts "$rep" "$rep.json" 2>&1) || fail "--profile on the GPU: metrics summary: $cmsg"
+# shellcheck disable=SC2086
+run_np 2 "$P" --device cpu $run_args --metrics "$TMP/cpu.json" >"$TMP/cpu.out" 2>&1 ||
+  { cat "$TMP/cpu.out" >&2; fail "--profile on the CPU: the run failed"; }
+rows=$("$PYTHON3" - "$rep.json" "$TMP/cpu.json" "$TMP/out" <<'PY'
+import json, sys
+gpu, cpu = ([json.loads(l) for l in open(p) if '"summary"' in l][-1] for p in sys.argv[1:3])
+out = open(sys.argv[3]).read()
+gp, cp = gpu["profile"], cpu["profile"]
+rows = lambda p: [(ph["phase"], ph["training"]) for ph in p["phases"]]
+bad = []
+if rows(gp) != rows(cp):
+    bad.append("rows %s, the CPU's %s" % (rows(gp), rows(cp)))
+if (gp.get("clock"), cp.get("clock")) != ("cuda-events", "host"):
+    bad.append("clocks %s (GPU), %s (CPU)" % (gp.get("clock"), cp.get("clock")))
+if "profile: GPU time from CUDA events on the compute stream" not in out:
+    bad.append("no line saying what the GPU times are")
+bad += ["%s: max %s, mean %s" % (ph["phase"], ph["max_s"], ph["mean_s"]) for ph in gp["phases"]
+        if not 0 <= ph["mean_s"] <= ph["max_s"] + 1e-9]
+bad += ["%s: no device time" % ph["phase"] for ph in gp["phases"] if ph["training"] and ph["mean_s"] <= 0]
+if gpu["graph_steps"] != 0:
+    bad.append("%d steps replayed as a graph" % gpu["graph_steps"])
+print("; ".join(bad) if bad else "%d rows" % len(gp["phases"]))
+sys.exit(1 if bad else 0)
+PY
+) || { cat "$TMP/out"; fail "--profile on the GPU: $rows"; }
+echo "ok: --profile on the GPU: $msg, no graph, the CPU's $rows"

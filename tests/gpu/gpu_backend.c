@@ -3,8 +3,8 @@
  *
  * (a) Every entry of the table on its own. Data movement, selections and elementwise math that both
  *     devices evaluate in the same float operations must agree bit for bit: gather, im2col and col2im
- *     (normal and wide; col2im adds its taps in the same order on both), fill, the ReLUs, max-pool (ties
- *     included: the first maximum wins on both), dropout, flatten, count_correct. The rest within a
+ *     (normal and wide; col2im adds its taps in the same order on both), fill, the ReLUs, max-pool + ReLU (ties
+ *     included: the first maximum wins on both), dropout, flatten + dropout, count_correct. The rest within a
  *     tolerance relative to the largest reference value, because the GPU legitimately rounds otherwise:
  *     nvcc fuses a * b + c into one FMA where gcc (no -mfma) rounds twice (BatchNorm, optimizers), CUDA's
  *     expf/logf are within 2 ulp where glibc's are correctly rounded (log-softmax), and per-channel sums
@@ -374,34 +374,39 @@ static void test_relu(void)
     twin_free(&a), twin_free(&b), twin_free(&dy);
 }
 
-static void test_maxpool_case(const char *name, int planes, int H, int W, int ld)
+/* Max-pool + (bias) ReLU over C x N planes, and its backward. */
+static void test_maxpool_case(const char *name, int C, int N, int H, int W, int ld, int bias)
 {
-    int OH = H / 2, OW = W / 2;
+    int planes = C * N, OH = H / 2, OW = W / 2;
     size_t nx = (size_t)planes * H * ld, ny = (size_t)planes * OH * OW;
     char what[96];
-    float *hx = rnd_levels(nx, 4); /* 4 levels: most windows hold ties */
+    float *hx = rnd_levels(nx, 4); /* 4 levels: most windows hold ties, and the ReLU cuts -1 */
     twin x = twin_new(hx, nx * sizeof *hx), y = twin_rnd(ny, -1, 1), arg = twin_new(NULL, ny * sizeof(int32_t));
-    BOTH(be->maxpool2_forward(P(x), P(y), P(arg), planes, H, W, ld));
-    snprintf(what, sizeof what, "maxpool2_forward %s", name);
+    twin b = twin_rnd((size_t)C, -1, 1);
+    BOTH(be->maxpool2_relu_forward(P(x), bias ? P(b) : NULL, P(y), P(arg), C, N, H, W, ld));
+    snprintf(what, sizeof what, "maxpool2_relu_forward %s", name);
     check(what, &y, ny, TOL_EXACT);
-    snprintf(what, sizeof what, "maxpool2_forward %s argmax", name);
+    snprintf(what, sizeof what, "maxpool2_relu_forward %s argmax", name);
     check_bytes(what, &arg);
-    /* Backward from the CPU's argmax on both (just shown equal), into a dx full of junk: every element
-     * must be written. */
+    /* Backward from the CPU's argmax and output on both (just shown equal), into a dx full of junk: every
+     * element must be written. */
     int32_t *harg = fetch(0, arg.p[0], ny * sizeof *harg);
-    twin arg0 = twin_new(harg, ny * sizeof *harg), dy = twin_rnd(ny, -1, 1), dx = twin_rnd(nx, 5, 9);
-    BOTH(be->maxpool2_backward(P(dy), P(arg0), P(dx), planes, H, W, ld));
-    snprintf(what, sizeof what, "maxpool2_backward %s", name);
+    float *hy = fetch(0, y.p[0], ny * sizeof *hy);
+    twin arg0 = twin_new(harg, ny * sizeof *harg), y0 = twin_new(hy, ny * sizeof *hy), dy = twin_rnd(ny, -1, 1);
+    twin dx = twin_rnd(nx, 5, 9);
+    BOTH(be->relu_maxpool2_backward(P(dy), P(y0), P(arg0), P(dx), planes, H, W, ld));
+    snprintf(what, sizeof what, "relu_maxpool2_backward %s", name);
     check(what, &dx, nx, TOL_EXACT);
-    twin_free(&x), twin_free(&y), twin_free(&arg), twin_free(&arg0), twin_free(&dy), twin_free(&dx);
-    free(hx), free(harg);
+    twin_free(&x), twin_free(&y), twin_free(&arg), twin_free(&b), twin_free(&arg0), twin_free(&y0), twin_free(&dy);
+    twin_free(&dx);
+    free(hx), free(harg), free(hy);
 }
 
 static void test_maxpool(void)
 {
-    test_maxpool_case("24x24 in rows of 26 (net)", 6, 24, 24, 26);
-    test_maxpool_case("14x14 (convnet)", 5, 14, 14, 14);
-    test_maxpool_case("7x7 (odd: last row/column unused)", 4, 7, 7, 7);
+    test_maxpool_case("24x24 in rows of 26, bias (net)", 6, 3, 24, 24, 26, 1);
+    test_maxpool_case("14x14 (convnet)", 5, 2, 14, 14, 14, 0);
+    test_maxpool_case("7x7 (odd: last row/column unused), bias", 4, 3, 7, 7, 7, 1);
 }
 
 static void test_dropout(void)
@@ -423,16 +428,24 @@ static void test_dropout(void)
     free(ids);
 }
 
+/* Flatten (+ dropout) and back: without dropout, then with (p 0.25, layer 0: net's first). */
 static void test_flatten(void)
 {
     enum { C = 4, N = 3, HW = 49 };
     size_t n = (size_t)C * N * HW;
+    uint64_t *ids = rnd_u64(N, 0), key = 0x0123456789abcdefULL;
+    twin tid = twin_new(ids, N * sizeof *ids), mask = twin_rnd(n, -1, 1);
     twin x = twin_rnd(n, -1, 1), y = twin_rnd(n, -1, 1), back = twin_rnd(n, -1, 1);
-    BOTH(be->flatten_cnhw(P(x), P(y), C, N, HW));
-    check("flatten_cnhw", &y, n, TOL_EXACT);
-    BOTH(be->unflatten_cnhw(P(y), P(back), C, N, HW));
-    check("unflatten_cnhw", &back, n, TOL_EXACT);
-    twin_free(&x), twin_free(&y), twin_free(&back);
+    for (int drop = 0; drop < 2; drop++) {
+        BOTH(be->flatten_dropout_forward(P(x), P(y), drop ? P(mask) : NULL, C, N, HW, P(tid), key, 0, 0.25f));
+        check(drop ? "flatten_dropout_forward p 0.25" : "flatten_dropout_forward, no dropout", &y, n, TOL_EXACT);
+        BOTH(be->dropout_unflatten_backward(P(y), drop ? P(mask) : NULL, P(back), C, N, HW));
+        check(drop ? "dropout_unflatten_backward p 0.25" : "dropout_unflatten_backward, no dropout", &back, n,
+              TOL_EXACT);
+    }
+    check("flatten_dropout_forward p 0.25: mask", &mask, n, TOL_EXACT);
+    twin_free(&tid), twin_free(&mask), twin_free(&x), twin_free(&y), twin_free(&back);
+    free(ids);
 }
 
 /* count not a multiple of the block size; one slice per channel or many (kernels.h). */

@@ -1,15 +1,15 @@
 # Unit suites (Check, one process each): GEMM mapping, layer and whole-model gradient checks, optimizers,
-# the GPU kernels' index math (kernels.h) against the CPU layers; IDX parsing, HDF5 shards and their
+# the GPU kernels' index math (kernels.h) against the CPU layers, its fused bodies against the pairs they fuse; IDX parsing, HDF5 shards and their
 # manifests, the sampler; the atomic output files and their seal (check_atomic_file); the pure decisions of
 # the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log).
 # Fixtures: data_testutil (IDX files and shard sets), model_testutil.h (random batches).
 unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_optim tests/unit/check_model \
-	tests/unit/check_kernels tests/unit/check_idx tests/unit/check_shards tests/unit/check_sampler \
+	tests/unit/check_kernels tests/unit/check_fused tests/unit/check_idx tests/unit/check_shards tests/unit/check_sampler \
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
 	tests/unit/check_atomic_file
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
-EXTRA_DIST += tests/unit/model_testutil.h
+EXTRA_DIST += tests/unit/model_testutil.h tests/unit/kernel_testutil.h
 
 data_test_util = tests/unit/data_testutil.c tests/unit/data_testutil.h
 tests_unit_check_idx_SOURCES = tests/unit/check_idx.c $(data_test_util)
@@ -28,6 +28,8 @@ tests_unit_check_model_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_model_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_kernels_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_kernels_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_fused_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_fused_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_idx_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_idx_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_shards_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
