@@ -282,39 +282,45 @@ void cpu_relu_backward(float *dy, const float *y, size_t count)
         dy[i] = op_relu_grad(dy[i], y[i]);
 }
 
-void cpu_maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld)
+/* One plane [H][ld] of 2x2 max-pooling into yp [H/2][W/2] with its argmaxes. */
+static inline void maxpool2_plane(const float *xp, float *yp, int32_t *ap, int H, int W, int ld)
 {
     int OH = H / 2, OW = W / 2;
-    PARALLEL
-    for (int p = 0; p < planes; p++) {
-        const float *xp = x + (size_t)p * H * ld;
-        size_t o = (size_t)p * OH * OW;
-        for (int ph = 0; ph < OH; ph++, o += OW) {
-            SIMD /* branch-free selects */
-            for (int pw = 0; pw < OW; pw++)
-                y[o + pw] = op_maxpool2(xp, ld, ph, pw, arg + o + pw);
-        }
+    for (int ph = 0; ph < OH; ph++) {
+        SIMD /* branch-free selects */
+        for (int pw = 0; pw < OW; pw++)
+            yp[ph * OW + pw] = op_maxpool2(xp, ld, ph, pw, ap + ph * OW + pw);
     }
+}
+
+static inline void maxpool2_grad_plane(const float *dyp, const int32_t *ap, float *dxp, int H, int W, int ld)
+{
+    int OH = H / 2, OW = W / 2;
+    for (int ph = 0; ph < OH; ph++) {
+        SIMD
+        for (int pw = 0; pw < OW; pw++)
+            op_maxpool2_grad(dxp, dyp, ap, ld, OW, ph, pw);
+    }
+    /* Columns and an odd last row in no window. */
+    for (int ih = 0; ih < H; ih++)
+        for (int iw = ih < 2 * OH ? 2 * OW : 0; iw < ld; iw++)
+            dxp[ih * ld + iw] = 0.0f;
+}
+
+void cpu_maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld)
+{
+    size_t P = (size_t)(H / 2) * (W / 2);
+    PARALLEL
+    for (int p = 0; p < planes; p++)
+        maxpool2_plane(x + (size_t)p * H * ld, y + p * P, arg + p * P, H, W, ld);
 }
 
 void cpu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld)
 {
-    int OH = H / 2, OW = W / 2;
+    size_t P = (size_t)(H / 2) * (W / 2);
     PARALLEL
-    for (int p = 0; p < planes; p++) {
-        const float *dyp = dy + (size_t)p * OH * OW;
-        const int32_t *ap = arg + (size_t)p * OH * OW;
-        float *dxp = dx + (size_t)p * H * ld;
-        for (int ph = 0; ph < OH; ph++) {
-            SIMD
-            for (int pw = 0; pw < OW; pw++)
-                op_maxpool2_grad(dxp, dyp, ap, ld, OW, ph, pw);
-        }
-        /* Columns and an odd last row in no window. */
-        for (int ih = 0; ih < H; ih++)
-            for (int iw = ih < 2 * OH ? 2 * OW : 0; iw < ld; iw++)
-                dxp[ih * ld + iw] = 0.0f;
-    }
+    for (int p = 0; p < planes; p++)
+        maxpool2_grad_plane(dy + p * P, arg + p * P, dx + (size_t)p * H * ld, H, W, ld);
 }
 
 WIDE_CLONES void cpu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
@@ -360,19 +366,36 @@ void cpu_unflatten_cnhw(const float *y, float *x, int C, int N, int HW)
 void cpu_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
                                int ld)
 {
-    size_t count = (size_t)N * (H / 2) * (W / 2);
-    cpu_maxpool2_forward(x, y, arg, C * N, H, W, ld);
-    if (b)
-        cpu_bias_relu_forward(y, b, C, count);
-    else
-        cpu_relu_forward(y, (size_t)C * count);
+    size_t P = (size_t)(H / 2) * (W / 2);
+    PARALLEL
+    for (int p = 0; p < C * N; p++) { /* the ReLU while the pooled plane is in cache */
+        float *yp = y + p * P;
+        maxpool2_plane(x + (size_t)p * H * ld, yp, arg + p * P, H, W, ld);
+        if (b) {
+            SIMD
+            for (size_t i = 0; i < P; i++)
+                yp[i] = op_bias_relu(yp[i], b[p / N]);
+        } else {
+            SIMD
+            for (size_t i = 0; i < P; i++)
+                yp[i] = op_relu(yp[i]);
+        }
+    }
 }
 
 void cpu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
                                 int ld)
 {
-    cpu_relu_backward(dy, y, (size_t)planes * (H / 2) * (W / 2));
-    cpu_maxpool2_backward(dy, arg, dx, planes, H, W, ld);
+    size_t P = (size_t)(H / 2) * (W / 2);
+    PARALLEL
+    for (int p = 0; p < planes; p++) { /* the ReLU's gradient in place, then pooled back, plane by plane */
+        float *dyp = dy + p * P;
+        const float *yp = y + p * P;
+        SIMD
+        for (size_t i = 0; i < P; i++)
+            dyp[i] = op_relu_grad(dyp[i], yp[i]);
+        maxpool2_grad_plane(dyp, arg + p * P, dx + (size_t)p * H * ld, H, W, ld);
+    }
 }
 
 void cpu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW, const uint64_t *ids,
