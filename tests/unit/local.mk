@@ -3,15 +3,15 @@
 # manifests, the sampler; the atomic output files and their seal (check_atomic_file); the pure decisions of
 # the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log).
 # Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
-# scratch directories), model_testutil.h (random batches).
-unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_optim tests/unit/check_model \
-	tests/unit/check_kernels tests/unit/check_idx tests/unit/check_shards tests/unit/check_shards_bad \
-	tests/unit/check_shards_writer tests/unit/check_sampler \
+# scratch directories), model_testutil.h (random batches), layer_testutil.h (finite differences).
+unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv tests/unit/check_optim \
+	tests/unit/check_model tests/unit/check_kernels tests/unit/check_idx tests/unit/check_shards \
+	tests/unit/check_shards_bad tests/unit/check_shards_writer tests/unit/check_sampler \
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
 	tests/unit/check_atomic_file
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
-EXTRA_DIST += tests/unit/model_testutil.h
+EXTRA_DIST += tests/unit/model_testutil.h tests/unit/layer_testutil.h
 
 data_test_util = tests/unit/data_testutil.c tests/unit/data_testutil.h
 tests_unit_check_idx_SOURCES = tests/unit/check_idx.c $(data_test_util)
@@ -27,6 +27,8 @@ tests_unit_check_gemm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_gemm_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_layers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_layers_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_conv_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_conv_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_optim_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_optim_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_model_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
