@@ -20,30 +20,22 @@
  * (c) The GEMMs and the forward + backward of (b) again with cuBLAS in tf32 and bf16, against the fp32
  *     CPU: the cost of reduced precision, within tolerances set from its rounding.
  * Tolerances per precision in `tolerances` below, with what they were set from. One line per
- * comparison with its error. Exit 0 pass, 1 fail, 77 (SKIP and one line) without a usable GPU. */
+ * comparison with its error. Exit 0 pass, 1 fail, 77 (SKIP and one line) without a usable GPU.
+ * This file: (a) and main; gpu_backend_models.c: the models of (b) and (c); gpu_backend_util.c: the
+ * twins, random data and comparisons they share (gpu_backend.h). */
 #include "config.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend.h"
 #include "errors.h"
 #include "gpu.h"
-#include "model.h"
-#include "optim.h"
-#include "rng.h"
-
-/* Bit for bit, and few-ulp elementwise differences (see the header comment). */
-#define TOL_EXACT 0.0
-#define TOL_ROUND 1e-5
-/* The loss sum in double on both devices, in another order. */
-#define TOL_SUM 1e-12
+#include "gpu_backend.h"
 
 /* Per precision, all relative to the reference's scale (see compare_metric), and set from an emulation:
- * this file's comparisons against a CPU "device" with the CUDA backend's whole-batch convolutions whose
+ * this program's comparisons against a CPU "device" with the CUDA backend's whole-batch convolutions whose
  * GEMMs add in another order (split-k with FMAs; or k in two halves: 40 draws), or round their inputs to
  * tf32 / bf16 (truncating, twice cuBLAS's round-to-nearest error; 10 draws).
  * fp32 (measured): GEMMs 6e-7, losses 1e-7, gradients 2e-6 (7e-6 for the BatchNorm-cancelled biases,
@@ -56,203 +48,9 @@
  * small gradient differences into large ones; the optimizer kernels do not depend on the precision and
  * fp32 checks them). Measured: GEMMs 9e-4 / 7e-3, losses 6e-5 / 4e-4, gradients 5e-2 / 9e-2;
  * tolerances at 3x to 20x that. */
-typedef struct {
-    const char *precision;
-    double gemm;  /* max |diff| of C = alpha op(A) op(B) + beta C with U(-1, 1) operands */
-    double loss;  /* the model's loss, relative */
-    double model; /* gradients, BatchNorm running statistics; fp32 also the updates and evaluation */
-    int reduced;  /* tf32/bf16: tensors by rms difference, no optimizer step or evaluation */
-} tolerances;
-
 static const tolerances tol_fp32 = {"fp32", 1e-5, 1e-5, 1e-4, 0};
 static const tolerances tol_tf32 = {"tf32", 4e-3, 1e-3, 0.15, 1};
 static const tolerances tol_bf16 = {"bf16", 3e-2, 5e-3, 0.3, 1};
-
-/* The two backends: 0 the reference (CPU), 1 the one under test (CUDA). */
-static const nn_backend *bk[2];
-static int failures;
-
-/* ---- memory on both backends ----------------------------------------------------------------- */
-
-/* The same data on both backends: p[0] CPU memory, p[1] GPU memory. */
-typedef struct {
-    void *p[2];
-    size_t bytes;
-} twin;
-
-static twin twin_new(const void *host, size_t bytes)
-{
-    twin t = {{NULL, NULL}, bytes};
-    for (int s = 0; s < 2; s++) {
-        t.p[s] = bk[s]->alloc(bytes);
-        if (host)
-            bk[s]->upload(t.p[s], host, bytes);
-        else
-            bk[s]->zero(t.p[s], bytes);
-    }
-    return t;
-}
-
-static void twin_free(twin *t)
-{
-    for (int s = 0; s < 2; s++)
-        bk[s]->free(t->p[s]);
-    t->p[0] = t->p[1] = NULL;
-}
-
-/* Runs call once per backend with `be` the backend and P(t) the twin's memory on it. */
-#define BOTH(call)                                                                                       \
-    do {                                                                                                 \
-        for (int s_ = 0; s_ < 2; s_++) {                                                                 \
-            const nn_backend *be = bk[s_];                                                               \
-            (void)be;                                                                                    \
-            call;                                                                                        \
-        }                                                                                                \
-    } while (0)
-#define P(t) ((t).p[s_])
-
-static void *fetch(int s, const void *src, size_t bytes)
-{
-    void *h = xmalloc(bytes);
-    bk[s]->download(h, src, bytes);
-    return h;
-}
-
-/* ---- random host data -------------------------------------------------------------------------- */
-
-static uint64_t next_key = 0x5eed;
-
-static float *rnd(size_t n, float lo, float hi)
-{
-    uint64_t key = rng_key(0x6a09e667f3bcc908ULL, next_key++);
-    float *p = xmalloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = lo + (hi - lo) * rng_uniform(key, i);
-    return p;
-}
-
-/* Integers -1 .. levels - 2 as floats: many exact ties (max-pool, argmax). */
-static float *rnd_levels(size_t n, int levels)
-{
-    uint64_t key = rng_key(0x6a09e667f3bcc908ULL, next_key++);
-    float *p = xmalloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)rng_below(key, i, (uint32_t)levels) - 1.0f;
-    return p;
-}
-
-static uint8_t *rnd_bytes(size_t n, unsigned below)
-{
-    uint64_t key = rng_key(0x6a09e667f3bcc908ULL, next_key++);
-    uint8_t *p = xmalloc(n);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)rng_below(key, i, below);
-    return p;
-}
-
-static uint64_t *rnd_u64(size_t n, uint64_t below)
-{
-    uint64_t key = rng_key(0x6a09e667f3bcc908ULL, next_key++);
-    uint64_t *p = xmalloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = below ? rng_u64(key, i) % below : rng_u64(key, i);
-    return p;
-}
-
-static twin twin_rnd(size_t n, float lo, float hi)
-{
-    float *h = rnd(n, lo, hi);
-    twin t = twin_new(h, n * sizeof *h);
-    free(h);
-    return t;
-}
-
-/* ---- comparisons ------------------------------------------------------------------------------- */
-
-/* ref (CPU) against got (GPU). tol 0: every element bit for bit. Otherwise the largest difference
- * against the largest reference value, max |got - ref| <= tol max(max |ref|, least) + slack, or with l2
- * the root-mean-square difference against the root-mean-square reference value (what reduced-precision
- * GEMMs are judged by: they move every element a little, and a few a lot where a near-tie resolved
- * the other way). A NaN in got but not in ref fails. One line either way. */
-static void compare_metric(const char *what, const float *ref, const float *got, size_t n, double tol, double least,
-                           double slack, int l2)
-{
-    double maxref = 0.0, maxdiff = 0.0, ssd = 0.0, ssr = 0.0;
-    size_t differ = 0, worst = 0;
-    int nan = 0, exact = tol == 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (memcmp(&ref[i], &got[i], sizeof *ref) != 0)
-            differ++;
-        if (!isnan(got[i]) != !isnan(ref[i]))
-            nan = 1;
-        double d = fabs((double)got[i] - (double)ref[i]);
-        if (d > maxdiff) {
-            maxdiff = d;
-            worst = i;
-        }
-        if (fabs((double)ref[i]) > maxref)
-            maxref = fabs((double)ref[i]);
-        ssd += d * d;
-        ssr += (double)ref[i] * (double)ref[i];
-    }
-    double scale = l2 ? sqrt(ssr / (double)(n ? n : 1)) : maxref, diff = l2 ? sqrt(ssd / (double)(n ? n : 1)) : maxdiff;
-    const char *unit = l2 ? "rms" : "max";
-    int floored = scale < least;
-    scale = floored ? least : scale;
-    double rel = scale > 0 ? diff / scale : diff > 0 ? INFINITY : 0.0;
-    int ok = !nan && (exact ? differ == 0 : diff <= tol * scale + slack);
-    tol += scale > 0 ? slack / scale : 0.0; /* as printed: the bound relative to the scale */
-    if (exact)
-        printf("%-4s %-46s exact: %zu of %zu differ, max |diff| %.3g\n", ok ? "ok" : "FAIL", what, differ, n,
-               maxdiff);
-    else
-        printf("%-4s %-46s %s |diff| %.3g = %.3g of %s %.3g (tolerance %.2g)\n", ok ? "ok" : "FAIL", what, unit,
-               diff, rel, floored ? "floor" : l2 ? "rms |ref|" : "max |ref|", scale, tol);
-    if (!ok) {
-        if (nan)
-            printf("     a NaN on one device only\n");
-        if (n)
-            printf("     largest difference at element %zu of %zu: cpu %.9g, cuda %.9g\n", worst, n,
-                   (double)ref[worst], (double)got[worst]);
-        failures++;
-    }
-}
-
-static void compare(const char *what, const float *ref, const float *got, size_t n, double tol)
-{
-    compare_metric(what, ref, got, n, tol, 0.0, 0.0, 0);
-}
-
-/* The twin's n floats, downloaded from both backends. */
-static void check(const char *what, const twin *t, size_t n, double tol)
-{
-    float *a = fetch(0, t->p[0], n * sizeof *a), *b = fetch(1, t->p[1], n * sizeof *b);
-    compare(what, a, b, n, tol);
-    free(a);
-    free(b);
-}
-
-/* Raw bytes (labels, argmax indices, ...): bit for bit. */
-static void check_bytes(const char *what, const twin *t)
-{
-    unsigned char *a = fetch(0, t->p[0], t->bytes), *b = fetch(1, t->p[1], t->bytes);
-    size_t differ = 0;
-    for (size_t i = 0; i < t->bytes; i++)
-        differ += a[i] != b[i];
-    printf("%-4s %-46s exact: %zu of %zu bytes differ\n", differ ? "FAIL" : "ok", what, differ, t->bytes);
-    failures += differ != 0;
-    free(a);
-    free(b);
-}
-
-static void check_scalar(const char *what, double ref, double got, double tol)
-{
-    double d = fabs(got - ref), rel = ref != 0 ? d / fabs(ref) : d;
-    int ok = rel <= tol;
-    printf("%-4s %-46s cpu %.12g, cuda %.12g: relative difference %.3g (tolerance %.2g)\n", ok ? "ok" : "FAIL", what,
-           ref, got, rel, tol);
-    failures += !ok;
-}
 
 /* ---- (a) the primitives ------------------------------------------------------------------------ */
 
@@ -567,156 +365,6 @@ static void test_gemm(const tolerances *t)
             test_gemm_case(ta, tb, 37, 53, 300, t->gemm);
     test_gemm_case(0, 1, 64, 128, 9216, t->gemm); /* net's fc1 forward */
     test_gemm_case(0, 0, 64, 1, 288, t->gemm);    /* a single column */
-}
-
-/* ---- (b) whole models --------------------------------------------------------------------------- */
-
-/* Each tensor of a flat buffer (parameters or buffers) compared on its own, on its own scale but at
- * least 5% of the whole buffer's (same metric): a tensor whose true gradient is 0 (the bias of a
- * convolution followed by BatchNorm, which cancels it) holds rounding noise on both devices, and noise
- * relative to noise means nothing (measured: up to 3e-5 of a 1% floor). The other tensors of both
- * models sit at 7% of their buffer's largest or above. params (NULL: none): parameter updates, whose two sides
- * each round their new parameters to float, so they may differ by 1 ulp of the parameter plus the
- * difference of the updates themselves: 2 ulp of the tensor's largest parameter of slack. */
-static void compare_tensors(const char *prefix, const model *m, int buffers, const float *ref, const float *got,
-                            const float *params, const tolerances *t)
-{
-    int count = buffers ? model_num_buffers(m) : model_num_tensors(m);
-    size_t total = buffers ? model_buffer_size(m) : model_num_params(m);
-    double least = 0.0;
-    for (size_t i = 0; i < total; i++) {
-        double v = fabs((double)ref[i]);
-        least = t->reduced ? least + v * v : v > least ? v : least;
-    }
-    least = 5e-2 * (t->reduced ? sqrt(least / (double)(total ? total : 1)) : least);
-    for (int i = 0; i < count; i++) {
-        const tensor_desc *d = buffers ? model_buffer(m, i) : model_tensor(m, i);
-        char what[128];
-        snprintf(what, sizeof what, "%s %s", prefix, d->name);
-        int exact = buffers && strstr(d->name, "num_batches_tracked") != NULL;
-        float pmax = 0.0f;
-        for (size_t j = 0; params && j < d->count; j++)
-            pmax = fabsf(params[d->offset + j]) > pmax ? fabsf(params[d->offset + j]) : pmax;
-        double slack = params ? 2.0 * ((double)nextafterf(pmax, INFINITY) - (double)pmax) : 0.0;
-        compare_metric(what, ref + d->offset, got + d->offset, d->count, exact ? TOL_EXACT : t->model, least, slack,
-                       t->reduced);
-    }
-}
-
-/* After the models' forward + backward: one optimizer step each (net: Adadelta as its recipe, convnet:
- * SGD with momentum and weight decay), the updates compared (after - before: the parameters start
- * identical), then an eval-mode pass on the batch x, y (BatchNorm from its running statistics, no
- * dropout). */
-static void test_step_and_evaluate(const char *name, model *m[2], const twin *x, const twin *y, int n,
-                                   const tolerances *t)
-{
-    char what[128];
-    size_t np = model_num_params(m[0]);
-    int convnet = strcmp(name, "convnet") == 0;
-    optim_cfg cfg = convnet ? (optim_cfg){.kind = OPTIM_SGD, .momentum = 0.9f, .weight_decay = 1e-4f}
-                            : (optim_cfg){.kind = OPTIM_ADADELTA, .rho = 0.9f, .eps = 1e-6f};
-    float lr = convnet ? 0.01f : 1.0f;
-    float *before = xmalloc(np * sizeof *before), *upd[2];
-    model_download(m[0], before, NULL);
-    for (int s = 0; s < 2; s++) {
-        optim *o = optim_create_on(bk[s], &cfg, np);
-        optim_step(o, model_params(m[s]), model_grads(m[s]), lr);
-        upd[s] = xmalloc(np * sizeof *upd[s]);
-        model_download(m[s], upd[s], NULL);
-        for (size_t i = 0; i < np; i++)
-            upd[s][i] -= before[i];
-        optim_free(o);
-    }
-    snprintf(what, sizeof what, "%s [%s] %s update", name, t->precision, convnet ? "sgd" : "adadelta");
-    compare_tensors(what, m[0], 0, upd[0], upd[1], before, t);
-
-    /* A near-tie of two logits may resolve differently: one prediction of slack. */
-    long correct[2] = {0, 0};
-    double eloss[2];
-    BOTH(eloss[s_] = model_evaluate(m[s_], P(*x), P(*y), n, &correct[s_]));
-    snprintf(what, sizeof what, "%s [%s] evaluate: loss", name, t->precision);
-    check_scalar(what, eloss[0], eloss[1], t->model);
-    int ok = labs(correct[0] - correct[1]) <= 1;
-    snprintf(what, sizeof what, "%s [%s] evaluate: correct", name, t->precision);
-    printf("%-4s %-46s cpu %ld, cuda %ld of %d (at most 1 apart)\n", ok ? "ok" : "FAIL", what, correct[0], correct[1],
-           n);
-    failures += !ok;
-    free(before), free(upd[0]), free(upd[1]);
-}
-
-/* Parameters rounded to 4 significant bits of their tensor's largest magnitude (a power-of-two step). */
-static void quantize_params(float *p, const model *m)
-{
-    for (int i = 0; i < model_num_tensors(m); i++) {
-        const tensor_desc *d = model_tensor(m, i);
-        float big = 0.0f;
-        for (size_t j = 0; j < d->count; j++)
-            big = fabsf(p[d->offset + j]) > big ? fabsf(p[d->offset + j]) : big;
-        if (big == 0.0f)
-            continue;
-        float step = ldexpf(1.0f, (int)ceilf(log2f(big)) - 4);
-        for (size_t j = 0; j < d->count; j++)
-            p[d->offset + j] = step * nearbyintf(p[d->offset + j] / step);
-    }
-}
-
-/* The input and the parameters are coarse dyadic numbers (inputs multiples of 1/4 in [-0.5, 2.75], like
- * normalised MNIST; parameters with 4 significant bits), so every product and partial sum of the first
- * convolutions (net: both, before the dropout's 4/3; convnet: the first, before BatchNorm) is exact in
- * fp32 and their outputs are identical on both devices whatever order the GEMMs add in. Otherwise a
- * max-pool window holding two values 1e-7 apart picks the other one on the other device now and then
- * (1 draw in 12 with net at 64 samples, emulated), which moves one filter's weight gradient by up to 1%
- * of the largest and conv1's by 0.2%: near-ties, not errors, but no tolerance tells them apart. */
-static void test_model(const char *name, int n, const tolerances *t)
-{
-    const uint64_t seed = 42, dropout_key = 0x9e3779b97f4a7c15ULL;
-    char what[128];
-    model *m[2];
-    for (int s = 0; s < 2; s++)
-        m[s] = model_create_on(bk[s], name, n);
-    size_t np = model_num_params(m[0]), nb = model_buffer_size(m[0]);
-    model_init_params(m[0], seed);
-    float *init = xmalloc(np * sizeof *init);
-    model_download(m[0], init, NULL);
-    quantize_params(init, m[0]);
-    for (int s = 0; s < 2; s++)
-        model_upload(m[s], init, NULL); /* BatchNorm buffers: as model_create_on set them, on both */
-    free(init);
-
-    /* The batch, its labels and (arbitrary) global sample ids (the dropout masks' input). */
-    float *hx = rnd_levels((size_t)n * 784, 14);
-    for (size_t i = 0; i < (size_t)n * 784; i++)
-        hx[i] = (hx[i] - 1.0f) * 0.25f; /* rnd_levels: -1 .. 12 */
-    uint8_t *lab = rnd_bytes((size_t)n, 10);
-    uint64_t *ids = rnd_u64((size_t)n, 60000);
-    twin x = twin_new(hx, (size_t)n * 784 * sizeof *hx), y = twin_new(lab, (size_t)n);
-    twin tids = twin_new(ids, (size_t)n * sizeof *ids);
-
-    double loss[2];
-    BOTH(loss[s_] = model_forward_backward(m[s_], P(x), P(y), P(tids), n, dropout_key, 1.0f / (float)n));
-    snprintf(what, sizeof what, "%s [%s] loss (%d samples)", name, t->precision, n);
-    check_scalar(what, loss[0], loss[1], t->loss);
-
-    float *ref = xmalloc(np * sizeof *ref), *got = xmalloc(np * sizeof *got);
-    bk[0]->download(ref, model_grads(m[0]), np * sizeof *ref);
-    bk[1]->download(got, model_grads(m[1]), np * sizeof *got);
-    snprintf(what, sizeof what, "%s [%s] grad", name, t->precision);
-    compare_tensors(what, m[0], 0, ref, got, NULL, t);
-    if (nb) {
-        float *rb = xmalloc(nb * sizeof *rb), *gb = xmalloc(nb * sizeof *gb);
-        model_download(m[0], NULL, rb);
-        model_download(m[1], NULL, gb);
-        snprintf(what, sizeof what, "%s [%s] buffer", name, t->precision);
-        compare_tensors(what, m[0], 1, rb, gb, NULL, t);
-        free(rb), free(gb);
-    }
-
-    if (!t->reduced)
-        test_step_and_evaluate(name, m, &x, &y, n, t);
-    twin_free(&tids), twin_free(&x), twin_free(&y);
-    free(hx), free(lab), free(ids), free(ref), free(got);
-    for (int s = 0; s < 2; s++)
-        model_free(m[s]);
 }
 
 /* ---- main ------------------------------------------------------------------------------------- */

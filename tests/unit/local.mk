@@ -2,18 +2,24 @@
 # the GPU kernels' index math (kernels.h) against the CPU layers, its fused bodies against the pairs they fuse; IDX parsing, HDF5 shards and their
 # manifests, the sampler; the atomic output files and their seal (check_atomic_file); the pure decisions of
 # the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log).
-# Fixtures: data_testutil (IDX files and shard sets), model_testutil.h (random batches).
-unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_optim tests/unit/check_model \
-	tests/unit/check_kernels tests/unit/check_fused tests/unit/check_idx tests/unit/check_shards tests/unit/check_sampler \
+# Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
+# scratch directories), model_testutil.h (random batches), layer_testutil.h (finite differences),
+# kernel_testutil.h (the kernels' reference loops).
+unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv tests/unit/check_optim \
+	tests/unit/check_model tests/unit/check_kernels tests/unit/check_fused tests/unit/check_idx tests/unit/check_shards \
+	tests/unit/check_shards_bad tests/unit/check_shards_writer tests/unit/check_sampler \
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
 	tests/unit/check_atomic_file
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
-EXTRA_DIST += tests/unit/model_testutil.h tests/unit/kernel_testutil.h
+EXTRA_DIST += tests/unit/model_testutil.h tests/unit/kernel_testutil.h tests/unit/layer_testutil.h
 
 data_test_util = tests/unit/data_testutil.c tests/unit/data_testutil.h
 tests_unit_check_idx_SOURCES = tests/unit/check_idx.c $(data_test_util)
-tests_unit_check_shards_SOURCES = tests/unit/check_shards.c $(data_test_util)
+shards_test_util = tests/unit/shards_testutil.c tests/unit/shards_testutil.h $(data_test_util)
+tests_unit_check_shards_SOURCES = tests/unit/check_shards.c $(shards_test_util)
+tests_unit_check_shards_bad_SOURCES = tests/unit/check_shards_bad.c $(shards_test_util)
+tests_unit_check_shards_writer_SOURCES = tests/unit/check_shards_writer.c $(shards_test_util)
 tests_unit_check_manifest_SOURCES = tests/unit/check_manifest.c $(data_test_util)
 tests_unit_check_atomic_file_SOURCES = tests/unit/check_atomic_file.c $(data_test_util)
 
@@ -22,6 +28,8 @@ tests_unit_check_gemm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_gemm_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_layers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_layers_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_conv_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_conv_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_optim_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_optim_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_model_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -34,6 +42,10 @@ tests_unit_check_idx_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_idx_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_shards_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_shards_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_shards_bad_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_shards_bad_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_shards_writer_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_shards_writer_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_manifest_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_manifest_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_sampler_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)

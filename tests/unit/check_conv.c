@@ -1,0 +1,210 @@
+/* Convolution layers, the CPU's own (direct loops, im2col, wide rows) and oneDNN's (direct, Winograd):
+ * forward values against the direct definition, backward against central finite differences, as in
+ * check_layers (layer_testutil.h). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv_onednn.h"
+#include "layers.h"
+#include "nn_cpu.h"
+#include "ops.h"
+#include "rng.h"
+#include "../check_run.h"
+#include "layer_testutil.h"
+#include "model_testutil.h"
+
+/* ---------------------------------------------------------------- convolution */
+
+typedef struct {
+    const nn_backend *be;
+    int N, C, H, W, F, k, pad, chunk, wide;
+    float *x, *w, *b, *y, *r, *col;
+} conv_ctx;
+
+/* Output row length: OW, or W in the wide layout. */
+static int conv_row(const conv_ctx *c)
+{
+    return c->wide ? c->W : conv_out(c->W, c->k, c->pad);
+}
+
+static size_t conv_out_count(const conv_ctx *c)
+{
+    return (size_t)c->F * c->N * conv_out(c->H, c->k, c->pad) * conv_row(c);
+}
+
+static double conv_loss(void *p)
+{
+    conv_ctx *c = p;
+    conv_forward(c->be, c->x, c->w, c->b, c->y, c->N, c->C, c->H, c->W, c->F, c->k, c->pad, c->col, c->chunk, c->wide);
+    return dot(c->r, c->y, conv_out_count(c));
+}
+
+/* Forward against the direct definition (double); backward by finite differences. Inputs and
+ * weights in [-1, 1]: L is linear in each of them, so central differences are exact up to
+ * rounding: changing one value changes at most F k k outputs of size <= C k k, whose float
+ * rounding (~1e-6 each) over the 2h = 0.1 step gives numeric errors ~1e-4 on gradients ~1-10.
+ * tol bounds the error of outputs s relative to 1 + |s|. */
+static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide,
+                         uint64_t seed, double tol)
+{
+    conv_ctx c = {be, N, C, H, W, F, k, pad, chunk, wide, NULL, NULL, NULL, NULL, NULL, NULL};
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), RW = conv_row(&c);
+    size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * k * k, ny = conv_out_count(&c);
+    c.x = random_floats(nx, rng_key(seed, 1), -1, 1);
+    c.w = random_floats(nw, rng_key(seed, 2), -1, 1);
+    c.b = random_floats(F, rng_key(seed, 3), -1, 1);
+    c.r = random_floats(ny, rng_key(seed, 4), -1, 1);
+    for (size_t i = 0; i < ny; i++) /* the output gradient is zero in junk columns */
+        if ((int)(i % (size_t)RW) >= OW)
+            c.r[i] = 0.0f;
+    c.y = zeros(ny);
+    c.col = zeros(conv_scratch(C, H, W, k, pad, chunk, wide));
+    conv_loss(&c);
+    for (int f = 0; f < F; f++)
+        for (int n = 0; n < N; n++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    double s = c.b[f];
+                    for (int ch = 0; ch < C; ch++)
+                        for (int kh = 0; kh < k; kh++)
+                            for (int kw = 0; kw < k; kw++) {
+                                int ih = oh + kh - pad, iw = ow + kw - pad;
+                                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                    s += (double)c.w[((f * C + ch) * k + kh) * k + kw] *
+                                         c.x[(((size_t)ch * N + n) * H + ih) * W + iw];
+                            }
+                    float y = c.y[(((size_t)f * N + n) * OH + oh) * RW + ow];
+                    ck_assert_msg(fabs(y - s) <= tol * (1 + fabs(s)), "conv y[%d][%d][%d][%d] = %g, expected %g",
+                                  f, n, oh, ow, (double)y, s);
+                }
+    float *dw = zeros(nw), *db = zeros(F), *dx = zeros(nx);
+    conv_backward(be, c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk, wide);
+    /* The element functions a GPU thread calls give the same col and input gradient as the CPU
+     * loops: forward through op_im2col and a double-precision product, backward through w^T r
+     * (double) and op_col2im. */
+    size_t K = (size_t)C * k * k, P = (size_t)OH * OW, ld = (size_t)N * P;
+    float *col = zeros(K * ld), *dcol = zeros(K * ld);
+    for (int ch = 0; ch < C; ch++)
+        for (int kh = 0; kh < k; kh++)
+            for (int kw = 0; kw < k; kw++)
+                for (int n = 0; n < N; n++)
+                    for (int oh = 0; oh < OH; oh++)
+                        for (int ow = 0; ow < OW; ow++)
+                            col[((size_t)(ch * k + kh) * k + kw) * ld + n * P + (size_t)oh * OW + ow] =
+                                op_im2col(c.x + ((size_t)ch * N + n) * H * W, H, W, pad, kh, kw, oh, ow);
+    for (int f = 0; f < F; f++)
+        for (size_t j = 0; j < ld; j++) {
+            double s = c.b[f];
+            for (size_t r = 0; r < K; r++)
+                s += (double)c.w[f * K + r] * col[r * ld + j];
+            float y = c.y[f * N * (size_t)OH * RW + j / OW * RW + j % OW]; /* j = (n * OH + oh) * OW + ow */
+            ck_assert_msg(fabs(y - s) <= tol * (1 + fabs(s)), "op_im2col: y[%d][%zu]", f, j);
+        }
+    for (size_t r = 0; r < K; r++)
+        for (size_t j = 0; j < ld; j++) {
+            double s = 0;
+            for (int f = 0; f < F; f++)
+                s += (double)c.w[f * K + r] * c.r[f * N * (size_t)OH * RW + j / OW * RW + j % OW];
+            dcol[r * ld + j] = (float)s;
+        }
+    for (int ch = 0; ch < C; ch++)
+        for (int n = 0; n < N; n++)
+            for (int ih = 0; ih < H; ih++)
+                for (int iw = 0; iw < W; iw++) {
+                    float g = op_col2im(dcol + (size_t)ch * k * k * ld + n * P, ld, k, pad, OH, OW, ih, iw);
+                    float got = dx[(((size_t)ch * N + n) * H + ih) * W + iw];
+                    ck_assert_msg(fabsf(got - g) <= tol * (1 + fabsf(g)), "op_col2im: dx[%d][%d][%d][%d] %g vs %g",
+                                  ch, n, ih, iw, (double)got, (double)g);
+                }
+    free(col), free(dcol);
+    fd_check("conv dx", conv_loss, &c, c.x, dx, nx, 40, 0.05f, 1e-4, 1e-3, rng_key(seed, 5));
+    fd_check("conv dw", conv_loss, &c, c.w, dw, nw, 40, 0.05f, 1e-4, 1e-3, rng_key(seed, 6));
+    fd_check("conv db", conv_loss, &c, c.b, db, F, 0, 0.05f, 1e-4, 1e-3, 0);
+    /* Without dx: the same parameter gradients, added to what is there. */
+    float *dw2 = zeros(nw), *db2 = zeros(F);
+    for (size_t i = 0; i < nw; i++)
+        dw2[i] = 1.0f;
+    conv_backward(be, c.x, c.w, c.r, dw2, db2, NULL, N, C, H, W, F, k, pad, c.col, chunk, wide);
+    for (size_t i = 0; i < nw; i++)
+        ck_assert_float_eq_tol(dw2[i] - 1.0f, dw[i], 1e-5f * (1.0f + fabsf(dw[i])));
+    ck_assert_mem_eq(db, db2, (size_t)F * sizeof *db);
+    free(c.x), free(c.w), free(c.b), free(c.r), free(c.y), free(c.col), free(dw), free(db), free(dx), free(dw2),
+        free(db2);
+}
+
+static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide, uint64_t seed)
+{
+    conv_case_on(&nn_cpu, N, C, H, W, F, k, pad, chunk, wide, seed, 1e-5);
+}
+
+START_TEST(test_conv_nopad)
+{
+    conv_case(3, 2, 7, 6, 4, 3, 0, 2, 0, 11); /* chunks of 2 then 1; non-square planes */
+    conv_case(3, 2, 7, 6, 4, 3, 0, 2, 1, 14); /* the same in the wide layout */
+    conv_case(2, 3, 6, 8, 5, 5, 0, 1, 1, 15);
+}
+END_TEST
+
+START_TEST(test_conv_pad)
+{
+    conv_case(2, 3, 6, 6, 2, 5, 2, 1, 0, 12);
+    conv_case(3, 1, 5, 5, 3, 3, 1, 8, 0, 13); /* one chunk holds the whole batch */
+}
+END_TEST
+
+/* oneDNN's convolutions (--conv onednn, winograd) against the same definitions and differences, on the
+ * shapes of both models (batch sizes a run meets: full, remainder, one) and odd ones; one-channel inputs
+ * take im2col (scratch for one sample). */
+START_TEST(test_conv_onednn)
+{
+    const nn_backend *be = nn_cpu_onednn(_i);
+    if (!be) {
+        printf("check_layers: built without oneDNN: its convolution cases do not apply\n");
+        return;
+    }
+    /* Winograd's transforms add rounding: up to 1.7e-5 measured on conv2's sums of 288 products (direct:
+     * under 1e-5), so its bound is ten times the direct one. */
+    double tol = _i ? 1e-4 : 1e-5;
+    conv_case_on(be, 3, 1, 28, 28, 32, 3, 0, 1, 0, 21, tol);  /* net's conv1 */
+    conv_case_on(be, 2, 32, 26, 26, 64, 3, 0, 1, 1, 22, tol); /* net's conv2, wide output */
+    conv_case_on(be, 1, 32, 26, 26, 64, 3, 0, 1, 1, 23, tol); /* the same plan key but one sample */
+    conv_case_on(be, 2, 1, 28, 28, 16, 5, 2, 1, 0, 24, tol);  /* convnet's conv1 */
+    conv_case_on(be, 3, 16, 14, 14, 32, 5, 2, 1, 0, 25, tol); /* convnet's conv2 */
+    conv_case_on(be, 3, 2, 7, 6, 4, 3, 0, 1, 1, 26, tol);     /* non-square planes, wide */
+    conv_case_on(be, 2, 3, 6, 6, 2, 5, 2, 1, 0, 27, tol);
+}
+END_TEST
+
+/* Winograd really runs where the CPU has it: its rounding differs from the direct convolution's. */
+START_TEST(test_conv_winograd_runs)
+{
+    if (!nn_cpu_onednn(1) || !onednn_has_winograd()) {
+        printf("check_layers: no oneDNN Winograd in this build or on this CPU: nothing to tell apart\n");
+        return;
+    }
+    enum { N = 2, C = 32, S = 26, F = 64, OS = S - 2 };
+    float *x = random_floats((size_t)C * N * S * S, 31, -1, 1), *w = random_floats((size_t)F * C * 9, 32, -1, 1);
+    float *direct = zeros((size_t)F * N * OS * OS), *wino = zeros((size_t)F * N * OS * OS);
+    conv_forward(nn_cpu_onednn(0), x, w, NULL, direct, N, C, S, S, F, 3, 0, NULL, 1, 0);
+    conv_forward(nn_cpu_onednn(1), x, w, NULL, wino, N, C, S, S, F, 3, 0, NULL, 1, 0);
+    ck_assert_msg(memcmp(direct, wino, (size_t)F * N * OS * OS * sizeof *wino) != 0,
+                  "--conv winograd gave the direct convolution's output bit for bit: Winograd did not run");
+    free(x), free(w), free(direct), free(wino);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("conv");
+    TCase *tc = tcase_create("conv");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_conv_nopad);
+    tcase_add_test(tc, test_conv_pad);
+    tcase_add_loop_test(tc, test_conv_onednn, 0, 2); /* direct, Winograd */
+    tcase_add_test(tc, test_conv_winograd_runs);
+    suite_add_tcase(s, tc);
+    return check_run(s);
+}
