@@ -57,8 +57,43 @@ echo "cluster up: $(sinfo -h -o '%N %t %G')"
 
 small_mnist "$TMP/data" 1024 256
 cd "$tmp/jobs" || hard "cd $tmp/jobs"
+# A rank that crashes leaves a core in the job directory, its working directory (Slurm gives the jobs
+# sbatch's limits; raised only now, so the daemons keep theirs), for show's backtraces.
+ulimit -S -c unlimited 2> /dev/null || ulimit -S -c "$(ulimit -H -c)"
 export MNIST_DDP_ROOT=$abs_top_srcdir MNIST_DDP MNIST_DATA=$TMP/data
 res=(--cpus-per-task=1 --mem=500M --time=10)
+# Open MPI 4.1 (Debian 12) under Slurm 22.05's mpi/pmix, now and then (1 launch of 2 x 2 ranks in 150 here,
+# where node1 also runs slurmctld and lags): a rank of one node is out of MPI_Init and sends its first
+# message while a rank of the other is still waiting in MPI_Init's modex fence, before ob1 has registered
+# its receive handlers; the TCP BTL calls the NULL handler, SIGSEGV at address 0. Not mnist_ddp's code, so
+# a job whose every core shows exactly that (frame 0 at address 0, called from mca_btl_tcp, inside
+# ompi_mpi_init) runs once more, its backtrace in the log; any other failure stands.
+mpi_init_race() {
+    local c bt found=
+    command -v gdb > /dev/null || { echo "note: no gdb to tell Open MPI's MPI_Init race from a crash"; return 1; }
+    for c in "$tmp"/jobs/core "$tmp"/jobs/core.*; do
+        [ -f "$c" ] || continue
+        bt=$(gdb -q -batch -ex bt "$MNIST_DDP" "$c" 2>&1)
+        grep -q '^#0  0x0000000000000000 in ' <<< "$bt" && grep -q '^#1 .* from .*/mca_btl_tcp\.so' <<< "$bt" &&
+            grep -q ' in ompi_mpi_init ' <<< "$bt" || return 1
+        found=1
+    done
+    [ -n "$found" ]
+}
+# run_job NAME CMD...: CMD (sbatch --wait on node1), its output in NAME.submit; sets rc. Once more after
+# Open MPI's MPI_Init race (mpi_init_race).
+run_job() {
+    local name=$1
+    shift
+    "$@" > "$name.submit" 2>&1
+    rc=$?
+    [ "$rc" -ne 0 ] && mpi_init_race || return 0
+    echo "note: $name: a rank crashed in Open MPI's MPI_Init (the race above); once more. The crash:"
+    core_backtraces "$tmp/jobs" "$MNIST_DDP" | grep -E '^----|^#[0-9]'
+    rm -f "$tmp"/jobs/core "$tmp"/jobs/core.*
+    "$@" > "$name.submit" 2>&1
+    rc=$?
+}
 # submit NAME SBATCH-OPTION... -- MNIST_DDP-ARG...: run-ddp.sbatch from node1, waiting for the end; sets
 # rc and log (the job's output file).
 submit() {
@@ -66,12 +101,11 @@ submit() {
     shift
     while [ "$1" != -- ]; do opts+=("$1"); shift; done
     shift
-    node_run node1 timeout -k 10 300 sbatch --wait "${opts[@]}" "${res[@]}" "$abs_top_srcdir/slurm/run-ddp.sbatch" \
-        "$@" > "$name.submit" 2>&1
-    rc=$?
+    run_job "$name" node_run node1 timeout -k 10 300 sbatch --wait "${opts[@]}" "${res[@]}" \
+        "$abs_top_srcdir/slurm/run-ddp.sbatch" "$@"
     log=mnist-ddp-$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$name.submit").out
 }
-show() { cat "$@" >&2; daemon_logs >&2; }
+show() { cat "$@" >&2; daemon_logs >&2; core_backtraces "$tmp/jobs" "$MNIST_DDP" >&2; }
 
 # 1. The template, unchanged, over 2 nodes x 2 ranks with 2 (stand-in) GPUs each.
 submit two --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 -- --device auto --max-steps 8 --batch-size 16
@@ -100,10 +134,9 @@ submit gpu1 --nodes=2 --ntasks-per-node=2 --gpus-per-node=1 -- --device auto --e
 echo "ok: 2 tasks per 1-GPU node refused: $(tail -n 1 "$log")"
 
 # 4. The job array: two sweep tasks, each 2 ranks over both nodes on its own port, pinned to node1.
-MNIST_DDP_PIN_PORT=1 node_run node1 timeout -k 10 300 sbatch --wait --array=0-1 --nodes=2 --ntasks-per-node=1 \
-    --gpus-per-node=0 "${res[@]}" "$abs_top_srcdir/slurm/run-array.sbatch" --device cpu --max-steps 6 \
-    --batch-size 16 > array.submit 2>&1
-rc=$?
+run_job array node_run node1 env MNIST_DDP_PIN_PORT=1 timeout -k 10 300 sbatch --wait --array=0-1 --nodes=2 \
+    --ntasks-per-node=1 --gpus-per-node=0 "${res[@]}" "$abs_top_srcdir/slurm/run-array.sbatch" --device cpu \
+    --max-steps 6 --batch-size 16
 job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' array.submit)
 logs=("mnist-sweep-${job}_0.out" "mnist-sweep-${job}_1.out")
 [ "$rc" -eq 0 ] || { show array.submit "${logs[@]}"; fail "job array exited $rc"; }
@@ -111,15 +144,18 @@ for l in "${logs[@]}"; do
     { grep -q -- '--bootstrap-addr node1:[0-9]' "$l" && grep -q '^mnist_ddp .*: 2 ranks on 2 nodes' "$l" &&
         grep -q '^summary: test accuracy' "$l"; } || { show "$l"; fail "array task $l: not 2 ranks on 2 nodes pinned to node1"; }
 done
-ports=$(grep -ho 'MASTER_PORT=[0-9]*' "${logs[@]}" | sort -u | wc -l)
-[ "$ports" -eq 2 ] || { show "${logs[@]}"; fail "array tasks share a port"; }
+# Each log's port on its own (grep -h over both would report a log with a stray NUL byte as "binary file
+# matches", not its port); the two tasks often end together, and still only one prints the sweep's table.
+p0=$(grep -a -m1 -o 'MASTER_PORT=[0-9]*' "${logs[0]}") p1=$(grep -a -m1 -o 'MASTER_PORT=[0-9]*' "${logs[1]}")
+[ "$p0" != "$p1" ] || { show "${logs[@]}"; fail "array tasks share a port ($p0)"; }
+tables=$(grep -a -l '^run-array: all 2 tasks done' "${logs[@]}" | wc -l)
+{ [ "$tables" -eq 1 ] && ! grep -q -P '\x00' "${logs[@]}" runs/mnist-sweep-"$job"/summary.tsv; } ||
+    { show "${logs[@]}"; fail "the sweep's table printed by $tables tasks (expected 1), or NUL bytes in a log or summary.tsv"; }
 echo "ok: job array over 2 nodes: $(grep -ho -- '--bootstrap-addr node1:[0-9]*' "${logs[@]}" | tr '\n' ' ')"
 
 # 5. slurm/scaling inside a 2-node allocation: 1 rank on 1 node, 2 and 4 ranks spread over both nodes.
-node_run node1 timeout -k 10 300 sbatch --wait --nodes=2 --ntasks-per-node=2 "${res[@]}" -o scaling-%j.out \
-    --wrap "'$abs_top_srcdir/slurm/scaling' --ranks 1,2,4 --max-steps 6 --out scaling -- --device cpu --batch-size 16 --data '$TMP/data'" \
-    > scaling.submit 2>&1
-rc=$?
+run_job scaling node_run node1 timeout -k 10 300 sbatch --wait --nodes=2 --ntasks-per-node=2 "${res[@]}" \
+    -o scaling-%j.out --wrap "'$abs_top_srcdir/slurm/scaling' --ranks 1,2,4 --max-steps 6 --out scaling -- --device cpu --batch-size 16 --data '$TMP/data'"
 job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' scaling.submit)
 [ "$rc" -eq 0 ] || { show scaling.submit "scaling-$job.out"; fail "slurm/scaling job exited $rc"; }
 [ "$(awk 'NR > 1 && $2 > 0' scaling/scaling.tsv | cut -f1 | tr '\n' ' ')" = "1 2 4 " ] ||

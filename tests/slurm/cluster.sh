@@ -122,6 +122,22 @@ daemon_logs() {
     for f in "$tmp"/log/*; do echo "---- $f (last 15 lines)"; tail -n 15 "$f"; done
 }
 
+# core_backtraces DIR BINARY: every thread's stack in each core file in DIR (where a rank that crashed left
+# one: the caller raised RLIMIT_CORE, which Slurm passes on to the job's tasks), so that a rare crash in CI
+# comes with a backtrace, not only Open MPI's one-line handler output.
+core_backtraces() {
+    local c
+    for c in "$1"/core "$1"/core.*; do
+        [ -f "$c" ] || continue
+        echo "---- $c: $(file -b "$c" 2> /dev/null | cut -c1-120)"
+        if command -v gdb > /dev/null; then
+            gdb -q -batch -ex 'thread apply all bt 30' "$2" "$c" 2>&1 | grep -v '^\[New LWP'
+        else
+            echo "(no gdb to read it: apt-get install gdb)"
+        fi
+    done
+}
+
 # slurm_one_node: a private one-node cluster on 127.0.0.1 (munged, slurmctld, slurmd, two stand-in GPUs),
 # stopped and removed on exit (an EXIT trap named cleanup; a caller that adds its own calls it first).
 # Leaves SLURM_CONF exported, the node's name in $node, $tmp (removed by cleanup) and $tmp/jobs empty.
