@@ -320,7 +320,7 @@ static int onednn_takes(int C)
 }
 
 static int onednn_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
-                        int k, int pad, int wide, int winograd)
+                          int k, int pad, int wide, int winograd)
 {
     if (!onednn_takes(C))
         return 0;
@@ -337,7 +337,7 @@ static int onednn_forward(const float *x, const float *w, const float *b, float 
 
 /* dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
 static int onednn_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
-                         int C, int H, int W, int F, int k, int pad, int wide, int winograd)
+                           int C, int H, int W, int F, int k, int pad, int wide, int winograd)
 {
     if (!onednn_takes(C))
         return 0;
