@@ -134,7 +134,7 @@ int bootstrap_threads(const ddp_env *e, int requested)
         long cpus = env_long("SLURM_CPUS_PER_TASK");
         threads = cpus > 0 ? (int)cpus : 1;
     }
-    openblas_set_num_threads(threads);
+    openblas_set_num_threads(blas_threads(threads));
     omp_set_num_threads(threads);
     return threads;
 }

@@ -10,19 +10,15 @@
 #include "layers.h"
 #include "mnist.h"
 #include "ops.h"
+#include "threads.h"
 
 /* Marks a CPU loop whose iterations are independent, to be vectorised where OpenMP is enabled
- * (without it the loop stays correct, just scalar). */
+ * (without it the loop stays correct, just scalar). The loops shared among threads (PARALLEL_FOR,
+ * PARALLEL_SIMD of threads.h) keep every element's arithmetic: the same bits for any --threads. */
 #ifdef _OPENMP
 #define SIMD _Pragma("omp simd")
-/* Independent iterations shared among a rank's --threads in fixed ranges: no element's arithmetic
- * changes, so every thread count gives the same bits. PARALLEL_SIMD also vectorises each range. */
-#define PARALLEL _Pragma("omp parallel for schedule(static)")
-#define PARALLEL_SIMD _Pragma("omp parallel for simd schedule(static)")
 #else
 #define SIMD
-#define PARALLEL
-#define PARALLEL_SIMD
 #endif
 
 /* A loop that only wider vectors make much cheaper (the dropout generator's 64-bit multiplies, which
@@ -47,7 +43,7 @@ static void cpu_free(void *p)
 static void cpu_zero(void *p, size_t bytes)
 {
     enum { BLOCK = 1 << 16 };
-    PARALLEL
+    PARALLEL_FOR
     for (size_t at = 0; at < bytes; at += BLOCK)
         memset((char *)p + at, 0, bytes - at < BLOCK ? bytes - at : BLOCK);
 }
@@ -245,7 +241,7 @@ static inline __attribute__((always_inline)) void sum_group(float *out, const fl
 void cpu_sum_add(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride)
 {
     int groups = channels / SUM_GROUP;
-    PARALLEL
+    PARALLEL_FOR
     for (int g = 0; g < groups; g++) {
         int c = g * SUM_GROUP;
         if (stride == 1) /* contiguous planes (convolutions): a constant stride lets the compiler vectorise */
@@ -266,7 +262,7 @@ void cpu_relu_forward(float *x, size_t count)
 
 void cpu_bias_relu_forward(float *x, const float *b, int C, size_t count)
 {
-    PARALLEL
+    PARALLEL_FOR
     for (int c = 0; c < C; c++) {
         float *xc = x + c * count;
         SIMD
@@ -310,7 +306,7 @@ static inline void maxpool2_grad_plane(const float *dyp, const int32_t *ap, floa
 void cpu_maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld)
 {
     size_t P = (size_t)(H / 2) * (W / 2);
-    PARALLEL
+    PARALLEL_FOR
     for (int p = 0; p < planes; p++)
         maxpool2_plane(x + (size_t)p * H * ld, y + p * P, arg + p * P, H, W, ld);
 }
@@ -318,7 +314,7 @@ void cpu_maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, in
 void cpu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld)
 {
     size_t P = (size_t)(H / 2) * (W / 2);
-    PARALLEL
+    PARALLEL_FOR
     for (int p = 0; p < planes; p++)
         maxpool2_grad_plane(dy + p * P, arg + p * P, dx + (size_t)p * H * ld, H, W, ld);
 }
@@ -328,7 +324,7 @@ WIDE_CLONES void cpu_dropout_forward(float *x, float *mask, int N, int D, const 
 {
     float scale = 1.0f / (1.0f - p);
     uint32_t threshold = op_dropout_threshold(p);
-    PARALLEL
+    PARALLEL_FOR
     for (int n = 0; n < N; n++) {
         uint64_t skey = op_dropout_key(key, ids[n], layer);
         float *xn = x + (size_t)n * D, *mn = mask + (size_t)n * D;
@@ -367,7 +363,7 @@ void cpu_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t
                                int ld)
 {
     size_t P = (size_t)(H / 2) * (W / 2);
-    PARALLEL
+    PARALLEL_FOR
     for (int p = 0; p < C * N; p++) { /* the ReLU while the pooled plane is in cache */
         float *yp = y + p * P;
         maxpool2_plane(x + (size_t)p * H * ld, yp, arg + p * P, H, W, ld);
@@ -387,7 +383,7 @@ void cpu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *arg, f
                                 int ld)
 {
     size_t P = (size_t)(H / 2) * (W / 2);
-    PARALLEL
+    PARALLEL_FOR
     for (int p = 0; p < planes; p++) { /* the ReLU's gradient in place, then pooled back, plane by plane */
         float *dyp = dy + p * P;
         const float *yp = y + p * P;

@@ -1,18 +1,22 @@
 /* gemm(): the row-major entry, and the row-major -> column-major argument mapping a cuBLAS path
  * uses, both against a naive row-major triple loop, for all transpose combinations with odd sizes
- * and padded leading dimensions. */
+ * and padded leading dimensions; gemm() also on 1, 2 and 3 threads, which cut large products into
+ * blocks of columns or rows. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "gemm.h"
 #include "rng.h"
+#include "threads.h"
 #include "../check_run.h"
 
-/* Odd shapes, including degenerate 1s, and leading-dimension padding. */
+/* Odd shapes, including degenerate 1s, and leading-dimension padding; the last two are large enough
+ * for gemm() to share among threads (by columns, then by rows). */
 static const struct {
     int m, n, k, pad;
-} shapes[] = {{7, 5, 3, 2}, {1, 9, 4, 1}, {13, 1, 11, 3}, {17, 19, 1, 0}, {33, 29, 31, 5}};
+} shapes[] = {{7, 5, 3, 2}, {1, 9, 4, 1}, {13, 1, 11, 3}, {17, 19, 1, 0}, {33, 29, 31, 5}, {67, 301, 97, 3},
+              {257, 45, 91, 1}};
 
 /* Element (i, j) of a row-major matrix with leading dimension ld, or of its transpose. */
 static float at(const float *a, int ld, int trans, int i, int j)
@@ -64,7 +68,8 @@ static void run_case(int s, int ta, int tb, int use_map)
             for (int p = 0; p < k; p++)
                 ref += (double)at(a, lda, ta, i, p) * at(b, ldb, tb, p, j);
             ref = alpha * ref + beta * c0[(size_t)i * ldc + j];
-            /* Inputs in [-1, 1], k <= 33: float rounding stays below 1e-5 (about k * 2^-24 * k). */
+            /* Inputs in [-1, 1], k <= 97: float rounding stays below 1e-5 of 1 + |C| (random signs: errors
+             * grow about as sqrt(k) 2^-24 |C|). */
             ck_assert_msg(fabs(c[(size_t)i * ldc + j] - ref) <= 1e-5 * (1.0 + fabs(ref)),
                           "shape %d ta %d tb %d map %d: C[%d][%d] = %g, expected %g", s, ta, tb, use_map, i, j,
                           (double)c[(size_t)i * ldc + j], ref);
@@ -78,11 +83,12 @@ static void run_case(int s, int ta, int tb, int use_map)
     free(c0);
 }
 
-/* Loop index: bit 0 trans_a, bit 1 trans_b. */
+/* Loop index: bit 0 trans_a, bit 1 trans_b, the rest the thread count - 1. */
 START_TEST(test_gemm_rowmajor)
 {
+    omp_set_num_threads(1 + (_i >> 2));
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-        run_case((int)s, _i & 1, _i >> 1, 0);
+        run_case((int)s, _i & 1, (_i >> 1) & 1, 0);
 }
 END_TEST
 
@@ -114,7 +120,7 @@ int main(void)
 {
     Suite *s = suite_create("gemm");
     TCase *tc = tcase_create("gemm");
-    tcase_add_loop_test(tc, test_gemm_rowmajor, 0, 4);
+    tcase_add_loop_test(tc, test_gemm_rowmajor, 0, 12);
     tcase_add_loop_test(tc, test_colmajor_mapping, 0, 4);
     tcase_add_test(tc, test_mapping_fields);
     suite_add_tcase(s, tc);
