@@ -18,13 +18,13 @@ mkdir -p "$root/kit" "$root/usr/local/cuda/lib64" "$root/bin" "$root/usr/bin" "$
   "$root/lib64" "$root/etc" \
   "$root/dev" "$root/proc" "$root/sys" "$root/tmp"
 tar -C "$root/kit" -xzf "$TMP/kit.tar.gz"
-# The base system: the C library's shared objects and loader, a shell, dirname, cat and env.
+# The base system: the C library's shared objects and loader, a shell, dirname, cat, env, timeout and date.
 for f in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2; do
   cp -L "/lib/x86_64-linux-gnu/$f" "$root/lib/x86_64-linux-gnu/"
 done
 cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
 cp -L /bin/dash "$root/bin/sh"
-cp -L /usr/bin/dirname /usr/bin/cat /usr/bin/env "$root/usr/bin/"
+cp -L /usr/bin/dirname /usr/bin/cat /usr/bin/env /usr/bin/timeout /usr/bin/date "$root/usr/bin/"
 cp /etc/passwd /etc/group "$root/etc/"
 
 # This machine's CUDA libraries (those mnist_ddp was linked with) stand for the GPU machine's.
