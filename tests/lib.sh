@@ -17,6 +17,10 @@ trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
 
+# Wall clocks of the benchmarks: t0=$(now); ...; ms_since "$t0" prints the milliseconds since.
+now() { date +%s%N; }
+ms_since() { echo $(( ($(now) - $1) / 1000000 )); }
+
 # mpirun with a hard time limit: a hang is a failure, never a stuck CI job.
 run_np() {
   np=$1; shift

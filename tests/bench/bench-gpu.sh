@@ -23,14 +23,13 @@ ngpu=$(gpu_count)
 [ "$ngpu" -ge 1 ] || ngpu=1
 grep -A1 CUDA_VISIBLE_DEVICES "$TMP/probe.out" || true
 
-now() { date +%s%N; }
 runs=
 bench() { # bench NAME RANKS PRECISION
   echo "bench: $1: $2 GPU(s), --precision $3"
   t0=$(now)
   run_np "$2" "$MNIST_DDP" --device cuda --precision "$3" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 \
     --metrics "$TMP/$1.json" >"$TMP/$1.log" 2>&1 || { cat "$TMP/$1.log"; fail "$1"; }
-  echo $(( ($(now) - t0) / 1000000 )) >"$TMP/$1.wall"
+  ms_since "$t0" >"$TMP/$1.wall"
   grep -E '^(all-reduce|summary|device work per step):' "$TMP/$1.log" || true
   runs="$runs $1"
 }
@@ -40,7 +39,7 @@ peer() { # peer NAME RANKS DEVICE: the PyTorch peer; a failure is printed, not f
   t0=$(now)
   if "$PYTHON3" "$abs_top_srcdir/tests/reference/pytorch_ddp_mnist.py" "$MNIST_DATA" "$2" 1 0 "$3" >"$TMP/$1.json" \
        2>"$TMP/$1.err"; then
-    echo $(( ($(now) - t0) / 1000000 )) >"$TMP/$1.wall"
+    ms_since "$t0" >"$TMP/$1.wall"
     cat "$TMP/$1.json"
     peers="$peers $1"
   else

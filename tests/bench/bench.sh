@@ -12,17 +12,16 @@ need_data
 # 4.4 ms per step).
 unset OMPI_MCA_btl_vader_single_copy_mechanism
 steps=${BENCH_STEPS:-200}
-now() { date +%s%N; }
 
 t0=$(now)
 run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 --profile --metrics "$TMP/ddp2.json" \
   >"$TMP/ddp2.log" 2>&1 \
   || { cat "$TMP/ddp2.log"; fail "mnist_ddp"; }
-wall_ddp=$(( ($(now) - t0) / 1000000 ))
+wall_ddp=$(ms_since "$t0")
 t0=$(now)
 "$PYTHON3" "$abs_top_srcdir/tests/reference/pytorch_ddp_mnist.py" "$MNIST_DATA" 2 1 >"$TMP/peer.json" 2>"$TMP/peer.err" \
   || { cat "$TMP/peer.err"; fail "PyTorch peer"; }
-wall_peer=$(( ($(now) - t0) / 1000000 ))
+wall_peer=$(ms_since "$t0")
 for t in 1 2; do
   run_np 1 --bind-to none "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
     --threads "$t" --metrics "$TMP/ddp1t$t.json" >/dev/null 2>&1 || fail "mnist_ddp 1 rank, --threads $t"
