@@ -19,7 +19,7 @@ AC_DEFUN([MNIST_CHECK_BLAS], [
     [AC_MSG_RESULT([yes])],
     [AC_MSG_RESULT([no])
      AC_MSG_ERROR([no usable CBLAS (BLAS_CFLAGS '$BLAS_CFLAGS', BLAS_LIBS '$BLAS_LIBS'): apt-get install libopenblas-dev, or --with-blas=...])])
-  AC_CHECK_FUNCS([openblas_set_num_threads openblas_get_config])
+  AC_CHECK_FUNCS([openblas_set_num_threads openblas_get_corename])
   CPPFLAGS=$mnist_save_CPPFLAGS; LIBS=$mnist_save_LIBS
   mnist_blas_summary="yes ($BLAS_LIBS)"
 ])

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "blas_core.h"
 #include "bootstrap.h"
 #include "errors.h"
 #include "gpu.h"
@@ -21,11 +22,20 @@ static int choose_device(const options *o, const ddp_env *env)
     return gpu;
 }
 
+static void report_blas(void)
+{
+    char blas[192];
+    blas_core_describe(blas, sizeof blas);
+    if (*blas)
+        say("%s", blas);
+}
+
 int main(int argc, char **argv)
 {
     ddp_env env;
     options o;
     error_set_program("mnist_ddp");
+    blas_core_fix(argv);
     bootstrap_init(&argc, &argv, &env);
     options_parse(argc, argv, &o);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our own one-line messages instead of HDF5's stack dumps */
@@ -42,6 +52,8 @@ int main(int argc, char **argv)
     }
     int threads = bootstrap_threads(&env, o.threads);
     bootstrap_report(&env, device, threads);
+    if (!gpu)
+        report_blas();
     if (gpu) {
         gpu_report(&env, &info);
         gpu_blas_init(o.precision);

@@ -1,7 +1,7 @@
 # The trainer: bootstrap, collectives, training loop, evaluation, model files, logging.
 src_libmnistddp_a_SOURCES += \
 	src/options.c src/options.h \
-	src/bootstrap.c src/bootstrap.h src/threads.h \
+	src/bootstrap.c src/bootstrap.h src/threads.h src/blas_core.c src/blas_core.h \
 	src/comm.h src/comm_mpi.c src/comm_plan.h src/comm_plan.c \
 	src/train.c src/train.h src/train_run.h src/train_report.c src/step_graph.c src/step_graph.h \
 	src/evaluate.c src/evaluate.h \

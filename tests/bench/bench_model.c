@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "blas_core.h"
 #include "errors.h"
 #include "model.h"
 #include "nn_cpu.h"
@@ -27,6 +28,7 @@ static double now(clockid_t clock)
 int main(int argc, char **argv)
 {
     error_set_program("bench_model");
+    blas_core_fix(argv); /* the kernels mnist_ddp runs */
     const char *name = argc > 1 ? argv[1] : "net";
     int batch = argc > 2 ? atoi(argv[2]) : 64, iters = argc > 3 ? atoi(argv[3]) : 50;
     int sgd = argc > 4 && strcmp(argv[4], "sgd") == 0;

@@ -83,3 +83,25 @@ runs_with() {
   runs_with 1 mpirun run_np 2 -x SLURM_NTASKS=5 -x SLURM_STEP_ID=0 -x SLURM_PROCID=0 $run
   runs_with 3 srun srun_like 2 2 0 env SLURM_CPUS_PER_TASK=3 $run
 }
+
+# OpenBLAS's kernels (src/blas_core.c): OpenBLAS 0.3.21 takes a CPU newer than itself (Emerald Rapids)
+# for a Prescott; on a CPU with AVX2 and FMA mnist_ddp never trains on that fallback, whatever OpenBLAS
+# detects here. A user's OPENBLAS_CORETYPE is kept, even Prescott.
+# kernels_are WANT CMD...: CMD succeeds and rank 0 reports OpenBLAS's WANT kernels (a regular expression).
+kernels_are() {
+  want=$1; shift
+  "$@" >"$TMP/out" 2>&1 || { cat "$TMP/out" >&2; fail "'$*' failed"; }
+  grep -E -q "^OpenBLAS kernels: $want( |$)" "$TMP/out" || { cat "$TMP/out" >&2; fail "not OpenBLAS's $want kernels: $*"; }
+  echo "ok: OpenBLAS's $(sed -n 's/^OpenBLAS kernels: //p' "$TMP/out") kernels: $*"
+}
+# shellcheck disable=SC2086
+(
+  unset OPENBLAS_CORETYPE
+  if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    kernels_are '[^P][A-Za-z0-9]*' run_np 2 $run
+  else
+    kernels_are '[A-Za-z0-9]+' run_np 2 $run
+  fi
+  kernels_are Prescott run_np 2 -x OPENBLAS_CORETYPE=Prescott $run
+  kernels_are Haswell run_np 2 -x OPENBLAS_CORETYPE=Haswell $run
+)

@@ -1,7 +1,7 @@
 # Unit suites (Check, one process each): GEMM mapping, layer and whole-model gradient checks, optimizers,
 # the GPU kernels' index math (kernels.h) against the CPU layers, its fused bodies against the pairs they fuse; IDX parsing, HDF5 shards and their
 # manifests, the sampler; the atomic output files and their seal (check_atomic_file); the pure decisions of
-# the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log).
+# the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log); the OpenBLAS kernels asked for (check_blas_core).
 # Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
 # scratch directories), model_testutil.h (random batches), layer_testutil.h (finite differences),
 # kernel_testutil.h (the kernels' reference loops).
@@ -9,7 +9,7 @@ unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv
 	tests/unit/check_model tests/unit/check_kernels tests/unit/check_fused tests/unit/check_idx tests/unit/check_shards \
 	tests/unit/check_shards_bad tests/unit/check_shards_writer tests/unit/check_sampler \
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
-	tests/unit/check_atomic_file
+	tests/unit/check_atomic_file tests/unit/check_blas_core
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 EXTRA_DIST += tests/unit/model_testutil.h tests/unit/kernel_testutil.h tests/unit/layer_testutil.h
@@ -58,3 +58,5 @@ tests_unit_check_log_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_log_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_atomic_file_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_atomic_file_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_blas_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_blas_core_LDADD = $(LDADD) $(CHECK_LIBS)
