@@ -55,7 +55,7 @@ print(f"scaling over {steps} steps: 1 rank {one['images_per_s']:.0f} images/s, 2
       f"images/s: {100 * eff:.0f}% efficiency")
 print(f"threads over {steps} steps, 1 rank: --threads 1 {one['images_per_s']:.0f} images/s, --threads 2 "
       f"{t2['images_per_s']:.0f} images/s: {t2['images_per_s'] / one['images_per_s']:.2f}x")
-print("where mnist_ddp's epoch went (--profile):")
 PY
 grep '^OpenBLAS kernels' "$TMP/ddp2.log" | sed 's/$/; the PyTorch peer ran the same/'
+echo "where mnist_ddp's epoch went (--profile):"
 sed -n '/^profile: seconds per phase/,/^profile: the training phases/p' "$TMP/ddp2.log"
