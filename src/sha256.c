@@ -1,10 +1,12 @@
 #include "sha256.h"
 
+#include "sha256_blocks.h"
+
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
-static const uint32_t K[64] = {
+const uint32_t sha256_k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
     0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
@@ -30,7 +32,7 @@ static void block(uint32_t h[8], const uint8_t p[64])
     }
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     for (int i = 0; i < 64; i++) {
-        uint32_t t1 = k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+        uint32_t t1 = k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + sha256_k[i] + w[i];
         uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
         k = g;
         g = f;
@@ -49,6 +51,23 @@ static void block(uint32_t h[8], const uint8_t p[64])
     h[5] += f;
     h[6] += g;
     h[7] += k;
+}
+
+void sha256_blocks_c(uint32_t h[8], const uint8_t *p, size_t blocks)
+{
+    for (; blocks; blocks--, p += 64)
+        block(h, p);
+}
+
+static void blocks(uint32_t h[8], const uint8_t *p, size_t n)
+{
+    static int hw = -1; /* CPUID once (a VM traps it): the same answer on every call and thread */
+    if (hw < 0)
+        hw = sha256_shani_usable();
+    if (hw)
+        sha256_blocks_shani(h, p, n);
+    else
+        sha256_blocks_c(h, p, n);
 }
 
 void sha256_init(sha256_ctx *c)
@@ -72,11 +91,12 @@ void sha256_update(sha256_ctx *c, const void *data, size_t len)
         len -= take;
         if (c->used < 64)
             return;
-        block(c->h, c->buf);
+        blocks(c->h, c->buf, 1);
         c->used = 0;
     }
-    for (; len >= 64; p += 64, len -= 64)
-        block(c->h, p);
+    blocks(c->h, p, len / 64);
+    p += len / 64 * 64;
+    len %= 64;
     memcpy(c->buf, p, len);
     c->used = len;
 }
@@ -87,13 +107,13 @@ void sha256_final(sha256_ctx *c, uint8_t digest[32])
     c->buf[c->used++] = 0x80;
     if (c->used > 56) {
         memset(c->buf + c->used, 0, 64 - c->used);
-        block(c->h, c->buf);
+        blocks(c->h, c->buf, 1);
         c->used = 0;
     }
     memset(c->buf + c->used, 0, 56 - c->used);
     for (int i = 0; i < 8; i++)
         c->buf[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
-    block(c->h, c->buf);
+    blocks(c->h, c->buf, 1);
     for (int i = 0; i < 8; i++) {
         digest[4 * i] = (uint8_t)(c->h[i] >> 24);
         digest[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
