@@ -52,11 +52,11 @@ int main(int argc, char **argv)
     }
     int threads = bootstrap_threads(&env, o.threads);
     bootstrap_report(&env, device, threads);
-    if (!gpu)
-        report_blas();
     if (gpu) {
         gpu_report(&env, &info);
         gpu_blas_init(o.precision);
+    } else {
+        report_blas();
     }
     if (gpu && o.profile) { /* host clocks would time the queuing: events on the stream, whose graphs are off */
         o.cuda_graph = 0;
