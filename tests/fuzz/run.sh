@@ -3,7 +3,8 @@
 # Each starts from its committed seeds (tests/fuzz/corpus/<harness>, read only) and adds what it finds to
 # tests/fuzz/work/<harness>/corpus. Fork mode: a crash, sanitizer report, hang (-timeout) or oversized
 # allocation (-malloc_limit_mb) is kept there as crash-*/timeout-*/oom-* and fuzzing goes on. Each finding is
-# then replayed and judged by the frame it happened in: in the HDF5 library (a damaged file that HDF5
+# then replayed and judged by the frame it happened in (an rss-limit stop: by where its oversized allocation
+# was asked for): in the HDF5 library (a damaged file that HDF5
 # itself cannot survive, the upstream problem shard manifests address) it is listed as known; anywhere
 # else it fails the run. The inputs of tests/fuzz/regressions/<harness> (crashes found before, fixed) are
 # replayed first and must pass.
@@ -44,6 +45,7 @@ for h in "$@"; do
   grep -q '^INFO: exiting' "$work/fuzz.log" || { tail -n 30 "$work/fuzz.log"; echo "fuzz: $h: libFuzzer failed" >&2; status=1; }
   grep -E '^#[0-9]+: cov' "$work/fuzz.log" | tail -n 1
   for f in "$work"/crash-* "$work"/timeout-* "$work"/oom-*; do
+    case $f in *.log) continue ;; esac # a replay's report, from a run before this one
     [ -f "$f" ] || continue
     if "$bin" -detect_leaks=0 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 "$f" >"$f.log" 2>&1; then
       # A hang that does not repeat alone is a job starved on a loaded machine; an rss limit that does not
@@ -53,6 +55,12 @@ for h in "$@"; do
                              continue ;;
       esac
     fi
+    # An rss-limit stop names no frame: replayed with any allocation over 512 MB an ASan report, it names
+    # the code that asked for it (HDF5 asks for what a damaged file claims, say 16 GB for its metadata cache).
+    case $f in
+      */oom-*) ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=0:max_allocation_size_mb=512 \
+                 "$bin" -detect_leaks=0 -timeout=10 -rss_limit_mb=2048 "$f" >>"$f.log" 2>&1 ;;
+    esac
     frame=$(first_frame "$f.log")
     what=$(grep -m1 -E 'ERROR: |runtime error|deadly signal|timeout|out-of-memory' "$f.log" | sed 's/^==[0-9]*==//')
     case $frame in
