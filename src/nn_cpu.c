@@ -357,8 +357,9 @@ void cpu_unflatten_cnhw(const float *y, float *x, int C, int N, int HW)
             memcpy(x + ((size_t)c * N + n) * HW, y + ((size_t)n * C + c) * HW, (size_t)HW * sizeof *x);
 }
 
-/* The fused entries of backend.h as the pairs they fuse: a CPU pass over a cached buffer costs little, and
- * the pairs' loops vectorise as they are (tests/unit/check_fused.c: the GPU's fused bodies give the same bits). */
+/* The fused entries of backend.h. The pool and its ReLU run as the pairs they fuse, plane by plane: a
+ * second pass over a cached plane costs little. Flatten and dropout, whose buffers outgrow L2, are one
+ * pass. tests/unit/check_fused.c: the same bits as the pairs, and as the GPU's fused bodies. */
 void cpu_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
                                int ld)
 {
@@ -394,19 +395,51 @@ void cpu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *arg, f
     }
 }
 
-void cpu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW, const uint64_t *ids,
-                                 uint64_t key, int layer, float p)
+/* Flatten and dropout in one pass: each element is read once and written once (with its mask), where the
+ * pair wrote y and read it back (2.4 MB each way per step of 64 in net, more than L2 holds). */
+WIDE_CLONES void cpu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW,
+                                             const uint64_t *ids, uint64_t key, int layer, float p)
 {
-    cpu_flatten_cnhw(x, y, C, N, HW);
-    if (mask)
-        cpu_dropout_forward(y, mask, N, C * HW, ids, key, layer, p);
+    size_t D = (size_t)C * HW;
+    float scale = 1.0f / (1.0f - p);
+    uint32_t threshold = op_dropout_threshold(p);
+    PARALLEL_FOR
+    for (int n = 0; n < N; n++) {
+        uint64_t skey = mask ? op_dropout_key(key, ids[n], layer) : 0;
+        for (int c = 0; c < C; c++) {
+            const float *xp = x + ((size_t)c * N + n) * HW;
+            size_t at = (size_t)n * D + (size_t)c * HW;
+            if (!mask) {
+                memcpy(y + at, xp, (size_t)HW * sizeof *xp);
+                continue;
+            }
+            float *yp = y + at, *mp = mask + at;
+            SIMD /* 64-bit multiplies of the generator included */
+            for (int e = 0; e < HW; e++) {
+                mp[e] = op_dropout_mask(skey, (uint64_t)c * HW + (uint64_t)e, threshold, scale);
+                yp[e] = xp[e] * mp[e];
+            }
+        }
+    }
 }
 
 void cpu_dropout_unflatten_backward(float *dy, const float *mask, float *dx, int C, int N, int HW)
 {
-    if (mask)
-        cpu_dropout_backward(dy, mask, (size_t)C * N * HW);
-    cpu_unflatten_cnhw(dy, dx, C, N, HW);
+    size_t D = (size_t)C * HW;
+    PARALLEL_FOR
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            size_t at = (size_t)n * D + (size_t)c * HW;
+            float *dxp = dx + ((size_t)c * N + n) * HW;
+            if (!mask) {
+                memcpy(dxp, dy + at, (size_t)HW * sizeof *dxp);
+                continue;
+            }
+            const float *dyp = dy + at, *mp = mask + at;
+            SIMD
+            for (int e = 0; e < HW; e++)
+                dxp[e] = dyp[e] * mp[e];
+        }
 }
 
 void cpu_batchnorm_forward_train(const float *x, const float *gamma, const float *beta, float *y, float *mean,

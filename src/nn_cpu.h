@@ -44,7 +44,7 @@ void cpu_dropout_backward(float *dy, const float *mask, size_t count);
 void cpu_flatten_cnhw(const float *x, float *y, int C, int N, int HW);
 void cpu_unflatten_cnhw(const float *y, float *x, int C, int N, int HW);
 
-/* The fused entries of backend.h (maxpool2_relu_forward etc.): the pairs above, one after the other. */
+/* The fused entries of backend.h (maxpool2_relu_forward etc.): the same bits as the pairs above. */
 void cpu_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
                                int ld);
 void cpu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
