@@ -5,7 +5,8 @@
 # over the same number of steps the 1 -> 2 rank scaling and, in one rank, --threads 2 against
 # --threads 1 (unbound, so the two threads may use both cores). Those two ratios come from BENCH_ROUNDS
 # alternating rounds (median and range): on a shared VM one run's ratio moved from 61% to 98% between
-# back-to-back runs. Run: make bench
+# back-to-back runs, and its two cores ran one process each at different speeds, which the machine's
+# ceiling shows. Run: make bench
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -38,6 +39,15 @@ for r in $(seq "$rounds"); do
   done
   run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
     --metrics "$TMP/ddp2s.$r.json" >/dev/null 2>&1 || fail "mnist_ddp 2 ranks"
+  # The machine's own ceiling: two independent 1-rank runs at once (no communication). A synchronous
+  # 2-rank step goes at the slower core's pace, so twice the slower of the two is the most 2 ranks can do.
+  for k in a b; do
+    run_np 1 --bind-to none "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
+      --metrics "$TMP/pair$k.$r.json" >/dev/null 2>&1 &
+    eval "pid_$k=\$!"
+  done
+  # shellcheck disable=SC2154 # pid_a, pid_b: set by the eval above
+  { wait "$pid_a" && wait "$pid_b"; } || fail "two independent 1-rank runs"
 done
 
 "$PYTHON3" - "$TMP" "$wall_ddp" "$wall_peer" "$steps" "$rounds" <<'PY'
@@ -50,6 +60,7 @@ ddp, peer = summary("ddp2.json"), json.loads(open(f"{d}/peer.json").read().strip
 def ips(f):
     return [summary(f"{f}.{r}.json")["images_per_s"] for r in rounds]
 one, two, t2 = ips("ddp1t1"), ips("ddp2s"), ips("ddp1t2")
+ceiling = [min(a, b) / o for a, b, o in zip(ips("paira"), ips("pairb"), one)]
 def spread(xs, fmt):
     xs = sorted(xs)
     return fmt(statistics.median(xs)) + (f" (range {fmt(xs[0])}-{fmt(xs[-1])})" if len(xs) > 1 else "")
@@ -67,6 +78,8 @@ n = len(one)
 print(f"over {steps} steps, {n} alternating round{'s' if n > 1 else ''}, median (range):")
 print(f"  scaling: 1 rank {spread(one, '{:.0f}'.format)} images/s, 2 ranks {spread(two, '{:.0f}'.format)} images/s: "
       f"{spread([b / (2 * a) for a, b in zip(one, two)], '{:.0%}'.format)} efficiency")
+print(f"  the machine's ceiling: two independent 1-rank runs at once, the slower at "
+      f"{spread(ceiling, '{:.0%}'.format)} of one alone")
 print(f"  threads, 1 rank: --threads 2 {spread(t2, '{:.0f}'.format)} images/s: "
       f"{spread([b / a for a, b in zip(one, t2)], '{:.2f}x'.format)} --threads 1")
 PY
