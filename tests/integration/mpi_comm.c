@@ -5,19 +5,25 @@
  *   bucket starts once it holds bucket_bytes, and a range not adjacent to the pending one starts it);
  *   an unarmed pass does not communicate, and only armed passes count as reductions;
  * - buffer_fingerprint: equal buffers agree, any one-bit flip and any swap of two different elements
- *   change it; comm_check_replicas lets identical replicas through.
+ *   change it; comm_check_replicas lets identical replicas through;
+ * - started by bootstrap_init, as mnist_ddp is: Open MPI's nonblocking all-reduce runs Rabenseifner's
+ *   algorithm, or the one the environment chose before (read back from the library through MPI_T;
+ *   train-launch.sh runs this suite with a choice preset).
  * Every rank makes the same collective calls before it checks anything, so a failed check on one rank
  * cannot leave the others waiting. The failures that end the job are in tests/comm-failures.sh. */
 #include <check.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../check_run.h"
+#include "bootstrap.h"
 #include "comm.h"
 
 static int rank, world;
+static int nbc_expected = 3; /* libnbc's iallreduce algorithm: bootstrap's Rabenseifner, or the preset one */
 
 /* Layers of a toy model in memory order; backward reports them back to front. */
 static const size_t sizes[] = {5, 3, 8, 2, 6, 4};
@@ -238,6 +244,42 @@ START_TEST(test_fingerprint_order)
 }
 END_TEST
 
+/* The value of an integer MPI_T control variable; 0 when the library has no variable of that name. */
+static int cvar_int(const char *want, int *value)
+{
+    int provided, n, found = 0;
+    ck_assert_int_eq(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided), MPI_SUCCESS);
+    ck_assert_int_eq(MPI_T_cvar_get_num(&n), MPI_SUCCESS);
+    for (int i = 0; i < n && !found; i++) {
+        char name[256], desc[1024];
+        int name_len = sizeof name, desc_len = sizeof desc, verbosity, bind, scope;
+        MPI_Datatype type;
+        MPI_T_enum enumtype;
+        if (MPI_T_cvar_get_info(i, name, &name_len, &verbosity, &type, &enumtype, desc, &desc_len, &bind, &scope) !=
+                MPI_SUCCESS ||
+            strcmp(name, want) != 0 || type != MPI_INT)
+            continue;
+        MPI_T_cvar_handle h;
+        int count;
+        ck_assert_int_eq(MPI_T_cvar_handle_alloc(i, NULL, &h, &count), MPI_SUCCESS);
+        ck_assert_int_eq(MPI_T_cvar_read(h, value), MPI_SUCCESS);
+        MPI_T_cvar_handle_free(&h);
+        found = 1;
+    }
+    MPI_T_finalize();
+    return found;
+}
+
+START_TEST(test_iallreduce_algorithm)
+{
+    int value = -1;
+    if (!cvar_int("coll_libnbc_iallreduce_algorithm", &value))
+        ck_abort_msg("Open MPI's libnbc has no coll_libnbc_iallreduce_algorithm control variable here");
+    ck_assert_msg(value == nbc_expected, "libnbc's iallreduce algorithm is %d, not %d (bootstrap.c: Rabenseifner "
+                  "unless the environment chose)", value, nbc_expected);
+}
+END_TEST
+
 static Suite *comm_suite(void)
 {
     Suite *s = suite_create("comm_mpi");
@@ -246,6 +288,7 @@ static Suite *comm_suite(void)
     tcase_add_test(tc, test_unarmed_pass_is_local);
     tcase_add_test(tc, test_average);
     tcase_add_test(tc, test_replicas_identical_pass);
+    tcase_add_test(tc, test_iallreduce_algorithm);
     suite_add_tcase(s, tc);
     TCase *fp = tcase_create("fingerprint");
     tcase_add_test(fp, test_fingerprint_equal_buffers);
@@ -257,16 +300,19 @@ static Suite *comm_suite(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    const char *preset = getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+    if (preset)
+        nbc_expected = atoi(preset);
+    ddp_env env;
+    bootstrap_init(&argc, &argv, &env);
+    rank = env.rank, world = env.world;
     if (world < 2) {
         fprintf(stderr, "mpi_comm: needs 2 or more ranks: run it through make check (tests/run-test), or "
                 "under mpirun -np 2\n");
-        MPI_Finalize();
+        bootstrap_finalize(&env);
         return EXIT_FAILURE;
     }
     int rc = check_run(comm_suite());
-    MPI_Finalize();
+    bootstrap_finalize(&env);
     return rc;
 }

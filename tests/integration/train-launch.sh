@@ -1,7 +1,8 @@
 #!/bin/sh
 # The launcher's environment, cross-checked with MPI (src/bootstrap.c): every way it can disagree with
 # MPI or be corrupt ends every rank with 78 and a line naming the variable, before any data is read;
-# consistent srun- and mpirun-style environments run, and SLURM_CPUS_PER_TASK sets the threads per rank.
+# consistent srun- and mpirun-style environments run, and SLURM_CPUS_PER_TASK sets the threads per rank;
+# OpenBLAS's kernels and Open MPI's all-reduce algorithm follow what the environment chose.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -105,3 +106,9 @@ kernels_are() {
   kernels_are Prescott run_np 2 -x OPENBLAS_CORETYPE=Prescott $run
   kernels_are Haswell run_np 2 -x OPENBLAS_CORETYPE=Haswell $run
 )
+
+# Open MPI's nonblocking all-reduce: bootstrap picks Rabenseifner's algorithm unless the environment chose
+# one before; the collectives suite reads back what the library took, and expects the preset here.
+run_np 2 -x CK_FORK=no -x OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 "$abs_top_builddir/tests/integration/mpi_comm" \
+  >"$TMP/out" 2>&1 || { cat "$TMP/out" >&2; fail "a preset coll_libnbc_iallreduce_algorithm=1 did not stand"; }
+echo "ok: a preset coll_libnbc_iallreduce_algorithm stands"
