@@ -345,6 +345,7 @@ void cpu_dropout_backward(float *dy, const float *mask, size_t count)
 
 void cpu_flatten_cnhw(const float *x, float *y, int C, int N, int HW)
 {
+    PARALLEL_FOR
     for (int c = 0; c < C; c++)
         for (int n = 0; n < N; n++)
             memcpy(y + ((size_t)n * C + c) * HW, x + ((size_t)c * N + n) * HW, (size_t)HW * sizeof *x);
@@ -352,6 +353,7 @@ void cpu_flatten_cnhw(const float *x, float *y, int C, int N, int HW)
 
 void cpu_unflatten_cnhw(const float *y, float *x, int C, int N, int HW)
 {
+    PARALLEL_FOR
     for (int c = 0; c < C; c++)
         for (int n = 0; n < N; n++)
             memcpy(x + ((size_t)c * N + n) * HW, y + ((size_t)n * C + c) * HW, (size_t)HW * sizeof *x);
@@ -400,19 +402,19 @@ void cpu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *arg, f
 WIDE_CLONES void cpu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW,
                                              const uint64_t *ids, uint64_t key, int layer, float p)
 {
+    if (!mask) {
+        cpu_flatten_cnhw(x, y, C, N, HW);
+        return;
+    }
     size_t D = (size_t)C * HW;
     float scale = 1.0f / (1.0f - p);
     uint32_t threshold = op_dropout_threshold(p);
     PARALLEL_FOR
     for (int n = 0; n < N; n++) {
-        uint64_t skey = mask ? op_dropout_key(key, ids[n], layer) : 0;
+        uint64_t skey = op_dropout_key(key, ids[n], layer);
         for (int c = 0; c < C; c++) {
             const float *xp = x + ((size_t)c * N + n) * HW;
             size_t at = (size_t)n * D + (size_t)c * HW;
-            if (!mask) {
-                memcpy(y + at, xp, (size_t)HW * sizeof *xp);
-                continue;
-            }
             float *yp = y + at, *mp = mask + at;
             SIMD /* 64-bit multiplies of the generator included */
             for (int e = 0; e < HW; e++) {
@@ -425,16 +427,16 @@ WIDE_CLONES void cpu_flatten_dropout_forward(const float *x, float *y, float *ma
 
 void cpu_dropout_unflatten_backward(float *dy, const float *mask, float *dx, int C, int N, int HW)
 {
+    if (!mask) {
+        cpu_unflatten_cnhw(dy, dx, C, N, HW);
+        return;
+    }
     size_t D = (size_t)C * HW;
     PARALLEL_FOR
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) {
             size_t at = (size_t)n * D + (size_t)c * HW;
             float *dxp = dx + ((size_t)c * N + n) * HW;
-            if (!mask) {
-                memcpy(dxp, dy + at, (size_t)HW * sizeof *dxp);
-                continue;
-            }
             const float *dyp = dy + at, *mp = mask + at;
             SIMD
             for (int e = 0; e < HW; e++)

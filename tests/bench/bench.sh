@@ -30,24 +30,25 @@ t0=$(now)
 "$PYTHON3" "$abs_top_srcdir/tests/reference/pytorch_ddp_mnist.py" "$MNIST_DATA" 2 1 >"$TMP/peer.json" 2>"$TMP/peer.err" \
   || { cat "$TMP/peer.err"; fail "PyTorch peer"; }
 wall_peer=$(ms_since "$t0")
-# Each round runs the three short trainings back to back, so a slow spell of the VM hits one round's
-# ratios, not one side of every ratio.
+# One rank, unbound, over $steps steps; the arguments go to mnist_ddp.
+one_rank() {
+  run_np 1 --bind-to none "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
+    "$@" >/dev/null 2>&1
+}
+# Each round runs the short trainings back to back, so a slow spell of the VM hits one round's ratios,
+# not one side of every ratio.
 for r in $(seq "$rounds"); do
   for t in 1 2; do
-    run_np 1 --bind-to none "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
-      --threads "$t" --metrics "$TMP/ddp1t$t.$r.json" >/dev/null 2>&1 || fail "mnist_ddp 1 rank, --threads $t"
+    one_rank --threads "$t" --metrics "$TMP/ddp1t$t.$r.json" || fail "mnist_ddp 1 rank, --threads $t"
   done
   run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
     --metrics "$TMP/ddp2s.$r.json" >/dev/null 2>&1 || fail "mnist_ddp 2 ranks"
   # The machine's own ceiling: two independent 1-rank runs at once (no communication). A synchronous
   # 2-rank step goes at the slower core's pace, so twice the slower of the two is the most 2 ranks can do.
-  for k in a b; do
-    run_np 1 --bind-to none "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
-      --metrics "$TMP/pair$k.$r.json" >/dev/null 2>&1 &
-    eval "pid_$k=\$!"
-  done
-  # shellcheck disable=SC2154 # pid_a, pid_b: set by the eval above
-  { wait "$pid_a" && wait "$pid_b"; } || fail "two independent 1-rank runs"
+  one_rank --metrics "$TMP/paira.$r.json" &
+  pair=$!
+  one_rank --metrics "$TMP/pairb.$r.json" || fail "two independent 1-rank runs"
+  wait "$pair" || fail "two independent 1-rank runs"
 done
 
 "$PYTHON3" - "$TMP" "$wall_ddp" "$wall_peer" "$steps" "$rounds" <<'PY'
