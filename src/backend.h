@@ -86,6 +86,15 @@ typedef struct nn_backend {
                         int k, int pad, int wide);
     int (*conv_backward)(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
                           int C, int H, int W, int F, int k, int pad, int wide);
+    /* layers.h's conv_pool_forward / pool_conv_backward where the backend pools its own layout of the
+     * convolution's output and never writes the caller's scratch y (and takes dx through x's ReLU in its own
+     * layout of dx); 0 having done nothing for a shape or layout it leaves to layers.c's composition, which
+     * NULL leaves them all to. */
+    int (*conv_pool_forward)(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N, int C,
+                             int H, int W, int F, int k, int pad, int wide);
+    int (*pool_conv_backward)(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
+                              const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
+                              int pad, int wide);
     /* A graph of the work queued between graph_begin and graph_end, replayed by graph_launch (CUDA graphs:
      * gpu.h's gpu_graph_*, whose failures they report the same way); NULL: the backend has none (CPU). */
     int (*graph_begin)(char *why, size_t len);

@@ -8,6 +8,7 @@
 #include "errors.h"
 #include "layers.h"
 #include "nn_cpu.h"
+#include "nchw16c.h"
 
 /* A failing oneDNN call is a bug or exhausted memory, never bad input: one line naming the call. */
 #define DNNL_CHECK(call) dnnl_check((call), #call, __FILE__, __LINE__)
@@ -43,6 +44,8 @@ typedef struct {
     tensor_arg xw, dyw, dw, db;   /* backward weights: dw, db to the plan's own dense sums */
     int dy_shared;                /* both backward passes take diff_dst in one layout: dy is unused, dyw serves */
     int x_shared;                 /* backward weights takes src as the forward does: xw is unused, x serves */
+    int y_pooled, dy_pooled;      /* y.prim, dyw.prim are nChw16c: nchw16c.h pools them in place of y */
+    int dx_blocked;               /* dx.prim is nChw16c: nchw16c.h converts it, through a ReLU */
     const float *kept_x;          /* the last forward's input, converted in x.prim while kept_at == calls */
     unsigned long kept_at;
     float *dw_sum, *db_sum, *zero_bias;
@@ -184,6 +187,19 @@ static plan_mds plan_descs(const conv_plan *p)
                       .any_w = dense_md(4, w, dnnl_format_tag_any), .strides = {1, 1}, .pad = {p->pad, p->pad}};
 }
 
+/* Whether the primitive takes or gives the tensor a of C channels of H x W in nchw16c.h's layout, converted
+ * from or to the layer's: then nchw16c.h's kernels read or write it in place of the conversion. */
+static int blocked_layout(const conv_plan *p, const tensor_arg *a, int C, int H, int W)
+{
+    if (!a->reorder || C % CHANNEL_BLOCK)
+        return 0;
+    dnnl_dims_t dims = {p->N, C, H, W};
+    dnnl_memory_desc_t md = dense_md(4, dims, dnnl_nChw16c);
+    const dnnl_memory_desc_t *prim;
+    DNNL_CHECK(dnnl_memory_get_memory_desc(a->prim, &prim));
+    return dnnl_memory_desc_equal(&md, prim);
+}
+
 /* The forward's descriptor with algorithm alg; 0 when oneDNN has no implementation of it here (Winograd
  * needs AVX-512 and a 3x3 kernel). */
 static int forward_pd(dnnl_primitive_desc_t *pd, dnnl_alg_kind_t alg, const plan_mds *m)
@@ -209,6 +225,7 @@ static void plan_forward(conv_plan *p, const plan_mds *m)
     arg_init(p, &p->w, &m->w, query(p->fwd_pd, dnnl_query_weights_md, 0), 1);
     arg_init(p, &p->b, &m->b, query(p->fwd_pd, dnnl_query_weights_md, 1), 1);
     arg_init(p, &p->y, &m->y, query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
+    p->y_pooled = blocked_layout(p, &p->y, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
     p->zero_bias = xcalloc((size_t)p->F, sizeof(float));
 }
 
@@ -240,6 +257,9 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
         arg_init(p, &p->dy, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
     arg_init(p, &p->wd, &m->w, query(pd, dnnl_query_weights_md, 0), 1);
     arg_init(p, &p->dx, &m->x, query(pd, dnnl_query_diff_src_md, 0), 0);
+    p->dy_pooled = p->dy_shared &&
+                   blocked_layout(p, &p->dyw, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
+    p->dx_blocked = blocked_layout(p, &p->dx, p->C, p->H, p->W);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
     p->dw_sum = xmalloc_aligned((size_t)p->F * p->C * p->k * p->k * sizeof(float));
     p->db_sum = xmalloc_aligned((size_t)p->F * sizeof(float));
@@ -319,79 +339,138 @@ static int onednn_takes(int C)
     return C > 1;
 }
 
-static int onednn_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
-                          int k, int pad, int wide, int winograd)
+/* The forward into y.prim, converted to the layer's y unless y is NULL (the caller reads y.prim). */
+static void forward_run(conv_plan *p, const float *x, const float *w, const float *b, float *y)
 {
-    if (!onednn_takes(C))
-        return 0;
-    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 0);
     dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)}, {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
-                              {DNNL_ARG_BIAS, arg_in(&p->b, b ? b : p->zero_bias)}, {DNNL_ARG_DST, arg_out(&p->y, y)}};
+                              {DNNL_ARG_BIAS, arg_in(&p->b, b ? b : p->zero_bias)},
+                              {DNNL_ARG_DST, y ? arg_out(&p->y, y) : p->y.prim}};
     run(p->fwd, 4, args);
-    arg_done(&p->y);
+    if (y)
+        arg_done(&p->y);
     DNNL_CHECK(dnnl_stream_wait(stream));
     p->kept_x = x;
     p->kept_at = ++calls;
-    return 1;
 }
 
-/* dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
-static int onednn_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
-                           int C, int H, int W, int F, int k, int pad, int wide, int winograd)
+/* Both backward passes from diff_dst dy (NULL: written in dyw.prim already, which then serves both), dx
+ * through the ReLU whose output x is unless x_relu is NULL (layers.h's pool_conv_backward).
+ * dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
+static void backward_run(conv_plan *p, const float *x, const float *x_relu, const float *w, const float *dy, float *dw,
+                         float *db, float *dx)
 {
-    if (!onednn_takes(C))
-        return 0;
-    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 1);
     /* x NULL: the forward's input, still converted when no convolution ran since (none has used the arena). */
     int kept = !x && p->x_shared && p->kept_at == calls++;
     dnnl_memory_t src = kept ? p->x.prim : arg_in(p->x_shared ? &p->x : &p->xw, x ? x : p->kept_x);
-    dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, arg_in(&p->dyw, dy)},
+    dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dy ? arg_in(&p->dyw, dy) : p->dyw.prim},
                                {DNNL_ARG_DIFF_WEIGHTS, arg_out(&p->dw, p->dw_sum)},
                                {DNNL_ARG_DIFF_BIAS, arg_out(&p->db, p->db_sum)}};
     run(p->bwd_weights, 4, wargs);
     arg_done(&p->dw);
     arg_done(&p->db);
     DNNL_CHECK(dnnl_stream_wait(stream));
-    size_t nw = (size_t)F * C * k * k;
+    size_t nw = (size_t)p->F * p->C * p->k * p->k;
     for (size_t i = 0; i < nw; i++)
         dw[i] += p->dw_sum[i];
-    for (int f = 0; f < F; f++)
+    for (int f = 0; f < p->F; f++)
         db[f] += p->db_sum[f];
     if (!dx)
-        return 1;
+        return;
     dnnl_memory_t ddst = p->dy_shared ? p->dyw.prim : arg_in(&p->dy, dy);
     dnnl_exec_arg_t dargs[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)},
                                {DNNL_ARG_DIFF_SRC, arg_out(&p->dx, dx)}};
     run(p->bwd_data, 3, dargs);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+    if (x_relu && p->dx_blocked) {
+        nchw16c_relu_backward((const float *)(arena + p->dx.offset), x_relu, dx, p->C, p->N, p->H * p->W);
+        return;
+    }
     arg_done(&p->dx);
     DNNL_CHECK(dnnl_stream_wait(stream));
+    if (x_relu)
+        cpu_relu_backward(dx, x_relu, (size_t)p->C * p->N * p->H * p->W);
+}
+
+static int onednn_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
+                          int k, int pad, int wide, int winograd)
+{
+    if (!onednn_takes(C))
+        return 0;
+    forward_run(plan_for(N, C, H, W, F, k, pad, wide, winograd, 0), x, w, b, y);
     return 1;
 }
 
-/* The backend's entries, one pair per algorithm. */
-static int direct_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
-                          int k, int pad, int wide)
+static int onednn_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
+                           int C, int H, int W, int F, int k, int pad, int wide, int winograd)
 {
-    return onednn_forward(x, w, b, y, N, C, H, W, F, k, pad, wide, 0);
+    if (!onednn_takes(C))
+        return 0;
+    backward_run(plan_for(N, C, H, W, F, k, pad, wide, winograd, 1), x, NULL, w, dy, dw, db, dx);
+    return 1;
 }
 
-static int direct_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
-                           int C, int H, int W, int F, int k, int pad, int wide)
+/* The pool's rows in the layer's layout of y (layers.h: wide or not). */
+static int pool_ld(const conv_plan *p)
 {
-    return onednn_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide, 0);
+    return p->wide ? p->W : conv_out(p->W, p->k, p->pad);
 }
 
-static int winograd_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W,
-                            int F, int k, int pad, int wide)
+static int onednn_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N,
+                                    int C, int H, int W, int F, int k, int pad, int wide, int winograd)
 {
-    return onednn_forward(x, w, b, y, N, C, H, W, F, k, pad, wide, 1);
+    if (!onednn_takes(C))
+        return 0;
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 0);
+    if (!p->y_pooled)
+        return 0;
+    forward_run(p, x, w, NULL, NULL);
+    nchw16c_maxpool2_relu_forward((const float *)(arena + p->y.offset), pb, py, arg, F, N, conv_out(H, k, pad),
+                                  conv_out(W, k, pad), pool_ld(p));
+    return 1;
 }
 
-static int winograd_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,
-                             int C, int H, int W, int F, int k, int pad, int wide)
+static int onednn_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x,
+                                     const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C,
+                                     int H, int W, int F, int k, int pad, int wide, int winograd)
 {
-    return onednn_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide, 1);
+    if (!onednn_takes(C))
+        return 0;
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 1);
+    if (!p->dy_pooled)
+        return 0;
+    nchw16c_relu_maxpool2_backward(dpy, py, arg, (float *)(arena + p->dyw.offset), F, N, conv_out(H, k, pad),
+                                   conv_out(W, k, pad), pool_ld(p));
+    backward_run(p, x, x_relu, w, NULL, dw, db, dx);
+    return 1;
 }
+
+/* The backend's entries for one algorithm: the calls above with winograd bound. */
+#define ALGORITHM_ENTRIES(alg, winograd)                                                                          \
+    static int alg##_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, \
+                             int F, int k, int pad, int wide)                                                     \
+    {                                                                                                             \
+        return onednn_forward(x, w, b, y, N, C, H, W, F, k, pad, wide, winograd);                                 \
+    }                                                                                                             \
+    static int alg##_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx,    \
+                              int N, int C, int H, int W, int F, int k, int pad, int wide)                        \
+    {                                                                                                             \
+        return onednn_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide, winograd);                      \
+    }                                                                                                             \
+    static int alg##_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,  \
+                                       int N, int C, int H, int W, int F, int k, int pad, int wide)               \
+    {                                                                                                             \
+        return onednn_conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide, winograd);                \
+    }                                                                                                             \
+    static int alg##_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x,          \
+                                        const float *x_relu, const float *w, float *dw, float *db, float *dx,     \
+                                        int N, int C, int H, int W, int F, int k, int pad, int wide)              \
+    {                                                                                                             \
+        return onednn_pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide,     \
+                                         winograd);                                                               \
+    }
+
+ALGORITHM_ENTRIES(direct, 0)
+ALGORITHM_ENTRIES(winograd, 1)
 
 const char *onednn_version(void)
 {
@@ -421,6 +500,8 @@ const nn_backend *nn_cpu_onednn(int winograd)
         *b = nn_cpu;
         b->conv_forward = winograd ? winograd_forward : direct_forward;
         b->conv_backward = winograd ? winograd_backward : direct_backward;
+        b->conv_pool_forward = winograd ? winograd_conv_pool_forward : direct_conv_pool_forward;
+        b->pool_conv_backward = winograd ? winograd_pool_conv_backward : direct_pool_conv_backward;
     }
     return b;
 }

@@ -44,6 +44,31 @@ void conv_backward(const nn_backend *be, const float *x, const float *w, const f
     }
 }
 
+int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,
+                      int32_t *arg, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
+{
+    if (be->conv_pool_forward && be->conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide))
+        return 1;
+    int kept = conv_forward(be, x, w, NULL, y, N, C, H, W, F, k, pad, col, chunk, wide);
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad);
+    be->maxpool2_relu_forward(y, pb, py, arg, F, N, OH, OW, wide ? W : OW);
+    return kept;
+}
+
+void pool_conv_backward(const nn_backend *be, float *dpy, const float *py, const int32_t *arg, const float *x,
+                        const float *x_relu, const float *w, float *y, float *dw, float *db, float *dx, int N, int C,
+                        int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
+{
+    if (be->pool_conv_backward &&
+        be->pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide))
+        return;
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad);
+    be->relu_maxpool2_backward(dpy, py, arg, y, F * N, OH, OW, wide ? W : OW);
+    conv_backward(be, x, w, y, dw, db, dx, N, C, H, W, F, k, pad, col, chunk, wide);
+    if (dx && x_relu)
+        be->relu_backward(dx, x_relu, (size_t)C * N * H * W);
+}
+
 void linear_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,
                     int out)
 {

@@ -7,6 +7,7 @@
 #ifndef MNIST_LAYERS_H
 #define MNIST_LAYERS_H
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 
@@ -35,6 +36,19 @@ int conv_forward(const nn_backend *be, const float *x, const float *w, const flo
  * overwritten either way. */
 void conv_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                    float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
+
+/* conv_forward without bias into y, then the backend's maxpool2_relu_forward of y (rows wide ? W : OW long)
+ * with bias pb into py and arg: net's conv2, whose bias follows the pool (max(x) + b = max(x + b)). y is
+ * scratch: a backend may pool its own layout and leave y unwritten. Returns what conv_forward returns. */
+int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,
+                      int32_t *arg, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk,
+                      int wide);
+/* Its backward: relu_maxpool2_backward of dpy (may be overwritten) into the scratch y, then conv_backward
+ * with y as dy (x NULL as there); then, unless x_relu is NULL, dx through the ReLU whose output the input
+ * was (x_relu: its values, also when x is NULL): relu_backward(dx, x_relu). */
+void pool_conv_backward(const nn_backend *be, float *dpy, const float *py, const int32_t *arg, const float *x,
+                        const float *x_relu, const float *w, float *y, float *dw, float *db, float *dx, int N, int C,
+                        int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
 
 /* x [N][in], w [out][in] (PyTorch layout), b [out] -> y [N][out]. */
 void linear_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,

@@ -254,21 +254,49 @@ static void grads_ready(model *m, int L)
     }
 }
 
-/* The layers on the model's backend and scratch; each backward releases its layer's gradients. */
+/* The layers on the model's backend and scratch; each backward releases its layer's gradients.
+ * The last convolution of forward is the first of backward: what it kept of x (conv_forward's result) is
+ * still there, and its backward gets x NULL. */
+static void note_kept(model *m, const float *x, int kept)
+{
+    m->col_x = kept ? x : NULL;
+}
+
+static const float *unless_kept(const model *m, const float *x)
+{
+    return x == m->col_x ? NULL : x;
+}
+
 static void conv_fwd(model *m, const conv_shape *s, const float *x, const float *w, const float *b, float *y, int n)
 {
-    m->col_x = conv_forward(m->be, x, w, b, y, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk, s->wide)
-                   ? x
-                   : NULL;
+    note_kept(m, x,
+              conv_forward(m->be, x, w, b, y, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk, s->wide));
 }
 
 static void conv_bwd(model *m, int L, const conv_shape *s, const float *x, const float *dy, float *dx, int n)
 {
     const layer_params *p = &m->layer[L];
-    /* The last convolution of forward is the first of backward: what it kept of x is still there. */
-    const float *xin = x == m->col_x ? NULL : x;
-    conv_backward(m->be, xin, p->w, dy, p->dw, p->db, dx, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk,
-                  s->wide);
+    conv_backward(m->be, unless_kept(m, x), p->w, dy, p->dw, p->db, dx, n, s->C, s->H, s->W, s->F, s->k, s->pad,
+                  m->col, m->chunk, s->wide);
+    grads_ready(m, L);
+}
+
+/* conv_fwd then the pool, bias and ReLU after it (y the convolution's scratch output); the backward, whose
+ * input x_relu is a ReLU's output: dx comes back through that ReLU. */
+static void conv_pool_fwd(model *m, int L, const conv_shape *s, const float *x, float *y, float *py, int32_t *arg,
+                          int n)
+{
+    const layer_params *p = &m->layer[L];
+    note_kept(m, x, conv_pool_forward(m->be, x, p->w, p->b, y, py, arg, n, s->C, s->H, s->W, s->F, s->k, s->pad,
+                                      m->col, m->chunk, s->wide));
+}
+
+static void pool_conv_bwd(model *m, int L, const conv_shape *s, float *dpy, const float *py, const int32_t *arg,
+                          const float *x_relu, float *y, float *dx, int n)
+{
+    const layer_params *p = &m->layer[L];
+    pool_conv_backward(m->be, dpy, py, arg, unless_kept(m, x_relu), x_relu, p->w, y, p->dw, p->db, dx, n, s->C, s->H,
+                       s->W, s->F, s->k, s->pad, m->col, m->chunk, s->wide);
     grads_ready(m, L);
 }
 
@@ -327,8 +355,7 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     conv_fwd(m, &net_conv1, x, m->layer[NET_CONV1].w, NULL, a->h1, n);
     be->bias_relu_forward(a->h1, m->layer[NET_CONV1].b, NET_C1, N * NET_P1);
     lap(train, "conv1 forward");
-    conv_fwd(m, &net_conv2, a->h1, m->layer[NET_CONV2].w, NULL, a->a2, n);
-    be->maxpool2_relu_forward(a->a2, m->layer[NET_CONV2].b, a->p2, a->arg2, NET_C2, n, NET_S2, NET_S2, NET_S1);
+    conv_pool_fwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->p2, a->arg2, n);
     lap(train, "conv2 forward");
     be->flatten_dropout_forward(a->p2, a->f, train ? a->mask1 : NULL, NET_C2, n, NET_PP, ids, key, 0, 0.25f);
     lap(train, "dropout1 forward");
@@ -356,11 +383,8 @@ static void net_backward(model *m, const float *x, int n)
     profile_lap("fc1 backward");
     be->dropout_unflatten_backward(a->df, a->mask1, a->dp, NET_C2, n, NET_PP);
     profile_lap("dropout1 backward");
-    /* conv2's output gradient replaces a2 */
-    be->relu_maxpool2_backward(a->dp, a->p2, a->arg2, a->a2, NET_C2 * n, NET_S2, NET_S2, NET_S1);
-    conv_bwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->dh1, n);
+    pool_conv_bwd(m, NET_CONV2, &net_conv2, a->dp, a->p2, a->arg2, a->h1, a->a2, a->dh1, n); /* a2 as scratch */
     profile_lap("conv2 backward");
-    be->relu_backward(a->dh1, a->h1, NET_C1 * N * NET_P1);
     conv_bwd(m, NET_CONV1, &net_conv1, x, a->dh1, NULL, n);
     profile_lap("conv1 backward");
 }

@@ -10,25 +10,8 @@
 #include "layers.h"
 #include "mnist.h"
 #include "ops.h"
+#include "simd.h"
 #include "threads.h"
-
-/* Marks a CPU loop whose iterations are independent, to be vectorised where OpenMP is enabled
- * (without it the loop stays correct, just scalar). The loops shared among threads (PARALLEL_FOR,
- * PARALLEL_SIMD of threads.h) keep every element's arithmetic: the same bits for any --threads. */
-#ifdef _OPENMP
-#define SIMD _Pragma("omp simd")
-#else
-#define SIMD
-#endif
-
-/* A loop that only wider vectors make much cheaper (the dropout generator's 64-bit multiplies, which
- * SSE2 lacks) also gets an AVX-512 clone, chosen at load time where the CPU has it (GCC's ifunc-based
- * target_clones). Integer math and selects only, so every clone computes the same bits. */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) && defined(__linux__)
-#define WIDE_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-#else
-#define WIDE_CLONES
-#endif
 
 static void *cpu_alloc(size_t bytes)
 {

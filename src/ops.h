@@ -104,17 +104,31 @@ static inline HD void op_max_step(float v, int i, float *m, int *arg)
     *arg = take ? i : *arg;
 }
 
+/* The first maximum of a 2x2 window's values v0 v1 / v2 v3 (rows ld apart, v0 at plane index i), scanned
+ * in that order; *arg gets its plane index. */
+static inline HD float op_max4(float v0, float v1, float v2, float v3, int i, int ld, int32_t *arg)
+{
+    int best = i;
+    float m = v0;
+    op_max_step(v1, i + 1, &m, &best);
+    op_max_step(v2, i + ld, &m, &best);
+    op_max_step(v3, i + ld + 1, &m, &best);
+    *arg = best;
+    return m;
+}
+
 /* 2x2 max-pool, stride 2: output (ph, pw) of a plane with row length W; *arg gets the plane index
  * of the first maximum. */
 static inline HD float op_maxpool2(const float *plane, int W, int ph, int pw, int32_t *arg)
 {
-    int i = 2 * ph * W + 2 * pw, best = i;
-    float m = plane[i];
-    op_max_step(plane[i + 1], i + 1, &m, &best);
-    op_max_step(plane[i + W], i + W, &m, &best);
-    op_max_step(plane[i + W + 1], i + W + 1, &m, &best);
-    *arg = best;
-    return m;
+    int i = 2 * ph * W + 2 * pw;
+    return op_max4(plane[i], plane[i + 1], plane[i + W], plane[i + W + 1], i, W, arg);
+}
+
+/* A pooled output's gradient g reaches the window element at plane index i only if it was the argmax a. */
+static inline HD float op_window_grad(float g, int32_t a, int i)
+{
+    return a == i ? g : 0.0f;
 }
 
 /* 2x2 max-pool backward for output (ph, pw) of a plane: writes the whole window of dx_plane, the
@@ -124,10 +138,10 @@ static inline HD void op_maxpool2_grad(float *dx_plane, const float *dy_plane, c
 {
     int o = ph * OW + pw, i = 2 * ph * W + 2 * pw, a = arg_plane[o];
     float g = dy_plane[o];
-    dx_plane[i] = a == i ? g : 0.0f;
-    dx_plane[i + 1] = a == i + 1 ? g : 0.0f;
-    dx_plane[i + W] = a == i + W ? g : 0.0f;
-    dx_plane[i + W + 1] = a == i + W + 1 ? g : 0.0f;
+    dx_plane[i] = op_window_grad(g, a, i);
+    dx_plane[i + 1] = op_window_grad(g, a, i + 1);
+    dx_plane[i + W] = op_window_grad(g, a, i + W);
+    dx_plane[i + W + 1] = op_window_grad(g, a, i + W + 1);
 }
 
 /* Dropout: the key of one sample in one dropout layer; element e of that sample is kept iff its

@@ -13,6 +13,7 @@
 #include "ops.h"
 #include "rng.h"
 #include "../check_run.h"
+#include "kernel_testutil.h"
 #include "layer_testutil.h"
 #include "model_testutil.h"
 
@@ -196,6 +197,78 @@ START_TEST(test_conv_winograd_runs)
 }
 END_TEST
 
+/* One conv + pool forward and backward (net's conv2: wide rows, bias after the pool) through be, the
+ * backward right after the forward as the model runs it: x NULL when the forward kept it; dx through x's
+ * ReLU unless x_relu is NULL. */
+typedef struct {
+    float *y, *py, *dpy, *dw, *db, *dx;
+    int32_t *arg;
+} conv_pool_run;
+
+static conv_pool_run conv_pool_through(const nn_backend *be, const float *x, const float *w, const float *pb,
+                                       const float *dpy, const float *x_relu, int N, int C, int S, int F)
+{
+    int OS = S - 2;
+    size_t ny = (size_t)F * N * OS * S, np = (size_t)F * N * (OS / 2) * (OS / 2), nx = (size_t)C * N * S * S;
+    conv_pool_run r = {sentinel(ny * sizeof(float)), sentinel(np * sizeof(float)), malloc(np * sizeof(float)),
+                       zeros((size_t)F * C * 9), zeros((size_t)F), sentinel(nx * sizeof(float)),
+                       sentinel(np * sizeof(int32_t))};
+    memcpy(r.dpy, dpy, np * sizeof(float));
+    int kept = conv_pool_forward(be, x, w, pb, r.y, r.py, r.arg, N, C, S, S, F, 3, 0, NULL, 1, 1);
+    pool_conv_backward(be, r.dpy, r.py, r.arg, kept ? NULL : x, x_relu, w, r.y, r.dw, r.db, r.dx, N, C, S, S, F, 3, 0,
+                       NULL, 1, 1);
+    return r;
+}
+
+/* oneDNN's fused conv + pool (its conv_pool_forward, pool_conv_backward: the pool reads the primitive's
+ * blocked output, its backward writes the primitive's blocked gradient and reads its blocked dx through the
+ * ReLU) against layers.c's composition of the same convolutions with the CPU's pool and ReLU, bit for bit:
+ * pooled values, argmaxes, dw, db, dx. */
+START_TEST(test_conv_pool_onednn)
+{
+    const nn_backend *be = nn_cpu_onednn(_i);
+    if (!be) {
+        printf("check_conv: built without oneDNN: its fused conv + pool does not apply\n");
+        return;
+    }
+    nn_backend composed = *be;
+    composed.conv_pool_forward = NULL;
+    composed.pool_conv_backward = NULL;
+    enum { C = 32, S = 26, F = 64, OS = S - 2 };
+    /* A batch with and without the ReLU, and one sample (oneDNN's plain layouts for it differ). */
+    static const struct {
+        int N, relu;
+    } cases[] = {{3, 1}, {3, 0}, {1, 1}};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int N = cases[t].N;
+        size_t np = (size_t)F * N * (OS / 2) * (OS / 2), nx = (size_t)C * N * S * S;
+        float *x = random_floats(nx, rng_key(90, (uint64_t)N), -1, 1);
+        float *w = random_floats((size_t)F * C * 9, 91, -1, 1), *pb = random_floats(F, 92, -1, 1);
+        float *dpy = random_floats(np, rng_key(93, (uint64_t)N), -1, 1);
+        const float *x_relu = cases[t].relu ? x : NULL;
+        conv_pool_run f = conv_pool_through(be, x, w, pb, dpy, x_relu, N, C, S, F);
+        conv_pool_run c = conv_pool_through(&composed, x, w, pb, dpy, x_relu, N, C, S, F);
+        /* Where oneDNN has Winograd (AVX-512) it takes nChw16c, which the fused pool reads: y stays unwritten. */
+        int fused = is_sentinel(f.y, (size_t)F * N * OS * S * sizeof(float));
+        ck_assert_msg(fused || !onednn_has_winograd(), "oneDNN (%s, N %d): the fused pool did not run on an AVX-512 CPU",
+                      _i ? "winograd" : "direct", N);
+        if (!fused)
+            printf("check_conv: oneDNN (%s, N %d) chose a layout nchw16c.h does not read: the composition ran\n",
+                   _i ? "winograd" : "direct", N);
+        same_floats("conv + pool: pooled", c.py, f.py, np);
+        same("conv + pool: argmax", c.arg, f.arg, np, sizeof(int32_t), 0, np);
+        same_floats("conv + pool: dw", c.dw, f.dw, (size_t)F * C * 9);
+        same_floats("conv + pool: db", c.db, f.db, F);
+        same_floats("conv + pool: dx", c.dx, f.dx, nx);
+        conv_pool_run *runs[] = {&f, &c};
+        for (int i = 0; i < 2; i++)
+            free(runs[i]->y), free(runs[i]->py), free(runs[i]->dpy), free(runs[i]->dw), free(runs[i]->db),
+                free(runs[i]->dx), free(runs[i]->arg);
+        free(x), free(w), free(pb), free(dpy);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conv");
@@ -205,6 +278,7 @@ int main(void)
     tcase_add_test(tc, test_conv_pad);
     tcase_add_loop_test(tc, test_conv_onednn, 0, 2); /* direct, Winograd */
     tcase_add_test(tc, test_conv_winograd_runs);
+    tcase_add_loop_test(tc, test_conv_pool_onednn, 0, 2);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -3,7 +3,8 @@
  * CPU layers they replace (nn_cpu.h), bit for bit; and the CPU's fused entries (cpu_maxpool2_relu_forward...)
  * against the same pairs. Shapes odd on purpose: an odd last row and column in no window, rows longer than
  * the used columns, channel and sample counts that are not powers of two. Inputs hold ties, NaNs, negative
- * values and signed zeros, so the ReLU and the pool's first-maximum rule both matter. */
+ * values and signed zeros, so the ReLU and the pool's first-maximum rule both matter. The pool on oneDNN's
+ * blocked layout (nchw16c.h) against the CPU's fused entries too. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "kernels.h"
 #include "nn_cpu.h"
+#include "nchw16c.h"
 #include "rng.h"
 #include "../check_run.h"
 #include "kernel_testutil.h"
@@ -80,6 +82,82 @@ START_TEST(test_pool_relu)
 }
 END_TEST
 
+static const pool_shape blocked_pools[] = {
+    {16, 3, 7, 5, 8, 1},    /* odd H and W, rows of 8 */
+    {32, 2, 6, 9, 9, 0},    /* no bias, dense rows */
+    {64, 2, 24, 24, 26, 1}, /* net's conv2 */
+};
+
+/* Element (c, n, h, w) of planes [C][N][H] with rows of ld, in nchw16c.h's layout. */
+static size_t blocked_index(const pool_shape *s, int c, int n, int h, int w)
+{
+    return ((((size_t)n * (s->C / CHANNEL_BLOCK) + c / CHANNEL_BLOCK) * s->H + h) * s->W + w) * CHANNEL_BLOCK + c % CHANNEL_BLOCK;
+}
+
+/* CNHW rows of ld <-> the blocked layout; junk columns (w >= W) come back as zeros. */
+static void convert_blocked(const pool_shape *s, float *cnhw, float *blocked, int to_blocked)
+{
+    for (int c = 0; c < s->C; c++)
+        for (int n = 0; n < s->N; n++)
+            for (int h = 0; h < s->H; h++)
+                for (int w = 0; w < s->ld; w++) {
+                    float *v = &cnhw[(((size_t)c * s->N + n) * s->H + h) * s->ld + w];
+                    if (w >= s->W)
+                        *v = to_blocked ? *v : 0.0f;
+                    else if (to_blocked)
+                        blocked[blocked_index(s, c, n, h, w)] = *v;
+                    else
+                        *v = blocked[blocked_index(s, c, n, h, w)];
+                }
+}
+
+/* Pool + ReLU forward and backward on the blocked layout against the CPU's fused entries on CNHW. */
+START_TEST(test_pool_nchw16c)
+{
+    const pool_shape *s = &blocked_pools[_i];
+    int planes = s->C * s->N;
+    size_t nx = (size_t)planes * s->H * s->ld, nb = (size_t)planes * s->H * s->W;
+    size_t ny = (size_t)planes * (s->H / 2) * (s->W / 2);
+    float *x = levels(nx, 70 + (uint64_t)_i), *b = s->bias ? random_floats((size_t)s->C, 71, -1.5f, 1.5f) : NULL;
+    float *xb = sentinel(nb * sizeof(float));
+    convert_blocked(s, x, xb, 1);
+    float *yc = sentinel(ny * sizeof(float)), *yb = sentinel(ny * sizeof(float));
+    int32_t *ac = sentinel(ny * sizeof(int32_t)), *ab = sentinel(ny * sizeof(int32_t));
+    cpu_maxpool2_relu_forward(x, b, yc, ac, s->C, s->N, s->H, s->W, s->ld);
+    nchw16c_maxpool2_relu_forward(xb, b, yb, ab, s->C, s->N, s->H, s->W, s->ld);
+    same_floats("blocked pool + relu: y", yc, yb, ny);
+    same("blocked pool + relu: arg", ac, ab, ny, sizeof(int32_t), 0, ny);
+
+    float *dy = levels(ny, 80 + (uint64_t)_i), *dyc = copy_floats(dy, ny), *dyb = copy_floats(dy, ny);
+    float *dc = sentinel(nx * sizeof(float)), *dxb = sentinel(nb * sizeof(float)), *db = sentinel(nx * sizeof(float));
+    cpu_relu_maxpool2_backward(dyc, yc, ac, dc, planes, s->H, s->W, s->ld);
+    nchw16c_relu_maxpool2_backward(dyb, yc, ac, dxb, s->C, s->N, s->H, s->W, s->ld);
+    convert_blocked(s, db, dxb, 0);
+    same_floats("blocked relu + pool backward: dx", dc, db, nx);
+    same_floats("blocked relu + pool backward: dy left as it was", dy, dyb, ny);
+    free(x), free(b), free(xb), free(yc), free(yb), free(ac), free(ab);
+    free(dy), free(dyc), free(dyb), free(dc), free(dxb), free(db);
+}
+END_TEST
+
+/* The ReLU's gradient from the blocked layout into CNHW against cpu_relu_backward on CNHW: pixel counts with
+ * and without a partial last tile (net's conv1 output, 26 x 26). */
+START_TEST(test_relu_nchw16c)
+{
+    static const pool_shape shapes[] = {{16, 3, 7, 5, 5, 0}, {32, 2, 26, 26, 26, 0}};
+    const pool_shape *s = &shapes[_i];
+    int HW = s->H * s->W;
+    size_t n = (size_t)s->C * s->N * HW;
+    float *dy = levels(n, 100 + (uint64_t)_i), *y = levels(n, 110 + (uint64_t)_i), *dyb = sentinel(n * sizeof(float));
+    convert_blocked(s, dy, dyb, 1);
+    float *got = sentinel(n * sizeof(float));
+    nchw16c_relu_backward(dyb, y, got, s->C, s->N, HW);
+    cpu_relu_backward(dy, y, n);
+    same_floats("relu backward from nChw16c", dy, got, n);
+    free(dy), free(y), free(dyb), free(got);
+}
+END_TEST
+
 typedef struct {
     int C, N, HW, dropout;
     float p;
@@ -140,6 +218,8 @@ int main(void)
     Suite *s = suite_create("fused");
     TCase *tc = tcase_create("fused");
     tcase_add_loop_test(tc, test_pool_relu, 0, (int)(sizeof pools / sizeof pools[0]));
+    tcase_add_loop_test(tc, test_pool_nchw16c, 0, (int)(sizeof blocked_pools / sizeof blocked_pools[0]));
+    tcase_add_loop_test(tc, test_relu_nchw16c, 0, 2);
     tcase_add_loop_test(tc, test_flatten_dropout, 0, (int)(sizeof flats / sizeof flats[0]));
     suite_add_tcase(s, tc);
     return check_run(s);

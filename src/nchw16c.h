@@ -1,0 +1,22 @@
+/* Kernels between oneDNN's blocked layout nChw16c ([N][C/16][H][W][16]: sixteen channels of one pixel side
+ * by side, what its AVX-512 convolutions take and give) and the CNHW planes of layers.h, each fused with the
+ * layer next to the convolution: conv_onednn.c then skips oneDNN's conversion of the whole tensor and the
+ * extra pass over it. Same ops.h functions in the same order as the nn_cpu.h functions named: the same bits. */
+#ifndef MNIST_NCHW16C_H
+#define MNIST_NCHW16C_H
+#include <stdint.h>
+
+enum { CHANNEL_BLOCK = 16 }; /* channels per block; C a multiple of it */
+
+/* x [N][C/16][H][W][16] -> y = relu(maxpool2(x) + b[c]) in planes [C][N][H/2][W/2] (b NULL: no bias), arg
+ * the argmaxes as cpu_maxpool2_relu_forward gives them for x in CNHW planes with rows ld long. */
+void nchw16c_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H,
+                                   int W, int ld);
+/* dx [N][C/16][H][W][16] = what cpu_relu_maxpool2_backward writes to CNHW planes, junk columns aside;
+ * dy and y (planes [C][N][H/2][W/2]) are left as they are. */
+void nchw16c_relu_maxpool2_backward(const float *dy, const float *y, const int32_t *arg, float *dx, int C, int N,
+                                    int H, int W, int ld);
+/* dx [C][N][HW] = cpu_relu_backward of dxb [N][C/16][HW][16] in CNHW, through the ReLU whose output is y
+ * [C][N][HW]. */
+void nchw16c_relu_backward(const float *dxb, const float *y, float *dx, int C, int N, int HW);
+#endif
