@@ -81,7 +81,8 @@ typedef struct nn_backend {
                      float weight_decay);
     /* Whole convolutions with the semantics of layers.h's conv_forward / conv_backward (no scratch): they
      * return 1, or 0 having done nothing for a shape they leave to im2col and gemm (the backward leaves the
-     * shapes the forward leaves). NULL: layers.c composes every convolution from im2col and gemm. */
+     * shapes the forward leaves). NULL: layers.c composes every convolution from im2col and gemm. The CPU's
+     * (conv_cpu.h) share small layers' samples among threads; oneDNN's run its primitives. */
     int (*conv_forward)(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
                         int k, int pad, int wide);
     int (*conv_backward)(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_cpu.h"
 #include "errors.h"
 #include "layers.h"
 #include "nn_cpu.h"
@@ -395,7 +396,7 @@ static int onednn_forward(const float *x, const float *w, const float *b, float 
                           int k, int pad, int wide, int winograd)
 {
     if (!onednn_takes(C))
-        return 0;
+        return cpu_conv_forward(x, w, b, y, N, C, H, W, F, k, pad, wide);
     forward_run(plan_for(N, C, H, W, F, k, pad, wide, winograd, 0), x, w, b, y);
     return 1;
 }
@@ -404,7 +405,7 @@ static int onednn_backward(const float *x, const float *w, const float *dy, floa
                            int C, int H, int W, int F, int k, int pad, int wide, int winograd)
 {
     if (!onednn_takes(C))
-        return 0;
+        return cpu_conv_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide);
     backward_run(plan_for(N, C, H, W, F, k, pad, wide, winograd, 1), x, NULL, w, dy, dw, db, dx);
     return 1;
 }

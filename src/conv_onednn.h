@@ -1,6 +1,6 @@
 /* The CPU backend with oneDNN's convolutions (--conv onednn, winograd): nn_cpu, except that conv_forward and
- * conv_backward (layers.h) of layers with more than one input channel run as oneDNN primitives instead of
- * im2col + GEMM. Built when configure finds oneDNN 2.x (--with-onednn); otherwise these stubs say it is
+ * conv_backward (layers.h) of layers with more than one input channel run as oneDNN primitives (the others
+ * as nn_cpu's). Built when configure finds oneDNN 2.x (--with-onednn); otherwise these stubs say it is
  * absent. */
 #ifndef MNIST_CONV_ONEDNN_H
 #define MNIST_CONV_ONEDNN_H

@@ -12,7 +12,7 @@ gemm_args gemm_colmajor(int trans_a, int trans_b, int m, int n, int k, const flo
     return g;
 }
 
-static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc)
 {
     gemm_args g = gemm_colmajor(trans_a, trans_b, m, n, k, a, lda, b, ldb);
@@ -31,17 +31,17 @@ void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const floa
 {
     int threads = omp_get_max_threads(), by_col = n >= m, len = by_col ? n : m;
     if (threads < 2 || (double)m * n * k < GEMM_SPLIT_MIN || len < 2 * threads) {
-        gemm_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        gemm_serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     PARALLEL_FOR
     for (int t = 0; t < threads; t++) {
         int lo = (int)((long)len * t / threads), hi = (int)((long)len * (t + 1) / threads);
         if (by_col) /* columns lo..hi of op(B) and C */
-            gemm_one(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + (size_t)lo * ldb : b + lo, ldb,
+            gemm_serial(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + (size_t)lo * ldb : b + lo, ldb,
                      beta, c + lo, ldc);
         else /* rows lo..hi of op(A) and C */
-            gemm_one(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + (size_t)lo * lda, lda, b, ldb,
+            gemm_serial(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + (size_t)lo * lda, lda, b, ldb,
                      beta, c + (size_t)lo * ldc, ldc);
     }
 }

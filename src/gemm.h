@@ -7,6 +7,10 @@
 void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
           int ldb, float beta, float *c, int ldc);
 
+/* The same as one BLAS call on the calling thread, for callers that share their own work among threads. */
+void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                 int ldb, float beta, float *c, int ldc);
+
 /* A row-major product read as column-major memory is the transposed product, C^T = op(B)^T op(A)^T:
  * the column-major (BLAS/cuBLAS) call swaps A with B, m with n and the transpose flags. The C
  * pointer, ldc, alpha and beta are unchanged. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "conv_cpu.h"
 #include "conv_onednn.h"
 #include "errors.h"
 #include "gemm.h"
@@ -538,6 +539,7 @@ const nn_backend nn_cpu = {
     .batchnorm_backward = cpu_batchnorm_backward, .log_softmax_nll_forward = cpu_log_softmax_nll_forward,
     .log_softmax_nll_backward = cpu_log_softmax_nll_backward, .add_losses = cpu_add_losses,
     .count_correct = cpu_count_correct, .adadelta_step = cpu_adadelta_step, .sgd_step = cpu_sgd_step,
+    .conv_forward = cpu_conv_forward, .conv_backward = cpu_conv_backward,
 };
 
 const nn_backend *nn_cpu_conv(const char *conv)

@@ -21,6 +21,7 @@ static inline int blas_threads(int n) { (void)n; return 1; }
 #else
 static inline void omp_set_num_threads(int n) { (void)n; }
 static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
 #define PARALLEL_FOR
 #define PARALLEL_SIMD
 static inline int blas_threads(int n) { return n; }

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_cpu.h"
 #include "conv_onednn.h"
 #include "layers.h"
 #include "nn_cpu.h"
 #include "ops.h"
 #include "rng.h"
+#include "threads.h"
 #include "../check_run.h"
 #include "kernel_testutil.h"
 #include "layer_testutil.h"
@@ -156,6 +158,38 @@ START_TEST(test_conv_pad)
 }
 END_TEST
 
+/* With more than one thread the CPU backend shares small layers' samples among the threads (conv_cpu.h):
+ * the same definitions and differences on 2 and 3 threads for both models' conv1 (5 samples: uneven
+ * shares) and a wide one; the forward bit for bit as on one thread; a backward with x NULL after its
+ * forward reads the kept input. */
+START_TEST(test_conv_threads)
+{
+    enum { N = 5, S = 28, F = 32, OS = S - 2 };
+    omp_set_num_threads(2 + _i);
+    if (omp_get_max_threads() < 2) {
+        printf("check_conv: built without OpenMP: one thread, nothing to share\n");
+        return;
+    }
+    conv_case_on(&nn_cpu, N, 1, S, S, F, 3, 0, 1, 0, 41, 1e-5);
+    conv_case_on(&nn_cpu, 3, 1, S, S, 16, 5, 2, 1, 0, 42, 1e-5);
+    conv_case_on(&nn_cpu, 3, 2, 7, 6, 4, 3, 0, 1, 1, 43, 1e-5);
+    size_t ny = (size_t)F * N * OS * OS, nw = (size_t)F * 9;
+    float *x = random_floats((size_t)N * S * S, 44, -1, 1), *w = random_floats(nw, 45, -1, 1);
+    float *dy = random_floats(ny, 46, -1, 1), *y1 = zeros(ny), *yt = zeros(ny), *col = zeros(9 * OS * OS);
+    float *dw = zeros(nw), *dwk = zeros(nw), *db = zeros(F), *dbk = zeros(F);
+    ck_assert_int_eq(cpu_conv_forward(x, w, NULL, yt, N, 1, S, S, F, 3, 0, 0), 1);
+    cpu_conv_backward(x, w, dy, dw, db, NULL, N, 1, S, S, F, 3, 0, 0);
+    ck_assert_int_eq(conv_forward(&nn_cpu, x, w, NULL, yt, N, 1, S, S, F, 3, 0, col, 1, 0), 1);
+    conv_backward(&nn_cpu, NULL, w, dy, dwk, dbk, NULL, N, 1, S, S, F, 3, 0, col, 1, 0);
+    same_floats("threaded conv: dw from the kept input", dw, dwk, nw);
+    same_floats("threaded conv: db from the kept input", db, dbk, F);
+    omp_set_num_threads(1);
+    ck_assert_int_eq(conv_forward(&nn_cpu, x, w, NULL, y1, N, 1, S, S, F, 3, 0, col, 1, 0), 0);
+    same_floats("threaded conv: y as on one thread", y1, yt, ny);
+    free(x), free(w), free(dy), free(y1), free(yt), free(col), free(dw), free(dwk), free(db), free(dbk);
+}
+END_TEST
+
 /* oneDNN's convolutions (--conv onednn, winograd) against the same definitions and differences, on the
  * shapes of both models (batch sizes a run meets: full, remainder, one) and odd ones; one-channel inputs
  * take im2col (scratch for one sample). */
@@ -250,8 +284,8 @@ START_TEST(test_conv_pool_onednn)
         conv_pool_run c = conv_pool_through(&composed, x, w, pb, dpy, x_relu, N, C, S, F);
         /* Where oneDNN has Winograd (AVX-512) it takes nChw16c, which the fused pool reads: y stays unwritten. */
         int fused = is_sentinel(f.y, (size_t)F * N * OS * S * sizeof(float));
-        ck_assert_msg(fused || !onednn_has_winograd(), "oneDNN (%s, N %d): the fused pool did not run on an AVX-512 CPU",
-                      _i ? "winograd" : "direct", N);
+        ck_assert_msg(fused || !onednn_has_winograd(),
+                      "oneDNN (%s, N %d): the fused pool did not run on an AVX-512 CPU", _i ? "winograd" : "direct", N);
         if (!fused)
             printf("check_conv: oneDNN (%s, N %d) chose a layout nchw16c.h does not read: the composition ran\n",
                    _i ? "winograd" : "direct", N);
@@ -276,6 +310,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_conv_nopad);
     tcase_add_test(tc, test_conv_pad);
+    tcase_add_loop_test(tc, test_conv_threads, 0, 2); /* 2, 3 threads */
     tcase_add_loop_test(tc, test_conv_onednn, 0, 2); /* direct, Winograd */
     tcase_add_test(tc, test_conv_winograd_runs);
     tcase_add_loop_test(tc, test_conv_pool_onednn, 0, 2);

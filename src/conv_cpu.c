@@ -1,0 +1,81 @@
+#include "conv_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "gemm.h"
+#include "layers.h"
+#include "nn_cpu.h"
+#include "threads.h"
+
+/* Floats of one sample's im2col block, which each thread keeps on its stack: conv1's is 9 x 676 (convnet's
+ * 25 x 784). */
+enum { COL_MAX = 32768 };
+
+/* The last forward's input: a backward with x NULL (layers.h: kept) reads it again. */
+static const float *kept_x;
+
+static size_t out_plane(int H, int W, int k, int pad, int wide)
+{
+    return (size_t)conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
+}
+
+static int takes(int N, int C, int H, int W, int F, int k, int pad, int wide)
+{
+    (void)F;
+    return omp_get_max_threads() > 1 && N > 1 && (size_t)C * k * k * out_plane(H, W, k, pad, wide) <= COL_MAX;
+}
+
+/* Sample n as layers.c's loop computes it with chunks of one (the same calls, the same bits). */
+int cpu_conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
+                     int k, int pad, int wide)
+{
+    if (!takes(N, C, H, W, F, k, pad, wide))
+        return 0;
+    size_t P = out_plane(H, W, k, pad, wide);
+    int K = C * k * k;
+    PARALLEL_FOR
+    for (int n = 0; n < N; n++) {
+        float col[COL_MAX];
+        cpu_im2col(x, col, N, C, H, W, k, pad, n, 1, wide);
+        if (b)
+            cpu_fill(y + n * P, b, F, P, N * P, 1);
+        gemm_serial(0, 0, F, (int)P, K, 1.0f, w, K, col, (int)P, b ? 1.0f : 0.0f, y + n * P, N * (int)P);
+    }
+    kept_x = x;
+    return 1;
+}
+
+/* Each thread adds its samples' weight gradients into its own partial sum, in sample order; the partial
+ * sums are added to dw in thread order: one result per thread count. */
+int cpu_conv_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N, int C,
+                      int H, int W, int F, int k, int pad, int wide)
+{
+    if (!takes(N, C, H, W, F, k, pad, wide))
+        return 0;
+    size_t P = out_plane(H, W, k, pad, wide), nw = (size_t)F * C * k * k;
+    int K = C * k * k, threads = omp_get_max_threads();
+    const float *in = x ? x : kept_x;
+    float *partial = xcalloc((size_t)threads * nw, sizeof *partial);
+    cpu_sum_add(db, dy, F, N * P, N * P, 1);
+#pragma omp parallel num_threads(threads)
+    {
+        float col[COL_MAX], *dwt = partial + (size_t)omp_get_thread_num() * nw;
+#pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            const float *dyn = dy + n * P;
+            cpu_im2col(in, col, N, C, H, W, k, pad, n, 1, wide);
+            gemm_serial(0, 1, F, K, (int)P, 1.0f, dyn, N * (int)P, col, (int)P, 1.0f, dwt, K);
+            if (!dx)
+                continue;
+            gemm_serial(1, 0, K, (int)P, F, 1.0f, w, K, dyn, N * (int)P, 0.0f, col, (int)P);
+            cpu_col2im(col, dx, N, C, H, W, k, pad, n, 1, wide);
+        }
+    }
+    for (int t = 0; t < threads; t++)
+        for (size_t i = 0; i < nw; i++)
+            dw[i] += partial[(size_t)t * nw + i];
+    free(partial);
+    return 1;
+}
