@@ -40,13 +40,13 @@ typedef float vec16 __attribute__((vector_size(CHANNEL_BLOCK * sizeof(float))));
 #define HI(s, p) ((p) % (2 * (s)) < (s) ? (p) + (s) : (p) + CHANNEL_BLOCK)
 #define LANES(F, s) F(s, 0), F(s, 1), F(s, 2), F(s, 3), F(s, 4), F(s, 5), F(s, 6), F(s, 7), F(s, 8), F(s, 9), \
                     F(s, 10), F(s, 11), F(s, 12), F(s, 13), F(s, 14), F(s, 15)
-#define TRANSPOSE_LEVEL(r, s)                                                \
+#define TRANSPOSE_LEVEL(r, s)                                                  \
     _Pragma("GCC unroll 16") /* constant indices: the rows stay in registers */ \
-    for (int i = 0; i < CHANNEL_BLOCK; i++)                                     \
-        if (!(i & (s))) {                                                    \
-            vec16 lo = r[i], hi = r[i + (s)];                                \
-            r[i] = __builtin_shufflevector(lo, hi, LANES(LO, s));            \
-            r[i + (s)] = __builtin_shufflevector(lo, hi, LANES(HI, s));      \
+    for (int i = 0; i < CHANNEL_BLOCK; i++)                                    \
+        if (!(i & (s))) {                                                      \
+            vec16 lo = r[i], hi = r[i + (s)];                                  \
+            r[i] = __builtin_shufflevector(lo, hi, LANES(LO, s));              \
+            r[i + (s)] = __builtin_shufflevector(lo, hi, LANES(HI, s));        \
         }
 
 static inline __attribute__((always_inline)) void transpose16(vec16 r[CHANNEL_BLOCK])
@@ -115,11 +115,13 @@ static inline __attribute__((always_inline)) void backward_chunk(const pool_geom
             gb[c][o] = op_relu_grad(dy[at + o], y[at + o]);
             ab[c][o] = arg[at + o];
         }
+        for (int o = len; o % CHANNEL_BLOCK; o++) /* the last tile's unused lanes, defined */
+            gb[c][o] = 0.0f, ab[c][o] = 0;
     }
     for (int t = 0, ph = o0 / g->OW, pw = o0 % g->OW; t < len; t += CHANNEL_BLOCK) {
         vec16 gr[CHANNEL_BLOCK], ar[CHANNEL_BLOCK];
         for (int c = 0; c < CHANNEL_BLOCK; c++) {
-            memcpy(&gr[c], &gb[c][t], sizeof gr[c]); /* past len: unused lanes */
+            memcpy(&gr[c], &gb[c][t], sizeof gr[c]);
             memcpy(&ar[c], &ab[c][t], sizeof ar[c]);
         }
         transpose16(gr);

@@ -91,7 +91,8 @@ static const pool_shape blocked_pools[] = {
 /* Element (c, n, h, w) of planes [C][N][H] with rows of ld, in nchw16c.h's layout. */
 static size_t blocked_index(const pool_shape *s, int c, int n, int h, int w)
 {
-    return ((((size_t)n * (s->C / CHANNEL_BLOCK) + c / CHANNEL_BLOCK) * s->H + h) * s->W + w) * CHANNEL_BLOCK + c % CHANNEL_BLOCK;
+    size_t pixel = (((size_t)n * (s->C / CHANNEL_BLOCK) + c / CHANNEL_BLOCK) * s->H + h) * s->W + w;
+    return pixel * CHANNEL_BLOCK + c % CHANNEL_BLOCK;
 }
 
 /* CNHW rows of ld <-> the blocked layout; junk columns (w >= W) come back as zeros. */
