@@ -1,7 +1,6 @@
 #include "conv_cpu.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "errors.h"
 #include "gemm.h"
@@ -16,24 +15,18 @@ enum { COL_MAX = 32768 };
 /* The last forward's input: a backward with x NULL (layers.h: kept) reads it again. */
 static const float *kept_x;
 
-static size_t out_plane(int H, int W, int k, int pad, int wide)
+static int takes(int N, int C, int H, int W, int k, int pad, int wide)
 {
-    return (size_t)conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
-}
-
-static int takes(int N, int C, int H, int W, int F, int k, int pad, int wide)
-{
-    (void)F;
-    return omp_get_max_threads() > 1 && N > 1 && (size_t)C * k * k * out_plane(H, W, k, pad, wide) <= COL_MAX;
+    return omp_get_max_threads() > 1 && N > 1 && (size_t)C * k * k * conv_plane(H, W, k, pad, wide) <= COL_MAX;
 }
 
 /* Sample n as layers.c's loop computes it with chunks of one (the same calls, the same bits). */
 int cpu_conv_forward(const float *x, const float *w, const float *b, float *y, int N, int C, int H, int W, int F,
                      int k, int pad, int wide)
 {
-    if (!takes(N, C, H, W, F, k, pad, wide))
+    if (!takes(N, C, H, W, k, pad, wide))
         return 0;
-    size_t P = out_plane(H, W, k, pad, wide);
+    size_t P = conv_plane(H, W, k, pad, wide);
     int K = C * k * k;
     PARALLEL_FOR
     for (int n = 0; n < N; n++) {
@@ -52,9 +45,9 @@ int cpu_conv_forward(const float *x, const float *w, const float *b, float *y, i
 int cpu_conv_backward(const float *x, const float *w, const float *dy, float *dw, float *db, float *dx, int N, int C,
                       int H, int W, int F, int k, int pad, int wide)
 {
-    if (!takes(N, C, H, W, F, k, pad, wide))
+    if (!takes(N, C, H, W, k, pad, wide))
         return 0;
-    size_t P = out_plane(H, W, k, pad, wide), nw = (size_t)F * C * k * k;
+    size_t P = conv_plane(H, W, k, pad, wide), nw = (size_t)F * C * k * k;
     int K = C * k * k, threads = omp_get_max_threads();
     const float *in = x ? x : kept_x;
     float *partial = xcalloc((size_t)threads * nw, sizeof *partial);

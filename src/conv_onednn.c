@@ -381,8 +381,8 @@ static void backward_run(conv_plan *p, const float *x, const float *x_relu, cons
     dnnl_exec_arg_t dargs[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)},
                                {DNNL_ARG_DIFF_SRC, arg_out(&p->dx, dx)}};
     run(p->bwd_data, 3, dargs);
-    DNNL_CHECK(dnnl_stream_wait(stream));
     if (x_relu && p->dx_blocked) {
+        DNNL_CHECK(dnnl_stream_wait(stream));
         nchw16c_relu_backward((const float *)(arena + p->dx.offset), x_relu, dx, p->C, p->N, p->H * p->W);
         return;
     }
@@ -410,12 +410,6 @@ static int onednn_backward(const float *x, const float *w, const float *dy, floa
     return 1;
 }
 
-/* The pool's rows in the layer's layout of y (layers.h: wide or not). */
-static int pool_ld(const conv_plan *p)
-{
-    return p->wide ? p->W : conv_out(p->W, p->k, p->pad);
-}
-
 static int onednn_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N,
                                     int C, int H, int W, int F, int k, int pad, int wide, int winograd)
 {
@@ -426,7 +420,7 @@ static int onednn_conv_pool_forward(const float *x, const float *w, const float 
         return 0;
     forward_run(p, x, w, NULL, NULL);
     nchw16c_maxpool2_relu_forward((const float *)(arena + p->y.offset), pb, py, arg, F, N, conv_out(H, k, pad),
-                                  conv_out(W, k, pad), pool_ld(p));
+                                  conv_out(W, k, pad), conv_ld(W, k, pad, wide));
     return 1;
 }
 
@@ -440,7 +434,7 @@ static int onednn_pool_conv_backward(float *dpy, const float *py, const int32_t 
     if (!p->dy_pooled)
         return 0;
     nchw16c_relu_maxpool2_backward(dpy, py, arg, (float *)(arena + p->dyw.offset), F, N, conv_out(H, k, pad),
-                                   conv_out(W, k, pad), pool_ld(p));
+                                   conv_out(W, k, pad), conv_ld(W, k, pad, wide));
     backward_run(p, x, x_relu, w, NULL, dw, db, dx);
     return 1;
 }

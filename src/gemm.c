@@ -12,8 +12,8 @@ gemm_args gemm_colmajor(int trans_a, int trans_b, int m, int n, int k, const flo
     return g;
 }
 
-void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                     const float *b, int ldb, float beta, float *c, int ldc)
+void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                 int ldb, float beta, float *c, int ldc)
 {
     gemm_args g = gemm_colmajor(trans_a, trans_b, m, n, k, a, lda, b, ldb);
     cblas_sgemm(CblasColMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, g.m, g.n,
@@ -38,10 +38,10 @@ void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const floa
     for (int t = 0; t < threads; t++) {
         int lo = (int)((long)len * t / threads), hi = (int)((long)len * (t + 1) / threads);
         if (by_col) /* columns lo..hi of op(B) and C */
-            gemm_serial(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + (size_t)lo * ldb : b + lo, ldb,
-                     beta, c + lo, ldc);
+            gemm_serial(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + (size_t)lo * ldb : b + lo,
+                        ldb, beta, c + lo, ldc);
         else /* rows lo..hi of op(A) and C */
-            gemm_serial(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + (size_t)lo * lda, lda, b, ldb,
-                     beta, c + (size_t)lo * ldc, ldc);
+            gemm_serial(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + (size_t)lo * lda, lda, b,
+                        ldb, beta, c + (size_t)lo * ldc, ldc);
     }
 }

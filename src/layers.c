@@ -2,7 +2,7 @@
 
 size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide)
 {
-    return (size_t)C * k * k * chunk * conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
+    return (size_t)C * k * k * chunk * conv_plane(H, W, k, pad, wide);
 }
 
 int conv_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C, int H,
@@ -10,7 +10,7 @@ int conv_forward(const nn_backend *be, const float *x, const float *w, const flo
 {
     if (be->conv_forward && be->conv_forward(x, w, b, y, N, C, H, W, F, k, pad, wide))
         return 1;
-    size_t P = (size_t)conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
+    size_t P = conv_plane(H, W, k, pad, wide);
     int K = C * k * k;
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int ns = N - n0 < chunk ? N - n0 : chunk;
@@ -28,7 +28,7 @@ void conv_backward(const nn_backend *be, const float *x, const float *w, const f
 {
     if (be->conv_backward && be->conv_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide))
         return;
-    size_t P = (size_t)conv_out(H, k, pad) * (wide ? W : conv_out(W, k, pad));
+    size_t P = conv_plane(H, W, k, pad, wide);
     int K = C * k * k;
     be->sum_add(db, dy, F, N * P, N * P, 1);
     for (int n0 = 0; n0 < N; n0 += chunk) {
@@ -50,8 +50,7 @@ int conv_pool_forward(const nn_backend *be, const float *x, const float *w, cons
     if (be->conv_pool_forward && be->conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide))
         return 1;
     int kept = conv_forward(be, x, w, NULL, y, N, C, H, W, F, k, pad, col, chunk, wide);
-    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad);
-    be->maxpool2_relu_forward(y, pb, py, arg, F, N, OH, OW, wide ? W : OW);
+    be->maxpool2_relu_forward(y, pb, py, arg, F, N, conv_out(H, k, pad), conv_out(W, k, pad), conv_ld(W, k, pad, wide));
     return kept;
 }
 
@@ -62,8 +61,8 @@ void pool_conv_backward(const nn_backend *be, float *dpy, const float *py, const
     if (be->pool_conv_backward &&
         be->pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide))
         return;
-    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad);
-    be->relu_maxpool2_backward(dpy, py, arg, y, F * N, OH, OW, wide ? W : OW);
+    be->relu_maxpool2_backward(dpy, py, arg, y, F * N, conv_out(H, k, pad), conv_out(W, k, pad),
+                               conv_ld(W, k, pad, wide));
     conv_backward(be, x, w, y, dw, db, dx, N, C, H, W, F, k, pad, col, chunk, wide);
     if (dx && x_relu)
         be->relu_backward(dx, x_relu, (size_t)C * N * H * W);

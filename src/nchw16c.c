@@ -12,15 +12,15 @@ static inline size_t blocked_at(int n, int cb, int CB, int H, int W, int h, int 
     return ((((size_t)n * CB + cb) * H + h) * W + w) * CHANNEL_BLOCK;
 }
 
-/* The geometry of one call: C channels in CB blocks, N samples, H x W inputs pooled into P = OH x OW outputs
+/* The geometry of one call: CB blocks of channels, N samples, H x W inputs pooled into P = OH x OW outputs
  * per plane, argmaxes as indices into planes with rows of ld. */
 typedef struct {
-    int C, CB, N, H, W, ld, OW, P;
+    int CB, N, H, W, ld, OW, P;
 } pool_geom;
 
 static pool_geom geom(int C, int N, int H, int W, int ld)
 {
-    return (pool_geom){C, C / CHANNEL_BLOCK, N, H, W, ld, W / 2, (H / 2) * (W / 2)};
+    return (pool_geom){C / CHANNEL_BLOCK, N, H, W, ld, W / 2, (H / 2) * (W / 2)};
 }
 
 /* The output after (ph, pw) in its plane, without a division per output. */
