@@ -16,6 +16,10 @@ typedef struct {
     long kernels, gemms, waits;
 } nn_counts;
 
+/* The GEMM of gemm.h, row-major semantics. */
+typedef void nn_gemm_fn(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc);
+
 typedef struct nn_backend {
     const char *name; /* "cpu" or "cuda" */
     int chunk;        /* samples per im2col + GEMM in a convolution */
@@ -34,8 +38,7 @@ typedef struct nn_backend {
      * gemm of gemm.h; im2col / col2im of samples n0 .. n0+ns-1 (wide: the wide layout of ops.h); fill:
      * y[r][j] = b[r] (by_row) or b[j], r < rows, j < cols, rows ld apart; sum_add: out[c] += sum of count
      * values stride apart from x + c * cstride (bias gradients). */
-    void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                 int ldb, float beta, float *c, int ldc);
+    nn_gemm_fn *gemm;
     void (*im2col)(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide);
     void (*col2im)(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,
                    int wide);

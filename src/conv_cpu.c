@@ -26,15 +26,10 @@ int cpu_conv_forward(const float *x, const float *w, const float *b, float *y, i
 {
     if (!takes(N, C, H, W, k, pad, wide))
         return 0;
-    size_t P = conv_plane(H, W, k, pad, wide);
-    int K = C * k * k;
     PARALLEL_FOR
     for (int n = 0; n < N; n++) {
         float col[COL_MAX];
-        cpu_im2col(x, col, N, C, H, W, k, pad, n, 1, wide);
-        if (b)
-            cpu_fill(y + n * P, b, F, P, N * P, 1);
-        gemm_serial(0, 0, F, (int)P, K, 1.0f, w, K, col, (int)P, b ? 1.0f : 0.0f, y + n * P, N * (int)P);
+        conv_forward_range(&nn_cpu, gemm_serial, x, w, b, y, N, C, H, W, F, k, pad, col, n, n + 1, 1, wide);
     }
     kept_x = x;
     return 1;
@@ -48,7 +43,7 @@ int cpu_conv_backward(const float *x, const float *w, const float *dy, float *dw
     if (!takes(N, C, H, W, k, pad, wide))
         return 0;
     size_t P = conv_plane(H, W, k, pad, wide), nw = (size_t)F * C * k * k;
-    int K = C * k * k, threads = omp_get_max_threads();
+    int threads = omp_get_max_threads();
     const float *in = x ? x : kept_x;
     float *partial = xcalloc((size_t)threads * nw, sizeof *partial);
     cpu_sum_add(db, dy, F, N * P, N * P, 1);
@@ -56,15 +51,9 @@ int cpu_conv_backward(const float *x, const float *w, const float *dy, float *dw
     {
         float col[COL_MAX], *dwt = partial + (size_t)omp_get_thread_num() * nw;
 #pragma omp for schedule(static)
-        for (int n = 0; n < N; n++) {
-            const float *dyn = dy + n * P;
-            cpu_im2col(in, col, N, C, H, W, k, pad, n, 1, wide);
-            gemm_serial(0, 1, F, K, (int)P, 1.0f, dyn, N * (int)P, col, (int)P, 1.0f, dwt, K);
-            if (!dx)
-                continue;
-            gemm_serial(1, 0, K, (int)P, F, 1.0f, w, K, dyn, N * (int)P, 0.0f, col, (int)P);
-            cpu_col2im(col, dx, N, C, H, W, k, pad, n, 1, wide);
-        }
+        for (int n = 0; n < N; n++)
+            conv_backward_range(&nn_cpu, gemm_serial, in, w, dy, dwt, dx, N, C, H, W, F, k, pad, col, n, n + 1, 1,
+                                wide);
     }
     for (int t = 0; t < threads; t++)
         for (size_t i = 0; i < nw; i++)

@@ -5,22 +5,48 @@ size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide)
     return (size_t)C * k * k * chunk * conv_plane(H, W, k, pad, wide);
 }
 
+void conv_forward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x, const float *w, const float *b,
+                        float *y, int N, int C, int H, int W, int F, int k, int pad, float *col, int n0, int n1,
+                        int chunk, int wide)
+{
+    size_t P = conv_plane(H, W, k, pad, wide);
+    int K = C * k * k;
+    for (; n0 < n1; n0 += chunk) {
+        int ns = n1 - n0 < chunk ? n1 - n0 : chunk;
+        be->im2col(x, col, N, C, H, W, k, pad, n0, ns, wide);
+        /* Bias first, then the GEMM accumulates onto it (beta 1): no extra pass over y. */
+        if (b)
+            be->fill(y + n0 * P, b, F, ns * P, N * P, 1);
+        gemm(0, 0, F, ns * (int)P, K, 1.0f, w, K, col, ns * (int)P, b ? 1.0f : 0.0f, y + n0 * P, N * (int)P);
+    }
+}
+
 int conv_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C, int H,
                  int W, int F, int k, int pad, float *col, int chunk, int wide)
 {
     if (be->conv_forward && be->conv_forward(x, w, b, y, N, C, H, W, F, k, pad, wide))
         return 1;
+    conv_forward_range(be, be->gemm, x, w, b, y, N, C, H, W, F, k, pad, col, 0, N, chunk, wide);
+    return be->keep_col && N <= chunk;
+}
+
+void conv_backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x, const float *w, const float *dy,
+                         float *dw, float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int n0,
+                         int n1, int chunk, int wide)
+{
     size_t P = conv_plane(H, W, k, pad, wide);
     int K = C * k * k;
-    for (int n0 = 0; n0 < N; n0 += chunk) {
-        int ns = N - n0 < chunk ? N - n0 : chunk;
-        be->im2col(x, col, N, C, H, W, k, pad, n0, ns, wide);
-        /* Bias first, then the GEMM accumulates onto it (beta 1): no extra pass over y. */
-        if (b)
-            be->fill(y + n0 * P, b, F, ns * P, N * P, 1);
-        be->gemm(0, 0, F, ns * (int)P, K, 1.0f, w, K, col, ns * (int)P, b ? 1.0f : 0.0f, y + n0 * P, N * (int)P);
+    for (; n0 < n1; n0 += chunk) {
+        int ns = n1 - n0 < chunk ? n1 - n0 : chunk;
+        const float *dyc = dy + n0 * P;
+        if (x) /* NULL: col holds it already (layers.h) */
+            be->im2col(x, col, N, C, H, W, k, pad, n0, ns, wide);
+        gemm(0, 1, F, K, ns * (int)P, 1.0f, dyc, N * (int)P, col, ns * (int)P, 1.0f, dw, K);
+        if (!dx)
+            continue;
+        gemm(1, 0, K, ns * (int)P, F, 1.0f, w, K, dyc, N * (int)P, 0.0f, col, ns * (int)P);
+        be->col2im(col, dx, N, C, H, W, k, pad, n0, ns, wide);
     }
-    return be->keep_col && N <= chunk;
 }
 
 void conv_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
@@ -29,19 +55,8 @@ void conv_backward(const nn_backend *be, const float *x, const float *w, const f
     if (be->conv_backward && be->conv_backward(x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide))
         return;
     size_t P = conv_plane(H, W, k, pad, wide);
-    int K = C * k * k;
     be->sum_add(db, dy, F, N * P, N * P, 1);
-    for (int n0 = 0; n0 < N; n0 += chunk) {
-        int ns = N - n0 < chunk ? N - n0 : chunk;
-        const float *dyc = dy + n0 * P;
-        if (x) /* NULL: col holds it already (layers.h) */
-            be->im2col(x, col, N, C, H, W, k, pad, n0, ns, wide);
-        be->gemm(0, 1, F, K, ns * (int)P, 1.0f, dyc, N * (int)P, col, ns * (int)P, 1.0f, dw, K);
-        if (!dx)
-            continue;
-        be->gemm(1, 0, K, ns * (int)P, F, 1.0f, w, K, dyc, N * (int)P, 0.0f, col, ns * (int)P);
-        be->col2im(col, dx, N, C, H, W, k, pad, n0, ns, wide);
-    }
+    conv_backward_range(be, be->gemm, x, w, dy, dw, dx, N, C, H, W, F, k, pad, col, 0, N, chunk, wide);
 }
 
 int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,

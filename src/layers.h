@@ -48,6 +48,16 @@ int conv_forward(const nn_backend *be, const float *x, const float *w, const flo
 void conv_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                    float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
 
+/* The loops of conv_forward (y) and conv_backward (dw, dx; not db) over samples n0 .. n1-1 only, `chunk` at a
+ * time, with gemm in place of the backend's: conv_cpu.c shares a batch's samples among threads, each
+ * running its own range with a one-thread GEMM and its own col (and dw). */
+void conv_forward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x, const float *w, const float *b,
+                        float *y, int N, int C, int H, int W, int F, int k, int pad, float *col, int n0, int n1,
+                        int chunk, int wide);
+void conv_backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x, const float *w, const float *dy,
+                         float *dw, float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int n0,
+                         int n1, int chunk, int wide);
+
 /* conv_forward without bias into y, then the backend's maxpool2_relu_forward of y (rows wide ? W : OW long)
  * with bias pb into py and arg: net's conv2, whose bias follows the pool (max(x) + b = max(x + b)). y is
  * scratch: a backend may pool its own layout and leave y unwritten. Returns what conv_forward returns. */
