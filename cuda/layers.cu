@@ -338,8 +338,7 @@ static void conv_fits32(int C, int H, int W, int k, int pad, int ns, int wide)
 static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide)
 {
     conv_fits32(C, H, W, k, pad, ns, wide);
-    size_t P = (size_t)(H + 2 * pad - k + 1) * (wide ? W : W + 2 * pad - k + 1);
-    LAUNCH(k_im2col, (size_t)C * k * k * ns * P, x, col, N, H, W, k, pad, n0, ns, wide);
+    LAUNCH(k_im2col, (size_t)C * k * k * ns * conv_plane(H, W, k, pad, wide), x, col, N, H, W, k, pad, n0, ns, wide);
 }
 
 static void cu_col2im(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,

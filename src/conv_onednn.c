@@ -182,7 +182,8 @@ static plan_mds plan_descs(const conv_plan *p)
 {
     int OH = conv_out(p->H, p->k, p->pad), OW = conv_out(p->W, p->k, p->pad);
     dnnl_dims_t x = {p->N, p->C, p->H, p->W}, y = {p->N, p->F, OH, OW}, w = {p->F, p->C, p->k, p->k}, b = {p->F};
-    return (plan_mds){.x = cnhw_md(p->N, p->C, p->H, p->W, p->W), .y = cnhw_md(p->N, p->F, OH, OW, p->wide ? p->W : OW),
+    return (plan_mds){.x = cnhw_md(p->N, p->C, p->H, p->W, p->W),
+                      .y = cnhw_md(p->N, p->F, OH, OW, conv_ld(p->W, p->k, p->pad, p->wide)),
                       .w = dense_md(4, w, dnnl_oihw), .b = dense_md(1, b, dnnl_a),
                       .any_x = dense_md(4, x, dnnl_format_tag_any), .any_y = dense_md(4, y, dnnl_format_tag_any),
                       .any_w = dense_md(4, w, dnnl_format_tag_any), .strides = {1, 1}, .pad = {p->pad, p->pad}};

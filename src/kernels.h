@@ -27,8 +27,7 @@ static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t
  * 2^32 - 1 elements (net's conv2 at 4096 samples: 7.4e8). The CUDA backend checks it before a launch. */
 static inline HD int kern_conv_fits32(int C, int H, int W, int k, int pad, int ns, int wide)
 {
-    size_t P = (size_t)(H + 2 * pad - k + 1) * (size_t)(wide ? W : W + 2 * pad - k + 1);
-    return (size_t)C * (size_t)(k * k) * (size_t)ns * P <= UINT32_MAX && (size_t)C * (size_t)ns * H * W <= UINT32_MAX;
+    return (size_t)C * (size_t)(k * k) * (size_t)ns * conv_plane(H, W, k, pad, wide) <= UINT32_MAX && (size_t)C * (size_t)ns * H * W <= UINT32_MAX;
 }
 
 /* i < C*k*k * ns*P: one entry of col [C*k*k][ns*P] (P = OH*OW, or OH*W when wide); the channel comes
@@ -36,7 +35,7 @@ static inline HD int kern_conv_fits32(int C, int H, int W, int k, int pad, int n
 static inline HD void kern_im2col(uint32_t i, const float *x, float *col, int N, int H, int W, int k, int pad, int n0,
                                   int ns, int wide)
 {
-    uint32_t OH = (uint32_t)(H + 2 * pad - k + 1), OW = (uint32_t)(wide ? W : W + 2 * pad - k + 1), uk = (uint32_t)k;
+    uint32_t OH = (uint32_t)conv_out(H, k, pad), OW = (uint32_t)conv_ld(W, k, pad, wide), uk = (uint32_t)k;
     uint32_t P = OH * OW, ld = (uint32_t)ns * P, r = i / ld, q = i - r * ld;
     uint32_t c = r / (uk * uk), t = r - c * uk * uk, kh = t / uk, kw = t - kh * uk;
     uint32_t n = q / P, j = q - n * P;
@@ -53,7 +52,7 @@ static inline HD void kern_im2col(uint32_t i, const float *x, float *col, int N,
 static inline HD void kern_col2im(uint32_t i, const float *dcol, float *dx, int N, int H, int W, int k, int pad,
                                   int n0, int ns, int wide)
 {
-    uint32_t OH = (uint32_t)(H + 2 * pad - k + 1), OW = (uint32_t)(wide ? W : W + 2 * pad - k + 1);
+    uint32_t OH = (uint32_t)conv_out(H, k, pad), OW = (uint32_t)conv_ld(W, k, pad, wide);
     uint32_t P = OH * OW, ld = (uint32_t)ns * P, HW = (uint32_t)H * (uint32_t)W, nHW = (uint32_t)ns * HW;
     uint32_t c = i / nHW, q = i - c * nHW, n = q / HW, j = q - n * HW;
     const float *src = dcol + (size_t)c * (size_t)(k * k) * ld + (size_t)n * P;

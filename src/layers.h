@@ -10,24 +10,8 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "ops.h"
 
-/* Output size of a stride-1 convolution; the macro serves constant expressions (model geometry). */
-#define CONV_OUT(size, k, pad) ((size) + 2 * (pad) - (k) + 1)
-static inline int conv_out(int size, int k, int pad)
-{
-    return CONV_OUT(size, k, pad);
-}
-
-/* A convolution's output rows are this long: OW, or W in the wide layout (below); its planes hold OH of them. */
-static inline int conv_ld(int W, int k, int pad, int wide)
-{
-    return wide ? W : conv_out(W, k, pad);
-}
-
-static inline size_t conv_plane(int H, int W, int k, int pad, int wide)
-{
-    return (size_t)conv_out(H, k, pad) * conv_ld(W, k, pad, wide);
-}
 
 /* Floats of im2col scratch conv_forward/conv_backward need for chunks of `chunk` samples. */
 size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide);

@@ -54,6 +54,24 @@ static inline HD int op_span_hi(int d, int size)
     return size - d;
 }
 
+/* Output size of a stride-1 convolution; the macro serves constant expressions (model geometry). */
+#define CONV_OUT(size, k, pad) ((size) + 2 * (pad) - (k) + 1)
+static inline HD int conv_out(int size, int k, int pad)
+{
+    return CONV_OUT(size, k, pad);
+}
+
+/* A convolution's output rows are this long: OW, or W in the wide layout (below); its planes hold OH of them. */
+static inline HD int conv_ld(int W, int k, int pad, int wide)
+{
+    return wide ? W : conv_out(W, k, pad);
+}
+
+static inline HD size_t conv_plane(int H, int W, int k, int pad, int wide)
+{
+    return (size_t)conv_out(H, k, pad) * conv_ld(W, k, pad, wide);
+}
+
 /* The wide layout (pad 0, output rows as long as input rows W, the last k-1 columns junk): output
  * offset j = oh W + ow of a plane reads input offset j + op_wide_offset(kh, kw, W) through tap
  * (kh, kw), so a tap is one contiguous span per plane; offsets j < op_wide_span(OH, W, k) stay
