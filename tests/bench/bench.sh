@@ -82,7 +82,8 @@ print(f"  scaling: 1 rank {spread(one, '{:.0f}'.format)} images/s, 2 ranks {spre
 print(f"  the machine's ceiling: two independent 1-rank runs at once, the slower at "
       f"{spread(ceiling, '{:.0%}'.format)} of one alone")
 print(f"  threads, 1 rank: --threads 2 {spread(t2, '{:.0f}'.format)} images/s: "
-      f"{spread([b / a for a, b in zip(one, t2)], '{:.2f}x'.format)} --threads 1")
+      f"{spread([b / a for a, b in zip(one, t2)], '{:.2f}x'.format)} --threads 1, against the same ceiling's "
+      f"{spread([2 * c for c in ceiling], '{:.2f}x'.format)} (a static split waits for the slower core)")
 PY
 grep '^OpenBLAS kernels' "$TMP/ddp2.log" | sed 's/$/; the PyTorch peer ran the same/'
 echo "where mnist_ddp's epoch went (--profile):"
