@@ -15,7 +15,7 @@ need_data
 # 4.4 ms per step).
 unset OMPI_MCA_btl_vader_single_copy_mechanism
 steps=${BENCH_STEPS:-200}
-rounds=${BENCH_ROUNDS:-3}
+rounds=${BENCH_ROUNDS:-5}
 
 t0=$(now)
 run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 --profile --metrics "$TMP/ddp2.json" \
