@@ -27,7 +27,8 @@ static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t
  * 2^32 - 1 elements (net's conv2 at 4096 samples: 7.4e8). The CUDA backend checks it before a launch. */
 static inline HD int kern_conv_fits32(int C, int H, int W, int k, int pad, int ns, int wide)
 {
-    return (size_t)C * (size_t)(k * k) * (size_t)ns * conv_plane(H, W, k, pad, wide) <= UINT32_MAX && (size_t)C * (size_t)ns * H * W <= UINT32_MAX;
+    return (size_t)C * (size_t)(k * k) * (size_t)ns * conv_plane(H, W, k, pad, wide) <= UINT32_MAX &&
+           (size_t)C * (size_t)ns * H * W <= UINT32_MAX;
 }
 
 /* i < C*k*k * ns*P: one entry of col [C*k*k][ns*P] (P = OH*OW, or OH*W when wide); the channel comes
