@@ -33,11 +33,27 @@ void preempt_install(void)
             die(EX_OSERR, "cannot install the handler of signal %d", sigs[i]);
 }
 
-/* EndTime=2024-05-01T12:34:56 (local time) in scontrol's output; 0 when absent or "Unknown". */
-static double scontrol_end_time(const char *job)
+static int all_digits(const char *s)
 {
-    char cmd[128], line[4096];
-    snprintf(cmd, sizeof cmd, "scontrol show job -o %s 2>/dev/null", job);
+    return s && *s && strspn(s, "0123456789") == strlen(s);
+}
+
+/* EndTime=2024-05-01T12:34:56 (local time) of this job's own line of 'scontrol show job -o'; 0 when absent or
+ * "Unknown". Asked for by the array's ID, scontrol lists every task of the array, and the task whose job ID is
+ * the array's would take another task's end time (one long past, for a task that ran before it): an array task
+ * asks for ARRAY_TASK, and only the line that begins with its own JobId counts. */
+static double scontrol_end_time(void)
+{
+    const char *job = getenv("SLURM_JOB_ID"), *array = getenv("SLURM_ARRAY_JOB_ID");
+    const char *task = getenv("SLURM_ARRAY_TASK_ID");
+    if (!all_digits(job))
+        return 0;
+    char cmd[160], own[48], line[4096];
+    if (all_digits(array) && all_digits(task))
+        snprintf(cmd, sizeof cmd, "scontrol show job -o %s_%s 2>/dev/null", array, task);
+    else
+        snprintf(cmd, sizeof cmd, "scontrol show job -o %s 2>/dev/null", job);
+    snprintf(own, sizeof own, "JobId=%s ", job);
     FILE *f = popen(cmd, "r");
     if (!f)
         return 0;
@@ -45,29 +61,45 @@ static double scontrol_end_time(const char *job)
     while (fgets(line, sizeof line, f)) {
         const char *p = strstr(line, " EndTime=");
         struct tm tm = {.tm_isdst = -1};
-        if (p && strptime(p + 9, "%Y-%m-%dT%H:%M:%S", &tm))
+        if (strncmp(line, own, strlen(own)) == 0 && p && strptime(p + 9, "%Y-%m-%dT%H:%M:%S", &tm))
             end = (double)mktime(&tm);
     }
     pclose(f);
     return end;
 }
 
-static double find_job_end(void)
+/* The end and where it came from (for the warning about one that is already past). */
+static double find_job_end(const char **source)
 {
-    const char *v = getenv("MNIST_DDP_JOB_END");
-    if (!v)
-        v = getenv("SLURM_JOB_END_TIME");
-    if (v)
-        return strtod(v, NULL);
-    const char *job = getenv("SLURM_JOB_ID");
-    return job && strspn(job, "0123456789_") == strlen(job) ? scontrol_end_time(job) : 0;
+    const char *names[] = {"MNIST_DDP_JOB_END", "SLURM_JOB_END_TIME"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *v = getenv(names[i]);
+        if (v) {
+            *source = names[i];
+            return strtod(v, NULL);
+        }
+    }
+    *source = "scontrol show job";
+    return scontrol_end_time();
 }
 
 double preempt_job_end(void)
 {
     int rank;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    double end = rank == 0 ? find_job_end() : 0;
+    double end = 0;
+    if (rank == 0) {
+        const char *source;
+        end = find_job_end(&source);
+        double now = (double)time(NULL);
+        /* A job cannot have started after its own end: stopping at once on such a value would only requeue
+         * the job to stop again. */
+        if (end > 0 && end <= now) {
+            warn("the job's end time from %s is %.0f s in the past: ignored, no stop before the time limit",
+                 source, now - end);
+            end = 0;
+        }
+    }
     MPI_CHECK(MPI_Bcast(&end, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     return end > 0 ? end : 0;
 }

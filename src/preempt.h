@@ -9,7 +9,8 @@ enum { PREEMPT_TIME_LIMIT = 1000 };
 
 /* Collective: the job's end, in seconds since the epoch, or 0 when unknown; rank 0 finds it and broadcasts
  * it. From MNIST_DDP_JOB_END (epoch seconds; for tests only), else SLURM_JOB_END_TIME, else the EndTime of
- * 'scontrol show job $SLURM_JOB_ID' (Slurm 22.05 does not export the former). */
+ * this job's own line of 'scontrol show job' (Slurm 22.05 does not export the former; an array task asks for
+ * ARRAY_TASK). An end already past is ignored with a warning. */
 double preempt_job_end(void);
 /* Installs the handlers (only with checkpoints: without them the default, ending at once, is better). */
 void preempt_install(void);

@@ -41,3 +41,40 @@ set -e
 [ "$rc" -eq 0 ] || { cat "$TMP/resume.log"; fail "resume: exit $rc"; }
 grep -q "^resumed from step $step " "$TMP/resume.log" || { cat "$TMP/resume.log"; fail "resume: not from step $step"; }
 echo "ok: stopped at step $step after $((t1 - t0)) s, $((end - t1)) s before the end; resumed"
+
+# Where the end comes from scontrol (Slurm 22.05), each job reads its own line: a stand-in scontrol lists the
+# three tasks of array job 700001, as the real one does when asked for the array's ID, the task whose ID is
+# the array's (task 2, started last) first and two tasks that ended before it after it. Task 2 asks for
+# 700001_2 and takes its own end, not the last line's; a plain job whose own end is already past ignores it
+# with a warning instead of stopping at once (and being requeued to stop again).
+mkdir -p "$TMP/bin"
+cat >"$TMP/bin/scontrol" <<EOF
+#!/bin/sh
+echo "\$*" >>"$TMP/scontrol.args"
+at() { date -d "@\$((\$(date +%s) + \$1))" +%Y-%m-%dT%H:%M:%S; }
+echo "JobId=700001 ArrayJobId=700001 ArrayTaskId=2 JobName=sweep JobState=RUNNING StartTime=\$(at -5) EndTime=\$(at 600) Deadline=N/A"
+echo "JobId=700002 ArrayJobId=700001 ArrayTaskId=0 JobName=sweep JobState=COMPLETED StartTime=\$(at -700) EndTime=\$(at -100) Deadline=N/A"
+echo "JobId=700003 ArrayJobId=700001 ArrayTaskId=1 JobName=sweep JobState=COMPLETED StartTime=\$(at -100) EndTime=\$(at -3) Deadline=N/A"
+EOF
+chmod +x "$TMP/bin/scontrol"
+# A singleton (no mpirun, which would take SLURM_JOB_ID for an allocation of its own).
+jobend() {
+  rm -f "$TMP/scontrol.args"
+  set +e
+  # shellcheck disable=SC2086
+  env -u MNIST_DDP_JOB_END -u SLURM_JOB_END_TIME -u SLURM_ARRAY_JOB_ID -u SLURM_ARRAY_TASK_ID PATH="$TMP/bin:$PATH" \
+    "$@" timeout -k 10 300 "$MNIST_DDP" $opts --max-steps 3 --checkpoint-dir "$TMP/ckpt-$SLURM_JOB_ID" \
+    >"$TMP/jobend.log" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -eq 0 ] || { cat "$TMP/jobend.log"; fail "SLURM_JOB_ID=$SLURM_JOB_ID: exit $rc"; }
+}
+SLURM_JOB_ID=700001 jobend SLURM_ARRAY_JOB_ID=700001 SLURM_ARRAY_TASK_ID=2
+[ "$(cat "$TMP/scontrol.args")" = "show job -o 700001_2" ] || fail "array task 2 asked scontrol '$(cat "$TMP/scontrol.args")'"
+grep -Eq "^the job ends in (59[0-9]|600) s" "$TMP/jobend.log" || { cat "$TMP/jobend.log"; fail "array task 2 took another task's end"; }
+echo "ok: array task 2 (job ID = the array's): $(grep -m1 '^the job ends in' "$TMP/jobend.log" | cut -d: -f1)"
+SLURM_JOB_ID=700003 jobend
+[ "$(cat "$TMP/scontrol.args")" = "show job -o 700003" ] || fail "job 700003 asked scontrol '$(cat "$TMP/scontrol.args")'"
+grep -Eq "warning: the job's end time from scontrol show job is [0-9] s in the past: ignored" "$TMP/jobend.log" &&
+  ! grep -q '^the job ends in' "$TMP/jobend.log" || { cat "$TMP/jobend.log"; fail "an end already past was not ignored"; }
+echo "ok: an end already past: $(grep -m1 'warning: ' "$TMP/jobend.log")"

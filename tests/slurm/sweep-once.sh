@@ -1,7 +1,8 @@
 #!/bin/bash
 # run-array.sbatch's sweep table: written once and whole, also when tasks end together (two tasks that both
 # saw every task finished each ran sweep-summary into one temporary file: NUL bytes in summary.tsv and in a
-# job log, which made tests/multinode/slurm-nodes.sh fail now and then). No Slurm: the array's tasks run one
+# job log, which made tests/multinode/slurm-nodes.sh fail now and then); a finished task run again does not
+# train; a failed task ends the sweep too. No Slurm: the array's tasks run one
 # after the other against a stand-in run-ddp.sbatch, from the state where both have finished training.
 # Run by make check, or by hand: abs_top_srcdir=$PWD tests/slurm/sweep-once.sh
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -14,12 +15,14 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-# A checkout whose run-ddp.sbatch only writes the summary line mnist_ddp would (to its --metrics file).
+# A checkout whose run-ddp.sbatch only writes the summary line mnist_ddp would (to its --metrics file) and
+# notes that it ran.
 mkdir -p "$work/root/slurm" "$work/submit"
 cp "$srcdir/slurm/run-array.sbatch" "$srcdir/slurm/sweep-summary" "$srcdir/slurm/sweep.tsv" "$work/root/slurm/"
 cat > "$work/root/slurm/run-ddp.sbatch" << 'EOF'
 while [ $# -gt 0 ]; do [ "$1" = --metrics ] && m=$2; shift; done
 echo '{"type":"summary","test_accuracy":0.5,"epochs":1,"wall_s":2.0,"images_per_s":100}' > "$m"
+echo trained >> "$(dirname "$m")/trained"
 EOF
 # task N: run-array.sbatch as Slurm runs array task N of a 2-task array job 7; output in task-N.out.
 task() {
@@ -29,9 +32,11 @@ task() {
 }
 sweep=$work/submit/runs/sweep-7
 
-# Task 1 finished training before task 0 counted the finished tasks, and counts them itself after task 0.
+# Task 1 ended (its exit file written) before task 0 counted the ended tasks; task 1 then runs again (requeued
+# by someone after it finished) and counts them itself after task 0.
 mkdir -p "$sweep/task-1"
 echo '{"type":"summary","test_accuracy":0.5,"epochs":1,"wall_s":2.0,"images_per_s":100}' > "$sweep/task-1/metrics.jsonl"
+echo 0 > "$sweep/task-1/exit"
 task 0 || fail "task 0 exited $?: $(cat "$work/task-0.out")"
 task 1 || fail "task 1 exited $?: $(cat "$work/task-1.out")"
 tables=$(grep -l '^run-array: all 2 tasks done' "$work"/task-*.out | wc -l)
@@ -41,6 +46,25 @@ if [ "$(cut -f1 "$sweep/summary.tsv" | tr '\n' ' ')" = "task task-0 task-1 " ] &
     pass "summary.tsv: a header and one row per task"
 else
     fail "summary.tsv: $(cat -A "$sweep/summary.tsv")"
+fi
+if [ ! -e "$sweep/task-1/trained" ] && grep -q '^run-array: task 1 of array job 7 finished already' "$work/task-1.out" &&
+    [ "$(cat "$sweep/task-0/trained")" = trained ] && [ "$(cat "$sweep/task-0/exit")" = 0 ]; then
+    pass "a finished task run again does not train: $(cat "$work/task-1.out")"
+else
+    fail "task 1 (finished) trained again or said nothing: $(cat "$work/task-1.out")"
+fi
+
+# A task that failed ends the sweep too: the last task to end prints the table, naming the failure.
+rm -rf "$sweep"
+mkdir -p "$sweep/task-1"
+printf 'seed\tlr\n2\t1.0\n' > "$sweep/task-1/row.tsv"
+echo 3 > "$sweep/task-1/exit"
+task 0 || fail "task 0 exited $?: $(cat "$work/task-0.out")"
+if grep -q '^run-array: all 2 tasks done (failed: task-1)' "$work/task-0.out" &&
+    [ "$(cut -f1,4 "$sweep/summary.tsv" | tr '\t\n' ': ')" = "task:test_accuracy_% task-0:50.00 task-1:- " ]; then
+    pass "a failed task ends the sweep: $(grep '^run-array: all' "$work/task-0.out")"
+else
+    fail "after a failed task: $(cat "$work/task-0.out"; cat "$sweep/summary.tsv")"
 fi
 
 # sweep-summary's temporary file is its own: another writer's (here a leftover with that writer's name from
