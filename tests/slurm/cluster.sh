@@ -11,7 +11,9 @@
 #   slurm_wait_idle NODE...   wait until every NODE is idle (hard error after 60 s)
 #   slurm_stop PID            SIGTERM, then SIGKILL after 15 s
 #   slurm_cancel_all          cancel every job and wait until the queue is empty
-#   slurm_one_node            all of the above for one node on 127.0.0.1, with its cleanup
+#   slurm_one_node [FIRST]    all of the above for one node on 127.0.0.1, with its cleanup; job IDs from FIRST
+#                             (default 1): two clusters at once must not both run "job 2", whose Open MPI
+#                             shared-memory segments would collide
 
 slurm_packages() {
     local pkgs=(munge slurmctld slurmd slurm-client libpmix-dev) missing=() p apt_log
@@ -180,6 +182,7 @@ SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 NodeName=$node NodeAddr=127.0.0.1 CPUs=8 RealMemory=8000 Gres=gpu:2 State=UNKNOWN
 PartitionName=test Nodes=$node Default=YES MaxTime=60 State=UP
+FirstJobId=${1:-1}
 EOF
     } > "$tmp/slurm.conf"
     export SLURM_CONF=$tmp/slurm.conf

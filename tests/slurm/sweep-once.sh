@@ -21,6 +21,7 @@ mkdir -p "$work/root/slurm" "$work/submit"
 cp "$srcdir/slurm/run-array.sbatch" "$srcdir/slurm/sweep-summary" "$srcdir/slurm/sweep.tsv" "$work/root/slurm/"
 cat > "$work/root/slurm/run-ddp.sbatch" << 'EOF'
 while [ $# -gt 0 ]; do [ "$1" = --metrics ] && m=$2; shift; done
+[ "$SLURM_ARRAY_TASK_ID" = "${STANDIN_FAIL:-}" ] && exit 3
 echo '{"type":"summary","test_accuracy":0.5,"epochs":1,"wall_s":2.0,"images_per_s":100}' > "$m"
 echo trained >> "$(dirname "$m")/trained"
 EOF
@@ -56,9 +57,8 @@ fi
 
 # A task that failed ends the sweep too: the last task to end prints the table, naming the failure.
 rm -rf "$sweep"
-mkdir -p "$sweep/task-1"
-printf 'seed\tlr\n2\t1.0\n' > "$sweep/task-1/row.tsv"
-echo 3 > "$sweep/task-1/exit"
+STANDIN_FAIL=1 task 1
+[ "$(cat "$sweep/task-1/exit" 2> /dev/null)" = 3 ] || fail "task 1 failed with 3, its exit file says '$(cat "$sweep/task-1/exit" 2>&1)'"
 task 0 || fail "task 0 exited $?: $(cat "$work/task-0.out")"
 if grep -q '^run-array: all 2 tasks done (failed: task-1)' "$work/task-0.out" &&
     [ "$(cut -f1,4 "$sweep/summary.tsv" | tr '\t\n' ': ')" = "task:test_accuracy_% task-0:50.00 task-1:- " ]; then
