@@ -1,4 +1,4 @@
-// NCCL communicator and the bucketed gradient all-reduce for device buffers (mirrors src/comm_mpi.c).
+// NCCL communicator and the bucketed gradient all-reduce for device buffers (mirrors src/comm/comm_mpi.c).
 //
 // Streams: the trainer computes on the compute stream (device.cu); every collective here runs on a
 // dedicated communication stream (non-blocking, highest priority), ordered with events: the comm stream
@@ -10,7 +10,7 @@
 // next NCCL call on the communicator we poll ncclCommGetAsyncError until it leaves ncclInProgress. Every
 // wait (init, enqueue, completion) has the --comm-timeout deadline; on error or timeout we call
 // ncclCommAbort (GPU kernels of the communicator return) and die() (MPI_Abort: every rank stops).
-// No MPI here: cuda/gpu_host.c broadcasts the unique ID.
+// No MPI here: src/gpu/gpu_mpi.c broadcasts the unique ID.
 #include "config.h"
 
 #include <cstdio>
@@ -18,9 +18,9 @@
 #include <cstring>
 #include <ctime>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "cuda_check.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 
 static_assert(GPU_NCCL_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "GPU_NCCL_ID_BYTES must equal NCCL_UNIQUE_ID_BYTES");
 static_assert(sizeof(ncclUniqueId) == GPU_NCCL_ID_BYTES, "ncclUniqueId size changed");

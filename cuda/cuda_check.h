@@ -19,7 +19,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "errors.h"
+#include "base/errors.h"
 
 static inline int cuda_exit_code(cudaError_t e)
 {

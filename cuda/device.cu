@@ -1,4 +1,4 @@
-// Device choice and information (no MPI here: cuda/gpu_host.c gathers and checks across ranks).
+// Device choice and information (no MPI here: src/gpu/gpu_mpi.c gathers and checks across ranks).
 // One device per process: the bound device and its compute stream are process state.
 #include "config.h"
 
@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "cuda_check.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 
 static int bound_device = -1;
 static cudaStream_t compute_stream = nullptr;

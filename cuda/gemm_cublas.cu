@@ -1,4 +1,4 @@
-// gemm() of src/gemm.h for device pointers: cuBLAS (column-major) through the row-major -> column-major
+// gemm() of src/nn/cpu/gemm.h for device pointers: cuBLAS (column-major) through the row-major -> column-major
 // argument mapping gemm_colmajor() that the CPU path's CBLAS call uses too (tests/unit/check_gemm.c checks it),
 // on the compute stream, with the precision of --precision.
 #include "config.h"
@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "cuda_check.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 extern "C" {
-#include "gemm.h"
+#include "nn/cpu/gemm.h"
 }
 
 static cublasHandle_t handle = nullptr;

@@ -1,5 +1,5 @@
-// The CUDA backend (src/backend.h). Elementwise kernels are grid-stride loops over the per-thread
-// functions of src/kernels.h and the math of src/ops.h (tested on the CPU by tests/unit/check_kernels.c); the
+// The CUDA backend (src/nn/backend.h). Elementwise kernels are grid-stride loops over the per-thread
+// functions of src/nn/kernels.h and the math of src/nn/ops.h (tested on the CPU by tests/unit/check_kernels.c); the
 // GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block trees
 // of the reductions (block_sum: per-channel slices, the loss), whose summation order differs from the
 // CPU's: results agree with the CPU path to rounding, not bit for bit, and with themselves bit for bit
@@ -11,10 +11,10 @@
 #include <cstdint>
 
 #include "cuda_check.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 extern "C" {
-#include "backend.h"
-#include "kernels.h"
+#include "nn/backend.h"
+#include "nn/kernels.h"
 }
 
 enum { THREADS = KERN_LANES }; // a power of two: block_sum halves it

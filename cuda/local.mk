@@ -1,17 +1,11 @@
-# GPU path: device choice, NCCL communicator and bucketed gradient all-reduce (src/gpu.h).
-# The pure decisions (src/gpu_plan.c) build and are unit-tested (tests/unit) in every configuration; the CUDA
-# translation units (nvcc, no MPI) and their MPI glue (cuda/gpu_host.c) only with HAVE_CUDA; a
-# CPU-only build gets src/gpu_none.c (gpu_available/gpu_decide: no GPU).
-src_libmnistddp_a_SOURCES += src/gpu.h src/gpu_plan.c src/gpu_plan.h
+# cuda: the nvcc side of the GPU path (src/gpu/gpu.h), MPI-free: device and streams, cuBLAS GEMMs, the layers'
+# kernels (their bodies shared with the CPU through src/nn/kernels.h), NCCL, the profile's device clock.
 if HAVE_CUDA
 src_libmnistddp_a_SOURCES += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/profile_cuda.cu \
-	cuda/cuda_check.h cuda/gpu_host.c
-else
-src_libmnistddp_a_SOURCES += src/gpu_none.c
+	cuda/cuda_check.h
 endif
 # make dist ships every GPU file whatever this tree was configured with (tests/gpu/local.mk: their tests).
-EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/profile_cuda.cu cuda/cuda_check.h \
-	cuda/gpu_host.c src/gpu_none.c
+EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/profile_cuda.cu cuda/cuda_check.h
 
 # nvcc writes each object's header dependencies (-MMD, in the .cu.o rule) beside it.
 -include cuda/device.d cuda/comm_nccl.d cuda/gemm_cublas.d cuda/layers.d cuda/profile_cuda.d

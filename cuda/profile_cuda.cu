@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "cuda_check.h"
-#include "gpu.h"
-#include "profile_clock.h"
+#include "gpu/gpu.h"
+#include "base/profile_clock.h"
 
 enum { RING = 4096 }; // ~20 laps per step: 200 steps between two read-backs
 

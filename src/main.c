@@ -3,14 +3,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "blas_core.h"
-#include "bootstrap.h"
-#include "errors.h"
-#include "gpu.h"
-#include "log.h"
-#include "options.h"
-#include "profile.h"
-#include "train.h"
+#include "nn/cpu/blas_core.h"
+#include "comm/bootstrap.h"
+#include "base/errors.h"
+#include "gpu/gpu.h"
+#include "base/log.h"
+#include "train/options.h"
+#include "base/profile.h"
+#include "train/train.h"
 
 /* 1: every rank trains on its GPU; 0: on the CPU (gpu_decide says why when a GPU was wanted). */
 static int choose_device(const options *o, const ddp_env *env)
@@ -20,6 +20,17 @@ static int choose_device(const options *o, const ddp_env *env)
         die_all(EX_USAGE, "--precision %s: only the GPU path computes in reduced precision; the CPU uses fp32",
                 o->precision);
     return gpu;
+}
+
+/* --device cpu / --no-cuda on the command line (options are parsed after MPI_Init: their errors are
+ * reported collectively): no GPU context before MPI_Init for a CPU run. */
+static int cpu_requested(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--no-cuda") || !strcmp(argv[i], "--device=cpu") ||
+            (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")))
+            return 1;
+    return 0;
 }
 
 static void report_blas(void)
@@ -36,6 +47,9 @@ int main(int argc, char **argv)
     options o;
     error_set_program("mnist_ddp");
     blas_core_fix(argv);
+    /* A CUDA-aware MPI may create a GPU context inside MPI_Init: on this rank's GPU, not on GPU 0. */
+    if (!cpu_requested(argc, argv))
+        gpu_choose_early();
     bootstrap_init(&argc, &argv, &env);
     options_parse(argc, argv, &o);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our own one-line messages instead of HDF5's stack dumps */

@@ -23,7 +23,7 @@ run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 --prof
   || { cat "$TMP/ddp2.log"; fail "mnist_ddp"; }
 wall_ddp=$(ms_since "$t0")
 # The peer's GEMMs run OpenBLAS's kernels too: the same ones, where mnist_ddp replaced OpenBLAS's fallback
-# for a CPU it does not know (src/blas_core.h), so that the ratios compare the programs, not the kernels.
+# for a CPU it does not know (src/nn/cpu/blas_core.h), so that the ratios compare the programs, not the kernels.
 kernels=$(sed -n 's/^OpenBLAS kernels: \([A-Za-z0-9]*\).*/\1/p' "$TMP/ddp2.log")
 [ -n "${OPENBLAS_CORETYPE:-}" ] || [ -z "$kernels" ] || export OPENBLAS_CORETYPE="$kernels"
 t0=$(now)

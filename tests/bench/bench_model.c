@@ -10,13 +10,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "blas_core.h"
-#include "errors.h"
-#include "model.h"
-#include "nn_cpu.h"
-#include "optim.h"
-#include "rng.h"
-#include "threads.h"
+#include "nn/cpu/blas_core.h"
+#include "base/errors.h"
+#include "nn/model.h"
+#include "nn/cpu/conv_choice.h"
+#include "nn/cpu/nn_cpu.h"
+#include "nn/optim.h"
+#include "base/rng.h"
+#include "base/threads.h"
 
 static double now(clockid_t clock)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "errors.h"
+#include "base/errors.h"
 
 enum { MAX_FDS = 1024 };
 static jmp_buf on_exit_jump;

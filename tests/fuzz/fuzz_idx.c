@@ -1,10 +1,10 @@
-/* libFuzzer harness: the IDX parser (src/idx.c) on arbitrary bytes, read as an images file and as a labels
+/* libFuzzer harness: the IDX parser (src/data/idx.c) on arbitrary bytes, read as an images file and as a labels
  * file. Besides the sanitizers, an accepted file must be exactly what its header describes. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "idx.h"
+#include "data/idx.h"
 
 typedef struct {
     const char *path;

@@ -6,11 +6,12 @@
 #include <stdlib.h>
 
 #include "fuzz_common.h"
-#include "h5util.h"
-#include "checkpoint.h"
-#include "model.h"
-#include "optim.h"
-#include "train_state.h"
+#include "data/h5util.h"
+#include "train/checkpoint.h"
+#include "nn/model.h"
+#include "nn/cpu/nn_cpu.h"
+#include "nn/optim.h"
+#include "train/train_state.h"
 
 static model *net, *convnet;
 static optim *sgd;
@@ -22,8 +23,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     MPI_Init(NULL, NULL);
     h5_quiet(); /* HDF5's error stack printing off, as the program's readers have it */
-    net = model_create("net", 1);
-    convnet = model_create("convnet", 1);
+    net = model_create_on(&nn_cpu, "net", 1);
+    convnet = model_create_on(&nn_cpu, "convnet", 1);
     sgd = optim_create(&(optim_cfg){.kind = OPTIM_SGD, .momentum = 0.5f}, model_num_params(convnet));
     return 0;
 }
@@ -31,7 +32,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void load_net(void *path) { checkpoint_load_model(path, net); }
 static void load_convnet(void *path) { checkpoint_load_model(path, convnet); }
 
-/* The run's identity as the file states it (the names src/train.c gives), so that an intact checkpoint passes
+/* The run's identity as the file states it (the names src/train/train.c gives), so that an intact checkpoint passes
  * the identity and checksum checks and the fuzzer reaches the paths past them. */
 static void identity_of(const char *path, ts_identity *id)
 {

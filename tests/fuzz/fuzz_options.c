@@ -1,11 +1,11 @@
-/* libFuzzer harness: the command-line parser (src/options.c). The input is the arguments, separated by NUL
+/* libFuzzer harness: the command-line parser (src/train/options.c). The input is the arguments, separated by NUL
  * bytes (tests/fuzz/options.dict lists the option names). */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "options.h"
+#include "train/options.h"
 
 enum { MAX_ARGS = 64 };
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 
 #include "fuzz_common.h"
-#include "mnist.h"
-#include "shards.h"
+#include "data/mnist.h"
+#include "data/shards.h"
 
 enum { READ_MAX = 256 }; /* samples read from each end: enough to cross chunks, bounded memory */
 

@@ -14,7 +14,7 @@
 #include <sysexits.h>
 #include <unistd.h>
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "gpu_mock.h"
 #include "../check_run.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "gpu_mock.h"
 #include "../check_run.h"
 

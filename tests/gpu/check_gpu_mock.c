@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "gpu_mock.h"
 #include "../check_run.h"
 

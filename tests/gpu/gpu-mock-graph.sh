@@ -1,5 +1,5 @@
 #!/bin/sh
-# The training step as a CUDA graph (--cuda-graph, src/step_graph.c), on 2 ranks with the simulated CUDA
+# The training step as a CUDA graph (--cuda-graph, src/train/step_graph.c), on 2 ranks with the simulated CUDA
 # runtime, cuBLAS and NCCL (tests/gpu/gpu_mock_train, graphs in tests/gpu/gpu_mock_graph.c). No GPU needed.
 # (1) a graph run and an eager run (--cuda-graph off) give the same losses, test results and parameters
 #     over two epochs with a partial last batch and evaluations (in the simulation only GEMMs, copies

@@ -1,5 +1,5 @@
 #!/bin/sh
-# cuda/gpu_host.c on 2 MPI ranks with the simulated CUDA runtime and NCCL (tests/gpu/gpu_mock_host.c):
+# src/gpu/gpu_mpi.c on 2 MPI ranks with the simulated CUDA runtime and NCCL (tests/gpu/gpu_mock_host.c):
 # device agreement (--device auto/cuda), the duplicate-GPU check, the start-up table, the NCCL unique-ID
 # broadcast, and the bootstrap address (--bootstrap-addr, NCCL_COMM_ID, port in use, wrong host).
 # Every failure: the right exit status on every rank, one line, no hang. No GPU needed.

@@ -16,7 +16,7 @@ small_mnist "$TMP/small" 128 16
 RUN_TIMEOUT=300
 STEPS=11 INTERVAL=4
 
-# Kernel launches per eager step (one micro-batch), derived from src/model.c and cuda/layers.cu; "sum": a
+# Kernel launches per eager step (one micro-batch), derived from src/nn/model.c and cuda/layers.cu; "sum": a
 # per-channel reduction (bias gradient), its slices and their finish, 2 launches.
 # net:     gather 1; conv1: im2col, bias+ReLU 2; conv2: im2col, pool+bias+ReLU 2; flatten+dropout 1;
 #          fc1: bias fill, ReLU, dropout 3; fc2: bias fill 1; loss: log-softmax, loss sum, its gradient 3;

@@ -29,9 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend.h"
-#include "errors.h"
-#include "gpu.h"
+#include "nn/backend.h"
+#include "base/errors.h"
+#include "gpu/gpu.h"
 #include "gpu_backend.h"
 
 /* Per precision, all relative to the reference's scale (see compare_metric), and set from an emulation:

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "nn/backend.h"
 
 /* Bit for bit, and few-ulp elementwise differences (see gpu_backend.c's header comment). */
 #define TOL_EXACT 0.0

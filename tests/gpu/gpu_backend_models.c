@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "gpu_backend.h"
-#include "model.h"
-#include "optim.h"
+#include "nn/model.h"
+#include "nn/optim.h"
 
 /* ---- (b) whole models --------------------------------------------------------------------------- */
 

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "gpu_backend.h"
-#include "rng.h"
+#include "base/rng.h"
 
 const nn_backend *bk[2];
 int failures;

@@ -1,4 +1,4 @@
-/* cuda/gpu_host.c under MPI with the simulated CUDA runtime and NCCL of tests/gpu/gpu_mock.c: one scenario
+/* src/gpu/gpu_mpi.c under MPI with the simulated CUDA runtime and NCCL of tests/gpu/gpu_mock.c: one scenario
  * per run (argv[1]), driven by tests/gpu/gpu-mock-host.sh with 2 ranks on this machine, no GPU needed.
  *   ok              every rank has its own GPU; table, communicator (unique ID broadcast), one step
  *   oversubscribed  1 GPU for 2 ranks                   -> exit 78
@@ -20,11 +20,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
-#include "errors.h"
-#include "gpu.h"
+#include "comm/bootstrap.h"
+#include "base/errors.h"
+#include "gpu/gpu.h"
 #include "gpu_mock.h"
-#include "log.h"
+#include "base/log.h"
 
 static ddp_env env;
 

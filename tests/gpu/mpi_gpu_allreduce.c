@@ -16,10 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "bootstrap.h"
-#include "errors.h"
-#include "gpu.h"
-#include "log.h"
+#include "comm/bootstrap.h"
+#include "base/errors.h"
+#include "gpu/gpu.h"
+#include "base/log.h"
 
 #define CK(call)                                                                                         \
     do {                                                                                                 \

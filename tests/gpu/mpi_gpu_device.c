@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap.h"
-#include "errors.h"
-#include "gpu.h"
-#include "log.h"
+#include "comm/bootstrap.h"
+#include "base/errors.h"
+#include "gpu/gpu.h"
+#include "base/log.h"
 
 static ddp_env env;
 

@@ -1,4 +1,4 @@
-/* The failures of src/comm_mpi.c that end the job (die() calls MPI_Abort, so they cannot run inside a
+/* The failures of src/comm/comm_mpi.c that end the job (die() calls MPI_Abort, so they cannot run inside a
  * Check suite): one scenario per run, driven under mpirun by tests/comm-failures.sh.
  *   diverge R    rank R's parameters differ from rank 0's in one bit: comm_check_replicas stops every
  *                rank with 70, rank 0 naming rank R
@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
-#include "comm.h"
-#include "errors.h"
+#include "comm/bootstrap.h"
+#include "comm/comm.h"
+#include "base/errors.h"
 
 enum { N = 1000, STEPS = 5, MISSED_STEP = 3 };
 

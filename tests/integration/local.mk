@@ -6,7 +6,7 @@
 # - the output files: damaged model files and checkpoints refused before HDF5 parses them (files-corrupt);
 #   their modes and failure paths: full disk, read-only directory, a killed writer's temporaries
 #   (files-failures); no listening socket of the trainer's own (sockets);
-# - the CPU collectives (src/comm_mpi.c): a Check suite on 2 ranks (tests/run-test; also passes on 3 with
+# - the CPU collectives (src/comm/comm_mpi.c): a Check suite on 2 ranks (tests/run-test; also passes on 3 with
 #   MPI_NP=3), and comm_fail's scenarios that end the job, driven by comm-failures.sh;
 # - the data tools: mnist2h5 and data/fetch-mnist;
 # - damaged shard sets: a seeded corruption campaign on the reader (shard_load) and the trainer.

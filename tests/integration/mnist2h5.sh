@@ -116,7 +116,7 @@ h5dump -p -H "$out/nested/train-00000-of-00003.h5" 2>&1 | grep -q 'CHECKSUM' || 
 echo "ok: h5dump -H / -A / -p"
 
 # The manifests, checked with Python's own SHA-256: every file's size, digest and sample count, the
-# totals, the source digest, and the manifest's digest of itself (src/manifest.h has the format).
+# totals, the source digest, and the manifest's digest of itself (src/data/manifest.h has the format).
 if "$py" - "$out/nested" "$I" <<'EOF'; then echo "ok: manifests"; else fail "manifest check"; fi
 import hashlib, os, sys
 d, images = sys.argv[1:3]

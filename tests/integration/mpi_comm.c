@@ -1,4 +1,4 @@
-/* The CPU collectives of src/comm_mpi.c on 2 or more ranks (tests/run-test: mpirun, CK_FORK=no):
+/* The CPU collectives of src/comm/comm_mpi.c on 2 or more ranks (tests/run-test: mpirun, CK_FORK=no):
  * - comm_average averages, not sums (exactly, for values chosen so);
  * - the bucketed gradient all-reduce sums rank-dependent gradients for bucket sizes 0, small, the whole
  *   buffer and more, with ranges back to front and out of order; the bucket count follows the rule (a
@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "../check_run.h"
-#include "bootstrap.h"
-#include "comm.h"
+#include "comm/bootstrap.h"
+#include "comm/comm.h"
 
 static int rank, world;
 static int nbc_expected = 3; /* libnbc's iallreduce algorithm: bootstrap's Rabenseifner, or the preset one */

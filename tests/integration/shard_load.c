@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "errors.h"
-#include "idx.h"
-#include "shards.h"
+#include "base/errors.h"
+#include "data/idx.h"
+#include "data/shards.h"
 
 int main(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The launcher's environment, cross-checked with MPI (src/bootstrap.c): every way it can disagree with
+# The launcher's environment, cross-checked with MPI (src/comm/bootstrap.c): every way it can disagree with
 # MPI or be corrupt ends every rank with 78 and a line naming the variable, before any data is read;
 # consistent srun- and mpirun-style environments run, and SLURM_CPUS_PER_TASK sets the threads per rank;
 # OpenBLAS's kernels and Open MPI's all-reduce algorithm follow what the environment chose.
@@ -85,7 +85,7 @@ runs_with() {
   runs_with 3 srun srun_like 2 2 0 env SLURM_CPUS_PER_TASK=3 $run
 }
 
-# OpenBLAS's kernels (src/blas_core.c): OpenBLAS 0.3.21 takes a CPU newer than itself (Emerald Rapids)
+# OpenBLAS's kernels (src/nn/cpu/blas_core.c): OpenBLAS 0.3.21 takes a CPU newer than itself (Emerald Rapids)
 # for a Prescott; on a CPU with AVX2 and FMA mnist_ddp never trains on that fallback, whatever OpenBLAS
 # detects here. A user's OPENBLAS_CORETYPE is kept, even Prescott.
 # kernels_are WANT CMD...: CMD succeeds and rank 0 reports OpenBLAS's WANT kernels (a regular expression).

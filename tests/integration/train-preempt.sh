@@ -1,5 +1,5 @@
 #!/bin/sh
-# Preemption (src/preempt.c): SIGUSR1 to one rank of a 2-rank run stops both at the next step boundary with a
+# Preemption (src/comm/preempt.c): SIGUSR1 to one rank of a 2-rank run stops both at the next step boundary with a
 # checkpoint and exit 75; the same command then resumes and ends with the parameters of a run that was never
 # stopped, bit for bit. A rank killed with SIGKILL ends the job; the same command resumes from the last
 # periodic checkpoint and ends the same way.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The job's time limit (src/preempt.c, train.c time_up): with checkpoints, a run whose job ends soon stops by
+# The job's time limit (src/comm/preempt.c, train.c time_up): with checkpoints, a run whose job ends soon stops by
 # itself at a step boundary with a checkpoint and exit 75, keeping 30 s plus a few steps and a checkpoint write
 # free before the end; the same command with a far end resumes from that checkpoint and completes. The end
 # comes from MNIST_DDP_JOB_END (for tests; Slurm's own sources are SLURM_JOB_END_TIME and scontrol).

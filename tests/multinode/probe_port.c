@@ -1,9 +1,9 @@
 /* probe_port HOST:PORT: the check rank 0 makes of --bootstrap-addr before NCCL's bootstrap root listens
- * there (cuda/gpu_host.c), runnable in a CPU-only build: prints "ok" or the message, exits 0 or 1.
+ * there (src/gpu/gpu_mpi.c), runnable in a CPU-only build: prints "ok" or the message, exits 0 or 1.
  * tests/multinode/mpirun-nodes.sh runs it on emulated nodes, where a host name means another machine. */
 #include <stdio.h>
 
-#include "gpu_plan.h"
+#include "gpu/gpu_plan.h"
 
 int main(int argc, char **argv)
 {

@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "model.h"
-#include "nn_cpu.h"
-#include "optim.h"
-#include "rng.h"
+#include "base/errors.h"
+#include "nn/model.h"
+#include "nn/cpu/conv_choice.h"
+#include "nn/cpu/nn_cpu.h"
+#include "nn/optim.h"
+#include "base/rng.h"
 
 static void write_data(hid_t loc, const char *name, hid_t type, int ndim, const hsize_t *dims, const void *data)
 {

@@ -8,7 +8,7 @@ Usage: replay_ddp.py WORLD INIT.h5 FINAL.h5 METRICS.json MNIST_DDP_OPTIONS...
   --epochs, optionally --accum-steps and --momentum.
 
 The promise, replayed with torch autograd and torch.optim.SGD (not a port of the C): in epoch e the
-training set is shuffled by the permutation of (seed, e) (src/sampler.c, ported in rng.py); it is cut
+training set is shuffled by the permutation of (seed, e) (src/data/sampler.c, ported in rng.py); it is cut
 into global batches of WORLD x batch samples, and rank r takes the r-th contiguous chunk of
 ceil(R / WORLD) of a global batch of R samples (the last one is partial, its chunks uneven). Each rank
 runs forward and backward on its own chunk (BatchNorm normalises by that chunk's statistics and
@@ -37,7 +37,7 @@ import rng  # noqa: E402
 from compare_model import Checker, ConvNet, Net, load  # noqa: E402
 from eval_saved_model import load_split  # noqa: E402
 
-DROPOUT_SALT = 0x64726F706F757421  # src/train.c: the dropout stream's domain separation
+DROPOUT_SALT = 0x64726F706F757421  # src/train/train.c: the dropout stream's domain separation
 
 # Tolerances, |C - torch| <= ATOL + RTOL |torch|. Both sides add the same float32 terms in other
 # orders (OpenBLAS GEMMs and a per-rank sum then an all-reduce, against oneDNN and autograd's

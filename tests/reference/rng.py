@@ -1,4 +1,4 @@
-"""NumPy port of src/rng.h (counter-based SplitMix64 draws) and of src/sampler.c's shuffle, written
+"""NumPy port of src/base/rng.h (counter-based SplitMix64 draws) and of src/data/sampler.c's shuffle, written
 independently from the C so the PyTorch references can regenerate the trainer's dropout masks and
 epoch orders. All arithmetic is uint64 with wrap-around, on arrays."""
 import numpy as np
@@ -46,7 +46,7 @@ def dropout_keep(dropout_key, ids, layer, count, p):
 
 
 def permutation(seed, epoch, n):
-    """src/sampler.c's shuffle of range(n) for (seed, epoch): Fisher-Yates from the top, position i
+    """src/data/sampler.c's shuffle of range(n) for (seed, epoch): Fisher-Yates from the top, position i
     swapped with below(key(seed, epoch), i, i + 1). (For i + 1 == 2^32 the C takes the top 32 bits,
     which is what the multiply-shift gives too: no special case here.)"""
     i = np.arange(1, n, dtype=np.uint64)

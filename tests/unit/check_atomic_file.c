@@ -1,4 +1,4 @@
-/* The atomic_file helper (src/atomic_file.h): exclusive temporaries that never follow a planted symlink,
+/* The atomic_file helper (src/base/atomic_file.h): exclusive temporaries that never follow a planted symlink,
  * the umask honoured, nothing left on abort, terminating signals held until the file is in place, stale
  * temporaries of dead writers removed (and only those), and a seal that refuses every damaged byte and
  * every truncation. */
@@ -15,9 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
+#include "base/atomic_file.h"
 #include "data_testutil.h"
-#include "errors.h"
+#include "base/errors.h"
 #include "../check_run.h"
 
 static char *g_dir;

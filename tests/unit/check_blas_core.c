@@ -4,7 +4,7 @@
 #include <check.h>
 #include <stddef.h>
 
-#include "blas_core.h"
+#include "nn/cpu/blas_core.h"
 #include "../check_run.h"
 
 START_TEST(fallback_replaced)

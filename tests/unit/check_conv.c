@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv_cpu.h"
-#include "conv_onednn.h"
-#include "layers.h"
-#include "nn_cpu.h"
-#include "ops.h"
-#include "rng.h"
-#include "threads.h"
+#include "nn/cpu/conv_cpu.h"
+#include "nn/cpu/conv_onednn.h"
+#include "nn/layers.h"
+#include "nn/cpu/nn_cpu.h"
+#include "nn/ops.h"
+#include "base/rng.h"
+#include "base/threads.h"
 #include "../check_run.h"
 #include "kernel_testutil.h"
 #include "layer_testutil.h"
@@ -177,8 +177,8 @@ START_TEST(test_conv_threads)
     float *x = random_floats((size_t)N * S * S, 44, -1, 1), *w = random_floats(nw, 45, -1, 1);
     float *dy = random_floats(ny, 46, -1, 1), *y1 = zeros(ny), *yt = zeros(ny), *col = zeros(9 * OS * OS);
     float *dw = zeros(nw), *dwk = zeros(nw), *db = zeros(F), *dbk = zeros(F);
-    ck_assert_int_eq(cpu_conv_forward(x, w, NULL, yt, N, 1, S, S, F, 3, 0, 0), 1);
-    cpu_conv_backward(x, w, dy, dw, db, NULL, N, 1, S, S, F, 3, 0, 0);
+    ck_assert_int_eq(cpu_conv_forward(&nn_cpu, x, w, NULL, yt, N, 1, S, S, F, 3, 0, 0), 1);
+    cpu_conv_backward(&nn_cpu, x, w, dy, dw, db, NULL, N, 1, S, S, F, 3, 0, 0);
     ck_assert_int_eq(conv_forward(&nn_cpu, x, w, NULL, yt, N, 1, S, S, F, 3, 0, col, 1, 0), 1);
     conv_backward(&nn_cpu, NULL, w, dy, dwk, dbk, NULL, N, 1, S, S, F, 3, 0, col, 1, 0);
     same_floats("threaded conv: dw from the kept input", dw, dwk, nw);

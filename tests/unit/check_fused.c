@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "nn_cpu.h"
-#include "nchw16c.h"
-#include "rng.h"
+#include "nn/kernels.h"
+#include "nn/cpu/nn_cpu.h"
+#include "nn/cpu/nchw16c.h"
+#include "base/rng.h"
 #include "../check_run.h"
 #include "kernel_testutil.h"
 #include "model_testutil.h"

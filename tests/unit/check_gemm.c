@@ -6,9 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "gemm.h"
-#include "rng.h"
-#include "threads.h"
+#include "nn/cpu/gemm.h"
+#include "base/rng.h"
+#include "base/threads.h"
 #include "../check_run.h"
 
 /* Odd shapes, including degenerate 1s, and leading-dimension padding; the last two are large enough

@@ -1,4 +1,4 @@
-/* The pure decisions of the GPU path (src/gpu_plan.c), testable without a GPU: device index, why no GPU
+/* The pure decisions of the GPU path (src/gpu/gpu_plan.c), testable without a GPU: device index, why no GPU
  * is usable, duplicate-GPU detection from gathered PCI bus IDs, --bootstrap-addr parsing and its
  * precedence against NCCL_COMM_ID, the port probe (a real listener on 127.0.0.1) and the bandwidth
  * formulas. */
@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gpu_plan.h"
+#include "gpu/gpu_plan.h"
 #include "../check_run.h"
 
 #define ck_assert_contains(hay, needle)                                                                   \

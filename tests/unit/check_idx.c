@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #include "data_testutil.h"
-#include "errors.h"
-#include "idx.h"
-#include "sha256.h"
-#include "sha256_blocks.h"
+#include "base/errors.h"
+#include "data/idx.h"
+#include "base/sha256.h"
+#include "base/sha256_blocks.h"
 #include "../check_run.h"
 
 static char *g_dir; /* created in the parent (unchecked fixture), shared by the forked tests */

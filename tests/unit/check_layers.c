@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layers.h"
-#include "model.h"
-#include "nn_cpu.h"
-#include "ops.h"
-#include "rng.h"
+#include "nn/layers.h"
+#include "nn/model.h"
+#include "nn/cpu/nn_cpu.h"
+#include "nn/ops.h"
+#include "base/rng.h"
 #include "../check_run.h"
 #include "layer_testutil.h"
 #include "model_testutil.h"
@@ -397,7 +397,7 @@ static double model_loss(void *p)
 
 static void model_setup(model_ctx *c, const char *name, uint64_t seed)
 {
-    c->m = model_create(name, MN);
+    c->m = model_create_on(&nn_cpu, name, MN);
     ck_assert_ptr_nonnull(c->m);
     model_init_params(c->m, seed);
     random_batch(seed, MN, c->x, c->labels, c->ids);

@@ -3,7 +3,7 @@
 #include <check.h>
 #include <math.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "../check_run.h"
 
 static const char *dur(double s)

@@ -1,4 +1,4 @@
-/* Shard-set manifests (src/manifest.h): what the writer records, its exclusive temporary, and the
+/* Shard-set manifests (src/data/manifest.h): what the writer records, its exclusive temporary, and the
  * parser's strictness on manifests whose self-digest is valid but whose content is not (hand-made or
  * hostile). Damaged files and manifests are the corruption campaign's (shard-corruption.sh). */
 #include <check.h>
@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "data_testutil.h"
-#include "errors.h"
-#include "manifest.h"
-#include "sha256.h"
-#include "shards.h"
+#include "base/errors.h"
+#include "data/manifest.h"
+#include "base/sha256.h"
+#include "data/shards.h"
 
 static char *tmpdir;
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim.h"
+#include "nn/optim.h"
 #include "../check_run.h"
 
 #define NP 4

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sysexits.h>
 
-#include "errors.h"
-#include "sampler.h"
+#include "base/errors.h"
+#include "data/sampler.h"
 #include "../check_run.h"
 
 static int is_permutation(const uint64_t *p, uint64_t n)

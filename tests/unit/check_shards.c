@@ -10,11 +10,11 @@
 #include <unistd.h>
 
 #include "data_testutil.h"
-#include "errors.h"
-#include "idx.h"
-#include "rng.h"
-#include "sampler.h"
-#include "shards.h"
+#include "base/errors.h"
+#include "data/idx.h"
+#include "base/rng.h"
+#include "data/sampler.h"
+#include "data/shards.h"
 #include "shards_testutil.h"
 #include "../check_run.h"
 

@@ -11,9 +11,9 @@
 #include <sysexits.h>
 
 #include "data_testutil.h"
-#include "errors.h"
-#include "idx.h"
-#include "shards.h"
+#include "base/errors.h"
+#include "data/idx.h"
+#include "data/shards.h"
 #include "shards_testutil.h"
 #include "../check_run.h"
 

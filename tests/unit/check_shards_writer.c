@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "data_testutil.h"
-#include "errors.h"
-#include "shards.h"
+#include "base/errors.h"
+#include "data/shards.h"
 #include "shards_testutil.h"
 #include "../check_run.h"
 

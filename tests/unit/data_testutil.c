@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "errors.h"
-#include "idx.h"
-#include "rng.h"
+#include "base/errors.h"
+#include "data/idx.h"
+#include "base/rng.h"
 
 char *tu_mkdtemp(const char *tag)
 {

@@ -12,7 +12,7 @@ void tu_rmrf(const char *path);
 char *tu_path(const char *dir, const char *name);
 /* Deterministic synthetic samples: every image differs (its first 4 bytes encode its index). */
 void tu_synth(uint64_t n, uint64_t seed, uint8_t **images, uint8_t **labels);
-/* IDX files of count samples (the writer side of src/idx.h, for synthetic data); dies EX_CANTCREAT
+/* IDX files of count samples (the writer side of src/data/idx.h, for synthetic data); dies EX_CANTCREAT
  * / EX_IOERR naming the file. */
 void tu_write_idx_images(const char *path, const uint8_t *images, uint64_t count);
 void tu_write_idx_labels(const char *path, const uint8_t *labels, uint64_t count);

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "rng.h"
+#include "base/rng.h"
 
 static inline float *zeros(size_t n)
 {

@@ -4,9 +4,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "model.h"
-#include "nn_cpu.h"
-#include "rng.h"
+#include "nn/model.h"
+#include "nn/cpu/nn_cpu.h"
+#include "base/rng.h"
 
 /* n floats drawn U(lo, hi) from rng key `key` (malloc'd; at least one element). */
 static inline float *random_floats(size_t n, uint64_t key, float lo, float hi)

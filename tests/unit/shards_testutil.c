@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "data_testutil.h"
-#include "idx.h"
-#include "shards.h"
+#include "data/idx.h"
+#include "data/shards.h"
 #include "shards_testutil.h"
 
 char *g_dir;

@@ -4,7 +4,7 @@
 #define MNIST_SHARDS_TESTUTIL_H
 #include <stdint.h>
 
-#include "sha256.h"
+#include "base/sha256.h"
 
 extern char *g_dir; /* created in the parent (unchecked fixture), shared by the forked tests */
 

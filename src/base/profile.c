@@ -1,0 +1,155 @@
+#include "base/profile.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/errors.h"
+#include "base/log.h"
+
+int profile_active;
+
+static struct {
+    const char *name;
+    int training;
+    double s;
+} phase[PROFILE_MAX_PHASES];
+static int nphases;
+static double last; /* the stopwatch: the previous lap or mark */
+static const profile_clock *clk; /* NULL: the host's clock (last) */
+
+void profile_use_clock(const profile_clock *c) { clk = c; }
+
+void profile_enable(int on)
+{
+    profile_active = on;
+    nphases = 0;
+    last = clock_now();
+}
+
+/* The phase called name, added at the end on first use. */
+static int find(const char *name, int training)
+{
+    for (int i = 0; i < nphases; i++)
+        if (phase[i].name == name || strcmp(phase[i].name, name) == 0)
+            return i;
+    if (nphases == PROFILE_MAX_PHASES || strlen(name) >= PROFILE_NAME_LEN)
+        die(EX_SOFTWARE, "profile: no room for phase '%s'", name);
+    phase[nphases].name = name;
+    phase[nphases].training = training;
+    phase[nphases].s = 0;
+    return nphases++;
+}
+
+void profile_lap_on(const char *name)
+{
+    int i = find(name, 1);
+    if (clk) {
+        clk->lap(i);
+        return;
+    }
+    double now = clock_now();
+    phase[i].s += now - last;
+    last = now;
+}
+
+void profile_mark_on(void)
+{
+    if (clk)
+        clk->mark();
+    else
+        last = clock_now();
+}
+
+void profile_add(int i, double seconds)
+{
+    if (i < 0 || i >= nphases)
+        die(EX_SOFTWARE, "profile: device time for phase %d of %d", i, nphases);
+    phase[i].s += seconds;
+}
+
+void profile_record(const char *name, double seconds)
+{
+    if (profile_active)
+        phase[find(name, 0)].s += seconds;
+}
+
+void profile_gather(MPI_Comm comm, double train_s, profile_table *t)
+{
+    int ranks;
+    MPI_CHECK(MPI_Comm_size(comm, &ranks));
+    if (clk && profile_active)
+        clk->flush();
+    memset(t, 0, sizeof *t);
+    t->about = clk ? clk->about : NULL;
+    t->clock = clk ? clk->name : "host";
+    t->n = nphases;
+    for (int i = 0; i < nphases; i++) {
+        snprintf(t->name[i], sizeof t->name[i], "%s", phase[i].name);
+        t->training[i] = phase[i].training;
+    }
+    /* Rank 0's phases name the rows; another rank's seconds go to the row of the same name (0 if it has none). */
+    MPI_CHECK(MPI_Bcast(&t->n, 1, MPI_INT, 0, comm));
+    MPI_CHECK(MPI_Bcast(t->name, sizeof t->name, MPI_CHAR, 0, comm));
+    MPI_CHECK(MPI_Bcast(t->training, PROFILE_MAX_PHASES, MPI_INT, 0, comm));
+    /* One more value after the phases: the training time. */
+    double mine[PROFILE_MAX_PHASES + 1] = {0}, max[PROFILE_MAX_PHASES + 1], sum[PROFILE_MAX_PHASES + 1];
+    for (int i = 0; i < t->n; i++)
+        for (int j = 0; j < nphases; j++)
+            if (strcmp(t->name[i], phase[j].name) == 0)
+                mine[i] = phase[j].s;
+    mine[t->n] = train_s;
+    MPI_CHECK(MPI_Allreduce(mine, max, t->n + 1, MPI_DOUBLE, MPI_MAX, comm));
+    MPI_CHECK(MPI_Allreduce(mine, sum, t->n + 1, MPI_DOUBLE, MPI_SUM, comm));
+    for (int i = 0; i < t->n; i++) {
+        t->max[i] = max[i];
+        t->mean[i] = sum[i] / ranks;
+    }
+    t->train_max = max[t->n];
+    t->train_mean = sum[t->n] / ranks;
+    t->ranks = ranks;
+}
+
+static void print_row(const char *name, double max, double mean, double train_mean)
+{
+    char share[16] = "";
+    if (train_mean > 0)
+        snprintf(share, sizeof share, " %6.1f%%", 100 * mean / train_mean);
+    say("  %-26s %9.3f %9.3f%s", name, max, mean, share);
+}
+
+void profile_print(const profile_table *t)
+{
+    if (t->about)
+        say("profile: %s", t->about);
+    say("profile: seconds per phase, max and mean over %d rank%s; share of the mean training time", t->ranks,
+        t->ranks == 1 ? "" : "s");
+    say("  %-26s %9s %9s %7s", "phase", "max", "mean", "share");
+    double covered = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->training[i]) {
+            print_row(t->name[i], t->max[i], t->mean[i], t->train_mean);
+            covered += t->mean[i];
+        }
+    print_row("training (trainer's clock)", t->train_max, t->train_mean, t->train_mean);
+    for (int i = 0; i < t->n; i++)
+        if (!t->training[i])
+            print_row(t->name[i], t->max[i], t->mean[i], 0);
+    say("profile: the training phases cover %.1f%% of the training time", t->train_mean > 0 ? 100 * covered /
+        t->train_mean : 0);
+}
+
+char *profile_json(const profile_table *t, char *buf, size_t len)
+{
+    size_t at = (size_t)snprintf(buf, len,
+                                 "{\"ranks\":%d,\"clock\":\"%s\",\"train_max_s\":%.6f,\"train_mean_s\":%.6f,"
+                                 "\"phases\":[", t->ranks, t->clock, t->train_max, t->train_mean);
+    for (int i = 0; i < t->n && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s{\"phase\":\"%s\",\"training\":%s,\"max_s\":%.6f,\"mean_s\":%.6f}",
+                               i ? "," : "", t->name[i], t->training[i] ? "true" : "false", t->max[i], t->mean[i]);
+    if (at < len)
+        snprintf(buf + at, len - at, "]}");
+    if (at + 2 >= len)
+        die(EX_SOFTWARE, "profile: JSON buffer of %zu bytes too small", len);
+    return buf;
+}

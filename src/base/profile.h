@@ -1,0 +1,62 @@
+/* --profile: where a run's time goes, per named phase, on the host's monotonic clock (clock.h).
+ *
+ * One stopwatch per process: profile_lap(name) charges the time since the previous lap (or mark) to the
+ * training phase name, so consecutive laps cover the training loop without gaps and add up to its time;
+ * profile_mark() restarts the stopwatch where time must go nowhere (a checkpoint write, counted apart).
+ * Phases outside the loop (start-up, evaluation...) are recorded whole by profile_record. Off (the default),
+ * every call is one test of a flag: the model can call it per layer at no cost.
+ *
+ * Host clocks only time what the CPU does: on the GPU path they would time the queuing of kernels, so there
+ * main.c hands laps and marks to a device clock (profile_use_clock: CUDA events on the compute stream) and
+ * turns CUDA graphs off (a graph's kernels cannot be timed per phase). Phases are listed in order of first use. */
+#ifndef MNIST_PROFILE_H
+#define MNIST_PROFILE_H
+#include <mpi.h>
+#include <stddef.h>
+
+#include "base/profile_clock.h"
+
+#define PROFILE_MAX_PHASES 40
+#define PROFILE_NAME_LEN 32 /* with its NUL */
+
+extern int profile_active;
+
+/* Laps and marks go to c from now on (NULL: the host's clock). Its stopwatch starts at a mark (the trainer
+ * marks before each epoch's first step), not at profile_enable. */
+void profile_use_clock(const profile_clock *c);
+/* Starts (forgetting earlier phases) or stops profiling; the stopwatch starts now. */
+void profile_enable(int on);
+void profile_lap_on(const char *name);
+void profile_mark_on(void);
+/* name: a string that outlives the run (a literal). */
+static inline void profile_lap(const char *name)
+{
+    if (profile_active)
+        profile_lap_on(name);
+}
+static inline void profile_mark(void)
+{
+    if (profile_active)
+        profile_mark_on();
+}
+/* seconds of a phase outside the training loop. */
+void profile_record(const char *name, double seconds);
+
+/* The phases of rank 0 with their maximum and mean over the ranks of comm; training: the seconds the
+ * trainer counts as training (its own clock), summed over phases like the laps. */
+typedef struct {
+    int n, ranks;
+    char name[PROFILE_MAX_PHASES][PROFILE_NAME_LEN];
+    int training[PROFILE_MAX_PHASES]; /* a lap of the training loop, else a recorded phase */
+    double max[PROFILE_MAX_PHASES], mean[PROFILE_MAX_PHASES];
+    double train_max, train_mean;
+    const char *about, *clock; /* the clock's (profile_clock), NULL: the host's */
+} profile_table;
+
+/* Collective over comm (every rank calls it with its own training seconds); a device clock is flushed first. */
+void profile_gather(MPI_Comm comm, double train_s, profile_table *t);
+/* Rank 0 prints the table (say()). */
+void profile_print(const profile_table *t);
+/* The table as a JSON object into buf (for the --metrics summary); returns buf. */
+char *profile_json(const profile_table *t, char *buf, size_t len);
+#endif

@@ -1,0 +1,76 @@
+/* Collectives of the trainer.
+ *
+ * The table comm_backend is how train.c talks to them, whatever the device: comm_mpi (host buffers, MPI;
+ * this file) or comm_nccl() (device buffers, NCCL; src/gpu/gpu_mpi.c in a GPU build), beside nn_backend
+ * (backend.h) for the computation.
+ *
+ * The gradient all-reduce works in buckets (the rule of comm_plan.h): the model's backward calls
+ * ready() as each layer's gradients become final (back to front), a bucket starts as soon as it holds
+ * bucket_bytes, and only finish() waits, so communication overlaps the rest of backward. Sums, not
+ * averages: the trainer scales gradients by 1/global batch beforehand, which keeps uneven last batches
+ * exact. Every wait has a deadline (comm_wait_deadline: timeout_s until the first reduction, then the
+ * shorter step_timeout_s): a dead or stalled peer ends the job (69). */
+#ifndef MNIST_COMM_H
+#define MNIST_COMM_H
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/bootstrap.h"
+#include "comm/comm_plan.h"
+
+typedef struct {
+    const char *bootstrap_addr; /* NCCL's bootstrap HOST:PORT, NULL for its own choice (GPU only) */
+    double timeout_s;           /* deadline of every wait at start-up (--comm-timeout) */
+    double step_timeout_s;      /* of gradient all-reduce waits after the first (--step-timeout) */
+    size_t bucket_bytes;        /* start a bucket once it holds this many bytes (0: every range at once) */
+} comm_config;
+
+/* state: the backend's own, from create(); every other entry takes it. All entries are collective. */
+typedef struct comm_backend {
+    const char *name;
+    void *(*create)(const ddp_env *env, const comm_config *cfg, float *grads, size_t n);
+    /* Only an armed pass reduces: gradient accumulation arms the last micro-batch only. */
+    void (*arm)(void *state, int armed, long step);
+    /* The model's hook (grad_ready_fn): gradients [offset, offset + count) are final. */
+    void (*ready)(void *state, size_t offset, size_t count);
+    /* Starts what is left and waits for every bucket; the optimizer may then read the gradients. */
+    void (*finish)(void *state);
+    /* A launch of a captured step (CUDA graph) whose finish() ran inside the capture; NULL: no graphs. */
+    void (*replayed)(void *state, long step);
+    comm_stats (*stats)(const void *state);
+    /* Rank 0's n floats at p to every rank; what names them in error messages. */
+    void (*broadcast)(void *state, float *p, size_t n, const char *what);
+    /* In-place average over ranks (BatchNorm running statistics). */
+    void (*average)(void *state, float *p, size_t n, const char *what);
+    void (*destroy)(void *state);
+} comm_backend;
+
+extern const comm_backend comm_mpi;
+/* The NCCL table (GPU build: src/gpu/gpu_mpi.c); after gpu_select(). The CPU-only build has a stub that
+ * stops with EX_SOFTWARE (src/gpu/gpu_none.c): gpu_decide() never chooses the GPU there. */
+const comm_backend *comm_nccl(void);
+
+/* The MPI gradient all-reduce by itself (comm_mpi's state), on any communicator. */
+typedef struct grad_comm grad_comm;
+grad_comm *grad_comm_create(MPI_Comm comm, float *grads, size_t n, size_t bucket_bytes, double timeout_s);
+/* Waits after the first reduction end at the shorter of this and timeout_s (default: timeout_s). */
+void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s);
+void grad_comm_arm(grad_comm *g, int armed, long step);
+void grad_comm_ready(void *ctx, size_t offset, size_t count);
+void grad_comm_finish(grad_comm *g);
+comm_stats grad_comm_get_stats(const grad_comm *g);
+void grad_comm_free(grad_comm *g);
+
+/* Fingerprint of a float buffer's bits (FNV-1a over the 32-bit patterns): any change to one element
+ * changes it, and it depends on the order of the elements too. */
+uint64_t buffer_fingerprint(const float *p, size_t n);
+/* Every rank compares its fingerprint with rank 0's; a difference stops the job naming the ranks. */
+void comm_check_replicas(MPI_Comm comm, const float *p, size_t n, const char *when);
+/* In-place average over ranks (BatchNorm running statistics). */
+void comm_average(MPI_Comm comm, float *p, size_t n);
+/* In-place MPI_Allreduce of n doubles that stops the job (69) when it takes over timeout_s, naming option
+ * (the deadline's), what and step in the message, and the rank that did not arrive when knowable. */
+void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double timeout_s, const char *option,
+                           const char *what, long step);
+#endif

@@ -1,0 +1,236 @@
+#include "comm/comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/errors.h"
+
+enum { MAX_BUCKETS = 256 };
+
+struct grad_comm {
+    MPI_Comm comm;
+    int world;
+    float *grads;
+    size_t n;
+    double timeout_s, step_timeout_s; /* start-up and steady-state deadlines (comm_wait_deadline) */
+    int armed;
+    long step;
+    bucket_plan plan;
+    MPI_Request req[MAX_BUCKETS];
+    int nreq;
+    comm_stats stats;
+};
+
+/* Who did not arrive, as far as this rank can tell: with two ranks it is the other one. */
+static void missing_peer(MPI_Comm comm, char *buf, size_t len)
+{
+    int world, rank;
+    MPI_CHECK(MPI_Comm_size(comm, &world));
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    if (world == 2)
+        snprintf(buf, len, "rank %d (the other rank)", 1 - rank);
+    else
+        snprintf(buf, len, "a peer rank");
+}
+
+/* Waits for requests on comm, with a deadline, so a dead or stalled peer aborts the job instead of
+ * hanging it; option names the deadline in the message. */
+static void wait_within(MPI_Comm comm, MPI_Request *req, int n, double timeout, const char *option,
+                        const char *what, long step)
+{
+    double deadline = clock_now() + timeout;
+    for (long spins = 0;; spins++) {
+        int done = 0;
+        MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
+        if (done)
+            return;
+        if ((spins & 1023) == 1023) {
+            if (clock_now() > deadline) {
+                char peer[64];
+                missing_peer(comm, peer, sizeof peer);
+                die(EX_UNAVAILABLE, "%s at step %ld did not complete within %s %g s: %s did not arrive (it "
+                    "died, stalled or diverged in its step count)", what, step, option, timeout, peer);
+            }
+            nanosleep(&(struct timespec){0, 20000}, NULL);
+        }
+    }
+}
+
+void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double timeout_s, const char *option,
+                           const char *what, long step)
+{
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, comm, &req));
+    wait_within(comm, &req, 1, timeout_s, option, what, step);
+}
+
+static void launch(grad_comm *g, size_t start, size_t count)
+{
+    if (g->nreq == MAX_BUCKETS)
+        die(EX_SOFTWARE, "more than %d gradient buckets in flight", MAX_BUCKETS);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g->grads + start, (int)count, MPI_FLOAT, MPI_SUM, g->comm,
+                             &g->req[g->nreq++]));
+    g->stats.launched++;
+}
+
+/* Reference for the overlap figure: the best of three all-reduces of the whole buffer, posted and waited
+ * for as the step posts its buckets (MPI_Iallreduce: the blocking MPI_Allreduce may take another algorithm),
+ * each the maximum over ranks. */
+static double time_blocking(MPI_Comm comm, size_t n)
+{
+    float *scratch = xcalloc(n, sizeof *scratch);
+    double best = 1e30;
+    for (int i = 0; i < 3; i++) {
+        MPI_CHECK(MPI_Barrier(comm));
+        double t = clock_now();
+        MPI_Request req;
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, scratch, (int)n, MPI_FLOAT, MPI_SUM, comm, &req));
+        MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        t = clock_now() - t;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm));
+        best = t < best ? t : best;
+    }
+    free(scratch);
+    return best;
+}
+
+grad_comm *grad_comm_create(MPI_Comm comm, float *grads, size_t n, size_t bucket_bytes, double timeout_s)
+{
+    grad_comm *g = xcalloc(1, sizeof *g);
+    g->comm = comm;
+    MPI_CHECK(MPI_Comm_size(comm, &g->world));
+    g->grads = grads;
+    g->n = n;
+    g->timeout_s = g->step_timeout_s = timeout_s;
+    bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
+    if (g->world > 1)
+        g->stats.blocking_s = time_blocking(comm, n);
+    return g;
+}
+
+void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s) { g->step_timeout_s = step_timeout_s; }
+
+void grad_comm_arm(grad_comm *g, int armed, long step)
+{
+    g->armed = armed && g->world > 1;
+    g->step = step;
+}
+
+void grad_comm_ready(void *ctx, size_t offset, size_t count)
+{
+    grad_comm *g = ctx;
+    if (!g->armed)
+        return;
+    size_t start[2], counts[2];
+    int k = bucket_ready(&g->plan, offset, count, start, counts);
+    for (int i = 0; i < k; i++)
+        launch(g, start[i], counts[i]);
+    /* Drive Open MPI's progress engine between layers: without an MPI call nothing moves. */
+    if (g->nreq) {
+        int done;
+        MPI_CHECK(MPI_Testall(g->nreq, g->req, &done, MPI_STATUSES_IGNORE));
+    }
+}
+
+void grad_comm_finish(grad_comm *g)
+{
+    if (!g->armed)
+        return;
+    double t = clock_now();
+    size_t start, count;
+    if (bucket_flush(&g->plan, &start, &count))
+        launch(g, start, count);
+    const char *option;
+    double timeout = comm_wait_deadline(g->timeout_s, g->step_timeout_s, g->stats.reductions, &option);
+    wait_within(g->comm, g->req, g->nreq, timeout, option, "gradient all-reduce", g->step);
+    g->stats.exposed_s += clock_now() - t;
+    g->stats.buckets = g->nreq;
+    g->stats.reductions++;
+    g->nreq = 0;
+}
+
+comm_stats grad_comm_get_stats(const grad_comm *g) { return g->stats; }
+
+void grad_comm_free(grad_comm *g) { free(g); }
+
+uint64_t buffer_fingerprint(const float *p, size_t n)
+{
+    /* FNV-1a over the 32-bit patterns: any flipped bit changes it. */
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const uint32_t *w = (const uint32_t *)(const void *)p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ w[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+void comm_check_replicas(MPI_Comm comm, const float *p, size_t n, const char *when)
+{
+    int world, rank;
+    MPI_CHECK(MPI_Comm_size(comm, &world));
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    if (world == 1)
+        return;
+    uint64_t mine = buffer_fingerprint(p, n);
+    uint64_t *all = xmalloc((size_t)world * sizeof *all);
+    MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, comm));
+    char list[512] = "";
+    int bad = 0;
+    for (int r = 1; r < world; r++)
+        if (all[r] != all[0]) {
+            size_t len = strlen(list);
+            if (len < sizeof list - 16)
+                snprintf(list + len, sizeof list - len, "%s%d", bad ? "," : "", r);
+            bad++;
+        }
+    free(all);
+    if (bad)
+        die_all(EX_SOFTWARE, "replicas diverged %s: the parameters of rank%s %s differ from rank 0's "
+                "(fingerprint mismatch); this is a bug or a hardware fault, please report it",
+                when, bad > 1 ? "s" : "", list);
+}
+
+void comm_average(MPI_Comm comm, float *p, size_t n)
+{
+    int world;
+    MPI_CHECK(MPI_Comm_size(comm, &world));
+    if (world == 1 || n == 0)
+        return;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, (int)n, MPI_FLOAT, MPI_SUM, comm));
+    for (size_t i = 0; i < n; i++)
+        p[i] /= (float)world;
+}
+
+/* ---- The comm_mpi table: MPI_COMM_WORLD, host buffers ------------------------------------------- */
+
+static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads, size_t n)
+{
+    (void)env;
+    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, n, cfg->bucket_bytes, cfg->timeout_s);
+    grad_comm_set_step_timeout(g, cfg->step_timeout_s);
+    return g;
+}
+
+static void mpi_arm(void *state, int armed, long step) { grad_comm_arm(state, armed, step); }
+static void mpi_finish(void *state) { grad_comm_finish(state); }
+static comm_stats mpi_stats(const void *state) { return grad_comm_get_stats(state); }
+static void mpi_destroy(void *state) { grad_comm_free(state); }
+
+static void mpi_broadcast(void *state, float *p, size_t n, const char *what)
+{
+    (void)what;
+    MPI_CHECK(MPI_Bcast(p, (int)n, MPI_FLOAT, 0, ((grad_comm *)state)->comm));
+}
+
+static void mpi_average(void *state, float *p, size_t n, const char *what)
+{
+    (void)what;
+    comm_average(((grad_comm *)state)->comm, p, n);
+}
+
+const comm_backend comm_mpi = {
+    .name = "mpi", .create = mpi_create, .arm = mpi_arm, .ready = grad_comm_ready, .finish = mpi_finish,
+    .stats = mpi_stats, .broadcast = mpi_broadcast, .average = mpi_average, .destroy = mpi_destroy,
+};

@@ -1,0 +1,230 @@
+/* The GPU path's C interface (CUDA runtime + NCCL), for main.c and train.c.
+ *
+ * Two layers:
+ * - MPI-free functions, implemented in cuda/device.cu, cuda/comm_nccl.cu and cuda/gemm_cublas.cu (nvcc
+ *   never sees mpi.h);
+ * - collective entry points taking the ddp_env (src/gpu/gpu_mpi.c, compiled by mpicc): they exchange
+ *   what the MPI-free layer needs (PCI bus IDs, NCCL's unique ID, error messages) over MPI.
+ *
+ * CPU-only build (configure without CUDA): src/gpu/gpu_none.c. gpu_available() and gpu_decide() say there
+ * is no GPU path (CPU, or die 69 for --device cuda); the entry points main.c and train.c call after
+ * gpu_decide() (gpu_select, gpu_describe, gpu_report, gpu_blas_*, gpu_release, nn_cuda, comm_nccl) are
+ * stubs that stop with EX_SOFTWARE, never reached; the rest is not built (tests of it are GPU-build only).
+ *
+ * Order of calls (GPU build), every one collective over all ranks unless marked local:
+ *   gpu_decide(env, want_cuda)                 after options_parse: 1 = GPUs, 0 = CPU
+ *   gpu_select(env, &info)                      device choice + duplicate check, then binds the device
+ *   gpu_describe(&info, buf, len)     (local)   the device column of bootstrap_report()
+ *   gpu_report(env, &info)                      rank 0 prints the GPU table
+ *   gpu_blas_init(o->precision)       (local)   cuBLAS on the compute stream; then gpu_gemm() = gemm()
+ *   c = gpu_comm_create(env, o->bootstrap_addr, o->comm_timeout)
+ *   gpu_comm_broadcast(c, dev_params, n, 0, "initial parameters")
+ *   g = gpu_grad_comm_create(c, dev_grads, n, bucket_bytes)
+ *   model_set_grad_hook(m, gpu_grad_comm_ready, g)
+ *   per optimizer step: gpu_grad_comm_arm(g, last_micro_batch, step) per micro-batch; backward (hooks);
+ *                       gpu_grad_comm_finish(g); optimizer kernels on gpu_compute_stream()
+ *   per log interval: the loss read-back, whose wait is gpu_grad_comm_settle(g) (gpu_wait_compute)
+ *   gpu_comm_average(c, dev_bn_stats, nb, "BatchNorm statistics")
+ *   gpu_grad_comm_free(g); gpu_comm_free(c); gpu_blas_free(); gpu_release()   before bootstrap_finalize()
+ * Every kernel and cuBLAS call of the trainer must run on gpu_compute_stream(): the all-reduce orders
+ * itself after backward with events recorded on that stream.
+ */
+#ifndef MNIST_GPU_H
+#define MNIST_GPU_H
+#include <stddef.h>
+
+#include "comm/comm_plan.h"
+#include "gpu/gpu_plan.h"
+#ifndef __CUDACC__
+#include "comm/bootstrap.h"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GPU_NCCL_ID_BYTES = 128 }; /* NCCL_UNIQUE_ID_BYTES, checked in comm_nccl.cu */
+
+/* One rank's GPU, for the start-up table. */
+typedef struct {
+    int device;                            /* index among the devices this rank sees: local_rank % visible */
+    int visible;                           /* devices this rank sees (cudaGetDeviceCount) */
+    char name[256];                        /* "NVIDIA H100 80GB HBM3" (cudaDeviceProp.name) */
+    char pci_bus_id[GPU_BUS_ID_LEN];       /* cudaDeviceGetPCIBusId: "0000:3B:00.0" */
+    char visible_devices[GPU_VISIBLE_LEN]; /* CUDA_VISIBLE_DEVICES, "(unset)" when not set */
+    int cc_major, cc_minor;                /* compute capability */
+    size_t total_mem;                      /* bytes */
+    int driver_version, runtime_version;   /* cudaDriverGetVersion / cudaRuntimeGetVersion: 13000 = 13.0 */
+    int nccl_version;                      /* ncclGetVersion: 22809 = 2.28.9 */
+} gpu_info;
+
+/* ---- Device (cuda/device.cu): local, no MPI -------------------------------------------------- */
+
+/* 1 when this process can use a GPU (cudaGetDeviceCount succeeds with n > 0); otherwise 0 and one line
+ * in why (may be NULL): no driver, driver too old, CUDA_VISIBLE_DEVICES empty, no device, CUDA error.
+ * Creates no context. CPU-only build: 0, "this build has no GPU path (configure --with-cuda)". */
+int gpu_available(char *why, size_t len);
+
+/* Before MPI_Init (bootstrap_init): binds device local % visible, local being the launcher's local rank
+ * (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID or PMI_LOCAL_RANK, the first set), so a
+ * CUDA-aware MPI that creates a context inside MPI_Init creates it on this rank's GPU, not on GPU 0.
+ * Nothing when no variable is set or no GPU is usable. CPU-only build: a no-op. */
+void gpu_choose_early(void);
+/* The device gpu_choose_early() bound (-1: none), the variable and local rank it used. GPU build only;
+ * gpu_select() stops the job (78) when MPI's node-local rank chooses another device. */
+int gpu_early_device(const char **var, long *local_rank);
+
+/* Fills info for device local_rank % visible without creating a context (no cudaSetDevice). Returns 0,
+ * or -1 with why when no GPU is usable. GPU build only. */
+int gpu_probe(int local_rank, gpu_info *info, char *why, size_t len);
+
+/* cudaSetDevice(info->device) (creates the context), and the compute stream. Dies 69 when the device is
+ * busy (exclusive-process mode). Called by gpu_select(); once per process. GPU build only. */
+void gpu_bind(const gpu_info *info);
+
+/* The bound device index, -1 before gpu_bind(). GPU build only. */
+int gpu_bound_device(void);
+
+/* The stream every kernel, copy and cuBLAS call of the trainer runs on (a cudaStream_t; blocking with
+ * respect to the legacy default stream, lowest priority). NULL before gpu_bind(). GPU build only. */
+void *gpu_compute_stream(void);
+
+/* Waits on the host for everything queued on the compute stream: through the function set by
+ * gpu_set_compute_wait (the gradient all-reduce's: deadline, NCCL errors), else cudaStreamSynchronize.
+ * Every host wait of the CUDA backend (upload, download, count_correct) is this one. GPU build only. */
+void gpu_wait_compute(void);
+/* Our launch wrappers and gpu_wait_compute() count what they do (cuda/layers.cu's kernels, gpu_gemm's
+ * cuBLAS calls, host waits); nn_cuda()'s counts entry reads them. GPU build only. */
+void gpu_count_kernel(void);
+void gpu_count_gemm(void);
+void gpu_counted(long *kernels, long *gemms, long *waits);
+/* wait(ctx) becomes gpu_wait_compute(); NULL restores cudaStreamSynchronize. GPU build only. */
+void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx);
+
+/* A CUDA graph of the work queued on the compute stream (and the streams that join it through events)
+ * between gpu_graph_begin and gpu_graph_end: the trainer's replayable step (docs/gpu.md). begin: 0, or -1
+ * with the failed call and its error in why (nothing captures). end: the instantiated graph, or NULL with
+ * why (the capture is over either way; what was queued in it did not run). Launches and GEMMs queued while
+ * capturing count when the graph is launched (gpu_counted). GPU build only. */
+typedef struct gpu_graph gpu_graph;
+int gpu_graph_begin(char *why, size_t len);
+gpu_graph *gpu_graph_end(char *why, size_t len);
+void gpu_graph_launch(gpu_graph *g);
+void gpu_graph_free(gpu_graph *g); /* NULL: a no-op */
+int gpu_capturing(void);           /* 1 between a successful gpu_graph_begin and gpu_graph_end */
+
+/* --profile on the GPU (cuda/profile_cuda.cu): the clock for profile_use_clock, CUDA events on the compute
+ * stream read back after the host's own waits (gpu_wait_compute calls gpu_profile_settled: every event
+ * recorded so far is complete then). After gpu_select(); gpu_release() destroys its events. CPU-only build:
+ * a stub. */
+const struct profile_clock *gpu_profile_clock(void);
+void gpu_profile_settled(void); /* GPU build only */
+void gpu_profile_release(void); /* GPU build only */
+
+/* "cuda:0 (0000:3B:00.0)": the device column of bootstrap_report(). CPU-only build: a stub. */
+void gpu_describe(const gpu_info *info, char *buf, size_t len);
+
+/* Destroys the compute stream; after gpu_comm_free(). */
+void gpu_release(void);
+
+/* ---- cuBLAS (cuda/gemm_cublas.cu): local ---------------------------------------------------------- */
+
+/* The cuBLAS handle, bound to the compute stream; after gpu_select(). precision: "fp32" (full fp32),
+ * "tf32" (cublasSetMathMode CUBLAS_TF32_TENSOR_OP_MATH), "bf16" (cublasGemmEx, compute
+ * CUBLAS_COMPUTE_32F_FAST_16BF; data stays fp32). Dies 64 on another value. CPU-only build: a stub. */
+void gpu_blas_init(const char *precision);
+/* gemm() of gemm.h on device pointers: row-major C[m][n] = alpha op(A) op(B) + beta C, queued on the
+ * compute stream, through gemm_colmajor(). GPU build only. */
+void gpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+              int ldb, float beta, float *c, int ldc);
+/* Destroys the handle (before gpu_release()). CPU-only build: a stub. */
+void gpu_blas_free(void);
+
+/* ---- NCCL (cuda/comm_nccl.cu): no MPI; gpu_comm_create() below is the entry --------------------- */
+
+typedef struct gpu_comm gpu_comm;
+
+/* ncclGetUniqueId into id (rank 0 only; it starts NCCL's bootstrap root when NCCL_COMM_ID is unset). */
+void gpu_nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES]);
+/* Non-blocking ncclCommInitRankConfig on the bound device, waited for with a deadline of timeout_s
+ * (ncclCommAbort and die 69 on error or timeout). Creates the communication stream. */
+gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], int nranks, int rank, double timeout_s);
+/* After the first gradient all-reduce, waits end at the shorter of this and timeout_s (comm_wait_deadline). */
+void gpu_comm_set_step_timeout(gpu_comm *c, double step_timeout_s);
+
+/* Device-buffer collectives for the trainer, so it never hands device pointers to MPI. Ordered after
+ * all work queued on the compute stream, and the compute stream waits for them; the host waits too
+ * (deadline, abort + die on error). what names the data in error messages. No-ops with one rank. */
+void gpu_comm_broadcast(gpu_comm *c, float *dev, size_t n, int root, const char *what);
+/* In-place average over ranks (ncclAvg): BatchNorm running statistics. */
+void gpu_comm_average(gpu_comm *c, float *dev, size_t n, const char *what);
+/* Seconds per all-reduce (sum, in place) of n floats at dev: the mean of iters back-to-back operations
+ * after one warm-up, timed with CUDA events, the maximum over ranks. For benchmarks and the overlap
+ * reference; the content of dev is overwritten. 0 with one rank. */
+double gpu_comm_time_allreduce(gpu_comm *c, float *dev, size_t n, int iters);
+/* Waits (deadline) for outstanding work, ncclCommFinalize + ncclCommDestroy; NULL is a no-op. */
+void gpu_comm_free(gpu_comm *c);
+
+/* The gradient all-reduce, mirroring grad_comm (comm.h) for device gradients: sums (ncclSum), not
+ * averages; the trainer scales gradients by 1/global batch beforehand, exactly like the CPU path. */
+typedef struct gpu_grad_comm gpu_grad_comm;
+
+/* dev_grads: n floats on the bound device (not owned). bucket_bytes: start a bucket once it holds this
+ * many bytes (0: one all-reduce per ready range). Measures blocking_s (with more than one rank). */
+gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, size_t n, size_t bucket_bytes);
+/* Only an armed pass reduces: gradient accumulation arms the last micro-batch only. Never with one rank. */
+void gpu_grad_comm_arm(gpu_grad_comm *g, int armed, long step);
+/* Model hook (grad_ready_fn), called on the host once the kernels that make gradients
+ * [offset, offset + count) final are queued on the compute stream. */
+void gpu_grad_comm_ready(void *ctx, size_t offset, size_t count);
+/* Starts the remainder and makes the compute stream wait for the last bucket; the host does not wait
+ * (unless it is 64 steps ahead of the GPU). The first step costs no host wait between backward and here:
+ * the loss stays on the device (model_train_batch). */
+void gpu_grad_comm_finish(gpu_grad_comm *g);
+/* Waits on the host, with the deadline (ncclCommAbort + die 69 on error or timeout), for everything queued
+ * on the compute stream so far, the all-reduces included, and adds their exposed time to the figures.
+ * gpu_grad_comm_create() makes it gpu_wait_compute() (until gpu_grad_comm_free()), so every read-back
+ * of the backend waits here: the trainer's one host wait per log interval is the loss's. */
+void gpu_grad_comm_settle(gpu_grad_comm *g);
+/* A finish() queued while the compute stream is captured (gpu_graph_begin) orders the buckets with
+ * untimed events and waits nowhere; each launch of that graph then calls this (step: for error messages),
+ * which counts the pass's buckets and keeps the host at most 64 replays ahead of the device (a deadline
+ * wait, as finish() does for eager steps). Replayed steps are not timed (exposed_s covers eager steps). */
+void gpu_grad_comm_replayed(gpu_grad_comm *g, long step);
+/* The figures of the reductions settled so far (exposed_s) and posted (reductions, launched, buckets). */
+comm_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g);
+void gpu_grad_comm_free(gpu_grad_comm *g);
+
+/* ---- Collective entry points (src/gpu/gpu_mpi.c, MPI) -------------------------------------------- */
+#ifndef __CUDACC__
+/* --device auto (want_cuda 0) or cuda (1). Returns 1 when every rank has a usable GPU, else 0 (CPU).
+ * auto without a GPU on some rank: every rank uses the CPU and rank 0 prints one line naming the first
+ * such rank, its host and why. cuda without a GPU on some rank: every rank exits 69 (EX_UNAVAILABLE)
+ * with that line. CPU-only build: auto -> 0 with the line "device auto: this build has no GPU path;
+ * training on the CPU"; cuda -> exit 69. */
+int gpu_decide(const ddp_env *env, int want_cuda);
+
+/* Chooses local_rank % visible, gathers the PCI bus IDs over env->local and stops every rank (78,
+ * EX_CONFIG) when two ranks of a node would share a GPU or a node has more ranks than GPUs, with the
+ * #SBATCH/srun options that fix it; then binds the device (gpu_bind). CPU-only build: a stub. */
+void gpu_select(const ddp_env *env, gpu_info *info);
+/* The same, but returns the verdict of the job (GPU_NODE_OK: device bound; otherwise not bound and
+ * the message of the first bad node in why, on every rank). For tests. GPU build only. */
+gpu_node_verdict gpu_select_try(const ddp_env *env, gpu_info *info, char *why, size_t len);
+
+/* Rank 0 prints one line per rank: rank, host, GPU index, name, bus ID, CUDA_VISIBLE_DEVICES, and the
+ * driver/runtime/NCCL versions. CPU-only build: a stub. */
+void gpu_report(const ddp_env *env, const gpu_info *info);
+
+/* The NCCL communicator over MPI_COMM_WORLD, after gpu_select(). Bootstrap address: NCCL_COMM_ID from
+ * the environment wins (logged); else bootstrap_addr ("HOST:PORT", NULL for NCCL's choice) is exported
+ * as NCCL_COMM_ID on every rank. With either, rank 0 first checks that it can bind HOST:PORT and stops
+ * every rank (69 port in use, 78 wrong host) instead of letting NCCL hang or fail obscurely. Then rank 0's
+ * unique ID is broadcast with MPI and gpu_comm_init() runs with the deadline timeout_s. GPU build only. */
+gpu_comm *gpu_comm_create(const ddp_env *env, const char *bootstrap_addr, double timeout_s);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

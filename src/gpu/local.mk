@@ -1,0 +1,12 @@
+# gpu: the C side of the GPU path (gpu.h: device choice, cuBLAS, CUDA graphs, the NCCL communicator and the
+# bucketed gradient all-reduce, implemented by cuda/). The pure decisions (gpu_plan.c) build and are unit-tested
+# in every configuration; gpu_mpi.c, the MPI side (device agreement, the NCCL ID's broadcast), only with
+# HAVE_CUDA; a CPU-only build gets gpu_none.c (gpu_available: no GPU).
+src_libmnistddp_a_SOURCES += src/gpu/gpu.h src/gpu/gpu_plan.c src/gpu/gpu_plan.h
+if HAVE_CUDA
+src_libmnistddp_a_SOURCES += src/gpu/gpu_mpi.c
+else
+src_libmnistddp_a_SOURCES += src/gpu/gpu_none.c
+endif
+# make dist ships both whatever this tree was configured with.
+EXTRA_DIST += src/gpu/gpu_mpi.c src/gpu/gpu_none.c

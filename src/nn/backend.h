@@ -1,0 +1,115 @@
+/* Where the model computes: a table of the layer kernels of nn_cpu.h plus memory functions. The model,
+ * optimizer, trainer and evaluation call only through it, so one model.c drives both devices:
+ * nn_cpu (src/nn/cpu/nn_cpu.c: CBLAS and loops over ops.h) and nn_cuda() (cuda/layers.cu: cuBLAS and grid-stride
+ * kernels over the same ops.h functions). Pointers handed to a backend's functions are its own memory
+ * (alloc); host data crosses only through upload/download. Semantics of every entry are those of the
+ * nn_cpu.h function cpu_<entry>. The CUDA backend queues work on gpu_compute_stream(); only
+ * download and the functions returning a host value wait for it. */
+#ifndef MNIST_BACKEND_H
+#define MNIST_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Work a backend queued and waited for since the process started: kernel launches, GEMM calls, and host
+ * waits for the device, as counted by its own launch wrappers and wait function. */
+typedef struct {
+    long kernels, gemms, waits;
+} nn_counts;
+
+/* The GEMM of gemm.h, row-major semantics. */
+typedef void nn_gemm_fn(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc);
+
+typedef struct nn_backend {
+    const char *name; /* "cpu" or "cuda" */
+    int chunk;        /* samples per im2col + GEMM in a convolution */
+    int keep_col;     /* 1: when one chunk holds the batch, a convolution's backward reuses the column
+                       * buffer its forward left (conv_backward with x NULL) instead of redoing im2col */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*upload)(void *dst, const void *host, size_t bytes);
+    void (*download)(void *host, const void *src, size_t bytes);
+    /* bytes from src to dst, both backend memory, queued (no wait) */
+    void (*copy)(void *dst, const void *src, size_t bytes);
+
+    void (*gather)(const uint8_t *images, const uint8_t *labels, const uint64_t *idx, int n, float *x, uint8_t *y);
+    /* Primitives of the convolution and linear layers (conv_forward etc. of layers.h compose them):
+     * gemm of gemm.h; im2col / col2im of samples n0 .. n0+ns-1 (wide: the wide layout of ops.h); fill:
+     * y[r][j] = b[r] (by_row) or b[j], r < rows, j < cols, rows ld apart; sum_add: out[c] += sum of count
+     * values stride apart from x + c * cstride (bias gradients). */
+    nn_gemm_fn *gemm;
+    void (*im2col)(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide);
+    void (*col2im)(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,
+                   int wide);
+    void (*fill)(float *y, const float *b, int rows, size_t cols, size_t ld, int by_row);
+    void (*sum_add)(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride);
+    void (*relu_forward)(float *x, size_t count);
+    void (*bias_relu_forward)(float *x, const float *b, int C, size_t count);
+    void (*relu_backward)(float *dy, const float *y, size_t count);
+    /* Fused pairs (one pass over the larger buffer on the GPU; the CPU runs the pair of nn_cpu.h functions):
+     * y = relu(maxpool2(x) + b[c]) over planes [C][N] (b NULL: relu(maxpool2(x))); dx = maxpool2_backward
+     * of relu_backward(dy, y) (y: the pooled ReLU output). dy may be overwritten (the CPU applies the ReLU's
+     * gradient in place). */
+    void (*maxpool2_relu_forward)(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
+                                  int ld);
+    void (*relu_maxpool2_backward)(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
+                                   int ld);
+    void (*dropout_forward)(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
+                            float p);
+    void (*dropout_backward)(float *dy, const float *mask, size_t count);
+    /* y = flatten_cnhw(x), then dropout_forward on y [N][C*HW] unless mask is NULL; backward: dx =
+     * unflatten_cnhw of dropout_backward(dy, mask) (mask NULL: of dy; dy may be overwritten). */
+    void (*flatten_dropout_forward)(const float *x, float *y, float *mask, int C, int N, int HW, const uint64_t *ids,
+                                    uint64_t key, int layer, float p);
+    void (*dropout_unflatten_backward)(float *dy, const float *mask, float *dx, int C, int N, int HW);
+    void (*batchnorm_forward_train)(const float *x, const float *gamma, const float *beta, float *y, float *mean,
+                                    float *invstd, float *running_mean, float *running_var, float *tracked, int C,
+                                    size_t count, float momentum, float eps);
+    void (*batchnorm_forward_eval)(const float *x, const float *gamma, const float *beta, const float *running_mean,
+                                   const float *running_var, float *y, int C, size_t count, float eps);
+    void (*batchnorm_backward)(const float *x, const float *dy, const float *gamma, const float *mean,
+                               const float *invstd, float *dx, float *dgamma, float *dbeta, int C, size_t count);
+    void (*log_softmax_nll_forward)(const float *z, const uint8_t *labels, float *logp, float *loss, int N, int K);
+    void (*log_softmax_nll_backward)(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g);
+    /* *sum (one double of backend memory) += the sum of loss[0..N): the loss stays on the device until
+     * someone downloads it, so a training step need not wait for the GPU. */
+    void (*add_losses)(const float *loss, int N, double *sum);
+    long (*count_correct)(const float *z, const uint8_t *labels, int N, int K);
+    /* The counts so far (the metrics summary's per-step figures); NULL: not counted (the CPU backend). */
+    nn_counts (*counts)(void);
+    void (*adadelta_step)(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
+                          float rho, float eps, float weight_decay);
+    void (*sgd_step)(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
+                     float weight_decay);
+    /* Whole convolutions with the semantics of layers.h's conv_forward / conv_backward (no scratch): they
+     * return 1, or 0 having done nothing for a shape they leave to im2col and gemm (the backward leaves the
+     * shapes the forward leaves); be: the backend they were called through, whose primitives they may use.
+     * NULL: layers.c composes every convolution from im2col and gemm. The CPU's
+     * (conv_cpu.h) share small layers' samples among threads; oneDNN's run its primitives. */
+    int (*conv_forward)(const struct nn_backend *be, const float *x, const float *w, const float *b, float *y, int N,
+                        int C, int H, int W, int F, int k, int pad, int wide);
+    int (*conv_backward)(const struct nn_backend *be, const float *x, const float *w, const float *dy, float *dw,
+                         float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide);
+    /* layers.h's conv_pool_forward / pool_conv_backward where the backend pools its own layout of the
+     * convolution's output and never writes the caller's scratch y (and takes dx through x's ReLU in its own
+     * layout of dx); 0 having done nothing for a shape or layout it leaves to layers.c's composition, which
+     * NULL leaves them all to. */
+    int (*conv_pool_forward)(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N, int C,
+                             int H, int W, int F, int k, int pad, int wide);
+    int (*pool_conv_backward)(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
+                              const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
+                              int pad, int wide);
+    /* A graph of the work queued between graph_begin and graph_end, replayed by graph_launch (CUDA graphs:
+     * gpu.h's gpu_graph_*, whose failures they report the same way); NULL: the backend has none (CPU). */
+    int (*graph_begin)(char *why, size_t len);
+    void *(*graph_end)(char *why, size_t len);
+    void (*graph_launch)(void *graph);
+    void (*graph_free)(void *graph);
+} nn_backend;
+
+extern const nn_backend nn_cpu;
+
+/* The CUDA backend; after gpu_select() and gpu_blas_init() (src/gpu/gpu.h). A stub in the CPU-only build. */
+const nn_backend *nn_cuda(void);
+#endif

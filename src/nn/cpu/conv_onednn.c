@@ -1,0 +1,504 @@
+#include "nn/cpu/conv_onednn.h"
+
+#include <dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/cpu/conv_cpu.h"
+#include "base/errors.h"
+#include "nn/layers.h"
+#include "nn/cpu/nn_cpu.h"
+#include "nn/cpu/nchw16c.h"
+
+/* A failing oneDNN call is a bug or exhausted memory, never bad input: one line naming the call. */
+#define DNNL_CHECK(call) dnnl_check((call), #call, __FILE__, __LINE__)
+
+static void dnnl_check(dnnl_status_t s, const char *call, const char *file, int line)
+{
+    if (s == dnnl_success)
+        return;
+    die_at(file, line, s == dnnl_out_of_memory ? EX_OSERR : EX_SOFTWARE, "oneDNN %s failed: status %d%s", call,
+           (int)s, s == dnnl_out_of_memory ? " (out of memory)" : "");
+}
+
+/* A tensor as the layer keeps it (user) and as the primitive wants it (prim): when the layouts differ,
+ * prim is a buffer at `offset` in the shared arena and `reorder` converts between them, in the direction the
+ * argument flows (an input: user to prim before the primitive; an output: prim to user after it). */
+typedef struct {
+    dnnl_memory_t user, prim;
+    dnnl_primitive_t reorder;
+    size_t offset;
+} tensor_arg;
+
+/* One convolution shape at one batch size: the three primitives and their arguments, each built on first use
+ * (a run meets a handful of batch sizes: the training batch, the evaluation batch, their remainders; the
+ * evaluation's never need the backward ones). The forward always adds a bias, zeros when the layer adds
+ * its own later, so one plan serves both. */
+typedef struct {
+    int C, H, W, F, k, pad, wide, N, winograd; /* the key (winograd: asked for; alg: what oneDNN has) */
+    dnnl_alg_kind_t alg;
+    dnnl_primitive_desc_t fwd_pd;
+    dnnl_primitive_t fwd, bwd_data, bwd_weights;
+    tensor_arg x, w, b, y;        /* forward */
+    tensor_arg dy, wd, dx;        /* backward data */
+    tensor_arg xw, dyw, dw, db;   /* backward weights: dw, db to the plan's own dense sums */
+    int dy_shared;                /* both backward passes take diff_dst in one layout: dy is unused, dyw serves */
+    int x_shared;                 /* backward weights takes src as the forward does: xw is unused, x serves */
+    int y_pooled, dy_pooled;      /* y.prim, dyw.prim are nChw16c: nchw16c.h pools them in place of y */
+    int dx_blocked;               /* dx.prim is nChw16c: nchw16c.h converts it, through a ReLU */
+    const float *kept_x;          /* the last forward's input, converted in x.prim while kept_at == calls */
+    unsigned long kept_at;
+    float *dw_sum, *db_sum, *zero_bias;
+    size_t arena_bytes; /* its args' prim buffers, laid end to end */
+} conv_plan;
+
+#define PLANS 16
+static dnnl_engine_t engine;
+static dnnl_stream_t stream;
+static conv_plan plans[PLANS];
+static int nplans, next_victim;
+static unsigned long calls; /* convolutions run; each may reuse the arena */
+/* The prim buffers live only during one call, so every plan's share one arena, as large as the largest
+ * plan's: the evaluation batch's blocked copies do not add to the training batch's. */
+static char *arena;
+static size_t arena_size;
+
+static void start(void)
+{
+    if (engine)
+        return;
+    DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
+    DNNL_CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
+}
+
+/* Activations are CNHW, [C][N][H][W] with rows ld floats apart (layers.h): strided NCHW to oneDNN. With one
+ * sample and no junk columns that is dense NCHW, which oneDNN then takes without a reorder (it compares
+ * strides, even those of a dimension of size 1). */
+static dnnl_memory_desc_t cnhw_md(int N, int C, int H, int W, int ld)
+{
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {N, C, H, W}, strides = {(dnnl_dim_t)H * ld, (dnnl_dim_t)N * H * ld, ld, 1};
+    if (N == 1 && ld == W)
+        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_nchw));
+    else
+        DNNL_CHECK(dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, strides));
+    return md;
+}
+
+static dnnl_memory_desc_t dense_md(int ndims, const dnnl_dims_t dims, dnnl_format_tag_t tag)
+{
+    dnnl_memory_desc_t md;
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, ndims, dims, dnnl_f32, tag));
+    return md;
+}
+
+static void arg_init(conv_plan *p, tensor_arg *a, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *prim,
+                     int input)
+{
+    DNNL_CHECK(dnnl_memory_create(&a->user, user, engine, DNNL_MEMORY_NONE));
+    a->prim = a->user;
+    a->reorder = NULL;
+    if (dnnl_memory_desc_equal(user, prim))
+        return;
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_memory_create(&a->prim, prim, engine, DNNL_MEMORY_NONE));
+    a->offset = p->arena_bytes;
+    p->arena_bytes += (dnnl_memory_desc_get_size(prim) + 63) / 64 * 64;
+    if (input)
+        DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, user, engine, prim, engine, NULL));
+    else
+        DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, prim, engine, user, engine, NULL));
+    DNNL_CHECK(dnnl_primitive_create(&a->reorder, pd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+}
+
+static void arg_destroy(tensor_arg *a)
+{
+    if (!a->user)
+        return;
+    if (a->prim != a->user) {
+        DNNL_CHECK(dnnl_primitive_destroy(a->reorder));
+        DNNL_CHECK(dnnl_memory_destroy(a->prim));
+    }
+    DNNL_CHECK(dnnl_memory_destroy(a->user));
+    memset(a, 0, sizeof *a);
+}
+
+static void run(dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args)
+{
+    DNNL_CHECK(dnnl_primitive_execute(p, stream, nargs, args));
+}
+
+static void run_reorder(const tensor_arg *a, int input)
+{
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, input ? a->user : a->prim}, {DNNL_ARG_TO, input ? a->prim : a->user}};
+    run(a->reorder, 2, args);
+}
+
+/* Point the argument at the layer's tensor p; an input is converted for the primitive now. */
+static dnnl_memory_t arg_in(const tensor_arg *a, const void *p)
+{
+    DNNL_CHECK(dnnl_memory_set_data_handle(a->user, (void *)p));
+    if (a->reorder)
+        run_reorder(a, 1);
+    return a->prim;
+}
+
+static dnnl_memory_t arg_out(const tensor_arg *a, void *p)
+{
+    DNNL_CHECK(dnnl_memory_set_data_handle(a->user, p));
+    return a->prim;
+}
+
+/* After the primitive: an output in the primitive's layout is converted to the layer's. */
+static void arg_done(const tensor_arg *a)
+{
+    if (a->reorder)
+        run_reorder(a, 0);
+}
+
+/* The bias is the second weights (or diff_weights) tensor: index 1. */
+static const dnnl_memory_desc_t *query(const_dnnl_primitive_desc_t pd, dnnl_query_t what, int index)
+{
+    return dnnl_primitive_desc_query_md(pd, what, index);
+}
+
+static dnnl_primitive_t create(const_dnnl_primitive_desc_t pd)
+{
+    dnnl_primitive_t p;
+    DNNL_CHECK(dnnl_primitive_create(&p, pd));
+    return p;
+}
+
+/* The user-side descriptors of a plan: x, y (rows of W in the wide layout), w [F][C][k][k], b [F]; the
+ * primitives' own choices (any_*), and the geometry. */
+typedef struct {
+    dnnl_memory_desc_t x, y, w, b, any_x, any_y, any_w;
+    dnnl_dims_t strides, pad;
+} plan_mds;
+
+static plan_mds plan_descs(const conv_plan *p)
+{
+    int OH = conv_out(p->H, p->k, p->pad), OW = conv_out(p->W, p->k, p->pad);
+    dnnl_dims_t x = {p->N, p->C, p->H, p->W}, y = {p->N, p->F, OH, OW}, w = {p->F, p->C, p->k, p->k}, b = {p->F};
+    return (plan_mds){.x = cnhw_md(p->N, p->C, p->H, p->W, p->W),
+                      .y = cnhw_md(p->N, p->F, OH, OW, conv_ld(p->W, p->k, p->pad, p->wide)),
+                      .w = dense_md(4, w, dnnl_oihw), .b = dense_md(1, b, dnnl_a),
+                      .any_x = dense_md(4, x, dnnl_format_tag_any), .any_y = dense_md(4, y, dnnl_format_tag_any),
+                      .any_w = dense_md(4, w, dnnl_format_tag_any), .strides = {1, 1}, .pad = {p->pad, p->pad}};
+}
+
+/* Whether the primitive takes or gives the tensor a of C channels of H x W in nchw16c.h's layout, converted
+ * from or to the layer's: then nchw16c.h's kernels read or write it in place of the conversion. */
+static int blocked_layout(const conv_plan *p, const tensor_arg *a, int C, int H, int W)
+{
+    if (!a->reorder || C % CHANNEL_BLOCK)
+        return 0;
+    dnnl_dims_t dims = {p->N, C, H, W};
+    dnnl_memory_desc_t md = dense_md(4, dims, dnnl_nChw16c);
+    const dnnl_memory_desc_t *prim;
+    DNNL_CHECK(dnnl_memory_get_memory_desc(a->prim, &prim));
+    return dnnl_memory_desc_equal(&md, prim);
+}
+
+/* The forward's descriptor with algorithm alg; 0 when oneDNN has no implementation of it here (Winograd
+ * needs AVX-512 and a 3x3 kernel). */
+static int forward_pd(dnnl_primitive_desc_t *pd, dnnl_alg_kind_t alg, const plan_mds *m)
+{
+    dnnl_convolution_desc_t d;
+    DNNL_CHECK(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, alg, &m->any_x, &m->any_w, &m->b,
+                                                  &m->any_y, m->strides, m->pad, m->pad));
+    dnnl_status_t s = dnnl_primitive_desc_create(pd, &d, NULL, engine, NULL);
+    if (s == dnnl_unimplemented)
+        return 0;
+    DNNL_CHECK(s);
+    return 1;
+}
+
+static void plan_forward(conv_plan *p, const plan_mds *m)
+{
+    p->alg = p->winograd && forward_pd(&p->fwd_pd, dnnl_convolution_winograd, m) ? dnnl_convolution_winograd
+                                                                                  : dnnl_convolution_direct;
+    if (p->alg == dnnl_convolution_direct && !forward_pd(&p->fwd_pd, p->alg, m))
+        die(EX_SOFTWARE, "oneDNN has no direct convolution for %dx%d planes of %d channels", p->H, p->W, p->C);
+    p->fwd = create(p->fwd_pd);
+    arg_init(p, &p->x, &m->x, query(p->fwd_pd, dnnl_query_src_md, 0), 1);
+    arg_init(p, &p->w, &m->w, query(p->fwd_pd, dnnl_query_weights_md, 0), 1);
+    arg_init(p, &p->b, &m->b, query(p->fwd_pd, dnnl_query_weights_md, 1), 1);
+    arg_init(p, &p->y, &m->y, query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
+    p->y_pooled = blocked_layout(p, &p->y, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
+    p->zero_bias = xcalloc((size_t)p->F, sizeof(float));
+}
+
+static void plan_backward(conv_plan *p, const plan_mds *m)
+{
+    dnnl_convolution_desc_t d;
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&d, p->alg, &m->any_x, &m->any_w, &m->b,
+                                                           &m->any_y, m->strides, m->pad, m->pad));
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
+    p->bwd_weights = create(pd);
+    /* src too: the forward's conversion serves the backward that follows it (layers.h: x NULL). */
+    p->x_shared = dnnl_memory_desc_equal(query(p->fwd_pd, dnnl_query_src_md, 0), query(pd, dnnl_query_src_md, 0));
+    if (!p->x_shared)
+        arg_init(p, &p->xw, &m->x, query(pd, dnnl_query_src_md, 0), 1);
+    arg_init(p, &p->dyw, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
+    arg_init(p, &p->dw, &m->w, query(pd, dnnl_query_diff_weights_md, 0), 0);
+    arg_init(p, &p->db, &m->b, query(pd, dnnl_query_diff_weights_md, 1), 0);
+    dnnl_memory_desc_t dyw = *query(pd, dnnl_query_diff_dst_md, 0);
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+
+    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, p->alg, &m->any_x, &m->any_w,
+                                                        &m->any_y, m->strides, m->pad, m->pad));
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
+    p->bwd_data = create(pd);
+    /* diff_dst is one tensor for both passes: converted once when they want the same layout. */
+    p->dy_shared = dnnl_memory_desc_equal(&dyw, query(pd, dnnl_query_diff_dst_md, 0));
+    if (!p->dy_shared)
+        arg_init(p, &p->dy, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
+    arg_init(p, &p->wd, &m->w, query(pd, dnnl_query_weights_md, 0), 1);
+    arg_init(p, &p->dx, &m->x, query(pd, dnnl_query_diff_src_md, 0), 0);
+    p->dy_pooled = p->dy_shared &&
+                   blocked_layout(p, &p->dyw, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
+    p->dx_blocked = blocked_layout(p, &p->dx, p->C, p->H, p->W);
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+    p->dw_sum = xmalloc_aligned((size_t)p->F * p->C * p->k * p->k * sizeof(float));
+    p->db_sum = xmalloc_aligned((size_t)p->F * sizeof(float));
+}
+
+/* Every tensor argument of a plan, for the loops over them. */
+enum { PLAN_ARGS = 11 };
+static void plan_args(conv_plan *p, tensor_arg *args[PLAN_ARGS])
+{
+    tensor_arg *all[PLAN_ARGS] = {&p->x, &p->w, &p->b, &p->y, &p->dy, &p->wd, &p->dx, &p->xw, &p->dyw, &p->dw, &p->db};
+    memcpy(args, all, sizeof all);
+}
+
+static void plan_destroy(conv_plan *p)
+{
+    tensor_arg *args[PLAN_ARGS];
+    plan_args(p, args);
+    for (int i = 0; i < PLAN_ARGS; i++)
+        arg_destroy(args[i]);
+    dnnl_primitive_t prims[] = {p->fwd, p->bwd_data, p->bwd_weights};
+    for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
+        if (prims[i])
+            DNNL_CHECK(dnnl_primitive_destroy(prims[i]));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(p->fwd_pd));
+    free(p->dw_sum);
+    free(p->db_sum);
+    free(p->zero_bias);
+    memset(p, 0, sizeof *p);
+}
+
+/* Points the plan's prim buffers into the arena, grown to its size first. */
+static void bind_arena(conv_plan *p)
+{
+    if (arena_size < p->arena_bytes) {
+        free(arena);
+        arena = xmalloc_aligned(p->arena_bytes);
+        arena_size = p->arena_bytes;
+        calls++; /* a kept input is gone */
+    }
+    tensor_arg *args[PLAN_ARGS];
+    plan_args(p, args);
+    for (int i = 0; i < PLAN_ARGS; i++)
+        if (args[i]->reorder)
+            DNNL_CHECK(dnnl_memory_set_data_handle(args[i]->prim, arena + args[i]->offset));
+}
+
+/* The plan for this shape and batch size with its forward (and its backward too when `backward`) built;
+ * when the table is full the plans are recycled in turn. */
+static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, int wide, int winograd, int backward)
+{
+    conv_plan key = {.C = C, .H = H, .W = W, .F = F, .k = k, .pad = pad, .wide = wide, .N = N, .winograd = winograd};
+    conv_plan *p = NULL;
+    for (int i = 0; i < nplans && !p; i++)
+        if (memcmp(&plans[i], &key, offsetof(conv_plan, alg)) == 0)
+            p = &plans[i];
+    if (!p) {
+        start();
+        p = nplans < PLANS ? &plans[nplans++] : &plans[next_victim++ % PLANS];
+        if (p->fwd)
+            plan_destroy(p);
+        *p = key;
+        plan_mds m = plan_descs(p);
+        plan_forward(p, &m);
+    }
+    if (backward && !p->bwd_weights) {
+        plan_mds m = plan_descs(p);
+        plan_backward(p, &m);
+    }
+    bind_arena(p);
+    return p;
+}
+
+/* One input channel is left to im2col + GEMM: there oneDNN's convolution with its reorders took 60% longer
+ * (net's conv1, 2-core Sapphire Rapids). */
+static int onednn_takes(int C)
+{
+    return C > 1;
+}
+
+/* The forward into y.prim, converted to the layer's y unless y is NULL (the caller reads y.prim). */
+static void forward_run(conv_plan *p, const float *x, const float *w, const float *b, float *y)
+{
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)}, {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
+                              {DNNL_ARG_BIAS, arg_in(&p->b, b ? b : p->zero_bias)},
+                              {DNNL_ARG_DST, y ? arg_out(&p->y, y) : p->y.prim}};
+    run(p->fwd, 4, args);
+    if (y)
+        arg_done(&p->y);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+    p->kept_x = x;
+    p->kept_at = ++calls;
+}
+
+/* Both backward passes from diff_dst dy (NULL: written in dyw.prim already, which then serves both), dx
+ * through the ReLU whose output x is unless x_relu is NULL (layers.h's pool_conv_backward).
+ * dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
+static void backward_run(conv_plan *p, const float *x, const float *x_relu, const float *w, const float *dy, float *dw,
+                         float *db, float *dx)
+{
+    /* x NULL: the forward's input, still converted when no convolution ran since (none has used the arena). */
+    int kept = !x && p->x_shared && p->kept_at == calls++;
+    dnnl_memory_t src = kept ? p->x.prim : arg_in(p->x_shared ? &p->x : &p->xw, x ? x : p->kept_x);
+    dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dy ? arg_in(&p->dyw, dy) : p->dyw.prim},
+                               {DNNL_ARG_DIFF_WEIGHTS, arg_out(&p->dw, p->dw_sum)},
+                               {DNNL_ARG_DIFF_BIAS, arg_out(&p->db, p->db_sum)}};
+    run(p->bwd_weights, 4, wargs);
+    arg_done(&p->dw);
+    arg_done(&p->db);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+    size_t nw = (size_t)p->F * p->C * p->k * p->k;
+    for (size_t i = 0; i < nw; i++)
+        dw[i] += p->dw_sum[i];
+    for (int f = 0; f < p->F; f++)
+        db[f] += p->db_sum[f];
+    if (!dx)
+        return;
+    dnnl_memory_t ddst = p->dy_shared ? p->dyw.prim : arg_in(&p->dy, dy);
+    dnnl_exec_arg_t dargs[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)},
+                               {DNNL_ARG_DIFF_SRC, arg_out(&p->dx, dx)}};
+    run(p->bwd_data, 3, dargs);
+    if (x_relu && p->dx_blocked) {
+        DNNL_CHECK(dnnl_stream_wait(stream));
+        nchw16c_relu_backward((const float *)(arena + p->dx.offset), x_relu, dx, p->C, p->N, p->H * p->W);
+        return;
+    }
+    arg_done(&p->dx);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+    if (x_relu)
+        cpu_relu_backward(dx, x_relu, (size_t)p->C * p->N * p->H * p->W);
+}
+
+static int onednn_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N,
+                          int C, int H, int W, int F, int k, int pad, int wide, int winograd)
+{
+    if (!onednn_takes(C))
+        return cpu_conv_forward(be, x, w, b, y, N, C, H, W, F, k, pad, wide);
+    forward_run(plan_for(N, C, H, W, F, k, pad, wide, winograd, 0), x, w, b, y);
+    return 1;
+}
+
+static int onednn_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw,
+                           float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide,
+                           int winograd)
+{
+    if (!onednn_takes(C))
+        return cpu_conv_backward(be, x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide);
+    backward_run(plan_for(N, C, H, W, F, k, pad, wide, winograd, 1), x, NULL, w, dy, dw, db, dx);
+    return 1;
+}
+
+static int onednn_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N,
+                                    int C, int H, int W, int F, int k, int pad, int wide, int winograd)
+{
+    if (!onednn_takes(C))
+        return 0;
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 0);
+    if (!p->y_pooled)
+        return 0;
+    forward_run(p, x, w, NULL, NULL);
+    nchw16c_maxpool2_relu_forward((const float *)(arena + p->y.offset), pb, py, arg, F, N, conv_out(H, k, pad),
+                                  conv_out(W, k, pad), conv_ld(W, k, pad, wide));
+    return 1;
+}
+
+static int onednn_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x,
+                                     const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C,
+                                     int H, int W, int F, int k, int pad, int wide, int winograd)
+{
+    if (!onednn_takes(C))
+        return 0;
+    conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 1);
+    if (!p->dy_pooled)
+        return 0;
+    nchw16c_relu_maxpool2_backward(dpy, py, arg, (float *)(arena + p->dyw.offset), F, N, conv_out(H, k, pad),
+                                   conv_out(W, k, pad), conv_ld(W, k, pad, wide));
+    backward_run(p, x, x_relu, w, NULL, dw, db, dx);
+    return 1;
+}
+
+/* The backend's entries for one algorithm: the calls above with winograd bound. */
+#define ALGORITHM_ENTRIES(alg, winograd)                                                                          \
+    static int alg##_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, \
+                             int C, int H, int W, int F, int k, int pad, int wide)                                \
+    {                                                                                                             \
+        return onednn_forward(be, x, w, b, y, N, C, H, W, F, k, pad, wide, winograd);                             \
+    }                                                                                                             \
+    static int alg##_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw,    \
+                              float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide)  \
+    {                                                                                                             \
+        return onednn_backward(be, x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide, winograd);                  \
+    }                                                                                                             \
+    static int alg##_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,  \
+                                       int N, int C, int H, int W, int F, int k, int pad, int wide)               \
+    {                                                                                                             \
+        return onednn_conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide, winograd);                \
+    }                                                                                                             \
+    static int alg##_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x,          \
+                                        const float *x_relu, const float *w, float *dw, float *db, float *dx,     \
+                                        int N, int C, int H, int W, int F, int k, int pad, int wide)              \
+    {                                                                                                             \
+        return onednn_pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide,     \
+                                         winograd);                                                               \
+    }
+
+ALGORITHM_ENTRIES(direct, 0)
+ALGORITHM_ENTRIES(winograd, 1)
+
+const char *onednn_version(void)
+{
+    static char v[32];
+    const dnnl_version_t *d = dnnl_version();
+    snprintf(v, sizeof v, "%d.%d.%d", d->major, d->minor, d->patch);
+    return v;
+}
+
+int onednn_has_winograd(void)
+{
+    start();
+    conv_plan probe = {.C = 16, .H = 8, .W = 8, .F = 16, .k = 3, .N = 1};
+    plan_mds m = plan_descs(&probe);
+    dnnl_primitive_desc_t pd;
+    if (!forward_pd(&pd, dnnl_convolution_winograd, &m))
+        return 0;
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+    return 1;
+}
+
+const nn_backend *nn_cpu_onednn(int winograd)
+{
+    static nn_backend be[2];
+    nn_backend *b = &be[winograd != 0];
+    if (!b->name) {
+        *b = nn_cpu;
+        b->conv_forward = winograd ? winograd_forward : direct_forward;
+        b->conv_backward = winograd ? winograd_backward : direct_backward;
+        b->conv_pool_forward = winograd ? winograd_conv_pool_forward : direct_conv_pool_forward;
+        b->pool_conv_backward = winograd ? winograd_pool_conv_backward : direct_pool_conv_backward;
+    }
+    return b;
+}

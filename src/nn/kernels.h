@@ -1,0 +1,271 @@
+/* What one GPU thread computes for flat index i: the index decomposition of each elementwise layer
+ * kernel, calling the math of ops.h. cuda/layers.cu runs these in grid-stride loops; tests/unit/check_kernels.c
+ * runs them in plain loops on the CPU and compares with the CPU layers (src/nn/cpu/nn_cpu.c), so the GPU's
+ * index math is tested on machines without a GPU. Sizes and layouts as in nn_cpu.h. */
+#ifndef MNIST_KERNELS_H
+#define MNIST_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/hd.h"
+#include "data/mnist.h"
+#include "nn/ops.h"
+
+/* i < n * MNIST_PIXELS: pixel p of batch sample i / MNIST_PIXELS, which is sample idx[that] (idx NULL: itself). */
+static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t *labels, const uint64_t *idx,
+                                  float *x, uint8_t *y)
+{
+    size_t n = i / MNIST_PIXELS, p = i % MNIST_PIXELS;
+    uint64_t s = idx ? idx[n] : (uint64_t)n;
+    x[i] = op_normalize(images[s * MNIST_PIXELS + p]);
+    if (y && p == 0)
+        y[n] = labels[s];
+}
+
+/* im2col and col2im index in 32 bits (a GPU divides 32-bit integers in a few instructions, 64-bit ones in
+ * a long emulated sequence): the column buffer of ns samples and their input gradient must have at most
+ * 2^32 - 1 elements (net's conv2 at 4096 samples: 7.4e8). The CUDA backend checks it before a launch. */
+static inline HD int kern_conv_fits32(int C, int H, int W, int k, int pad, int ns, int wide)
+{
+    return (size_t)C * (size_t)(k * k) * (size_t)ns * conv_plane(H, W, k, pad, wide) <= UINT32_MAX &&
+           (size_t)C * (size_t)ns * H * W <= UINT32_MAX;
+}
+
+/* i < C*k*k * ns*P: one entry of col [C*k*k][ns*P] (P = OH*OW, or OH*W when wide); the channel comes
+ * from i, so C is only the caller's bound. */
+static inline HD void kern_im2col(uint32_t i, const float *x, float *col, int N, int H, int W, int k, int pad, int n0,
+                                  int ns, int wide)
+{
+    uint32_t OH = (uint32_t)conv_out(H, k, pad), OW = (uint32_t)conv_ld(W, k, pad, wide), uk = (uint32_t)k;
+    uint32_t P = OH * OW, ld = (uint32_t)ns * P, r = i / ld, q = i - r * ld;
+    uint32_t c = r / (uk * uk), t = r - c * uk * uk, kh = t / uk, kw = t - kh * uk;
+    uint32_t n = q / P, j = q - n * P;
+    const float *plane = x + ((size_t)c * (size_t)N + (size_t)n0 + n) * (size_t)H * (size_t)W;
+    if (wide) {
+        col[i] = (int)j < op_wide_span((int)OH, W, k) ? plane[j + (uint32_t)op_wide_offset((int)kh, (int)kw, W)] : 0.0f;
+    } else {
+        uint32_t oh = j / OW;
+        col[i] = op_im2col(plane, H, W, pad, (int)kh, (int)kw, (int)oh, (int)(j - oh * OW));
+    }
+}
+
+/* i < C * ns*H*W: input gradient (c, n0 + n, ih, iw) gathered from dcol, taps in op_col2im's order. */
+static inline HD void kern_col2im(uint32_t i, const float *dcol, float *dx, int N, int H, int W, int k, int pad,
+                                  int n0, int ns, int wide)
+{
+    uint32_t OH = (uint32_t)conv_out(H, k, pad), OW = (uint32_t)conv_ld(W, k, pad, wide);
+    uint32_t P = OH * OW, ld = (uint32_t)ns * P, HW = (uint32_t)H * (uint32_t)W, nHW = (uint32_t)ns * HW;
+    uint32_t c = i / nHW, q = i - c * nHW, n = q / HW, j = q - n * HW;
+    const float *src = dcol + (size_t)c * (size_t)(k * k) * ld + (size_t)n * P;
+    float s = 0.0f;
+    if (wide) {
+        int span = op_wide_span((int)OH, W, k);
+        for (int kh = 0; kh < k; kh++)
+            for (int kw = 0; kw < k; kw++) {
+                int o = (int)j - op_wide_offset(kh, kw, W);
+                if (o >= 0 && o < span)
+                    s += src[(size_t)(kh * k + kw) * ld + (size_t)o];
+            }
+    } else {
+        uint32_t ih = j / (uint32_t)W;
+        s = op_col2im(src, ld, k, pad, (int)OH, (int)OW, (int)ih, (int)(j - ih * (uint32_t)W));
+    }
+    dx[((size_t)c * (size_t)N + (size_t)n0 + n) * HW + j] = s;
+}
+
+/* i < rows * cols: y[r][j] = b[r] (by_row) or b[j]. */
+static inline HD void kern_fill(size_t i, float *y, const float *b, size_t cols, size_t ld, int by_row)
+{
+    size_t r = i / cols, j = i % cols;
+    y[r * ld + j] = by_row ? b[r] : b[j];
+}
+
+/* i < planes * (H/2) * (W/2): pooled output i, its argmax into arg[i]. */
+static inline HD float kern_maxpool2_at(size_t i, const float *x, int32_t *arg, int H, int W, int ld)
+{
+    size_t OP = (size_t)(H / 2) * (W / 2), p = i / OP, o = i % OP;
+    return op_maxpool2(x + p * H * ld, ld, (int)(o / (size_t)(W / 2)), (int)(o % (size_t)(W / 2)), &arg[i]);
+}
+
+/* i < C*N * (H/2) * (W/2): the pool of planes [C][N][H][ld], then the ReLU of it plus its channel's bias (b
+ * NULL: none), as the models' pool + (bias) ReLU do. One pass: the convolution's output read once, the pooled
+ * one written once (pool, then ReLU, wrote it, read it back and wrote it again). */
+static inline HD void kern_maxpool2_relu(size_t i, const float *x, const float *b, float *y, int32_t *arg, int N,
+                                         int H, int W, int ld)
+{
+    float m = kern_maxpool2_at(i, x, arg, H, W, ld);
+    y[i] = b ? op_bias_relu(m, b[i / ((size_t)N * (size_t)(H / 2) * (size_t)(W / 2))]) : op_relu(m);
+}
+
+/* i < planes * H * ld: whether input i is the argmax of its window (0 outside every window), and *o that
+ * window's pooled output (the max-pool's backward gathers its gradient from there). */
+static inline HD int kern_maxpool2_src(size_t i, const int32_t *arg, int H, int W, int ld, size_t *o)
+{
+    int OH = H / 2, OW = W / 2;
+    size_t p = i / ((size_t)H * ld), q = i % ((size_t)H * ld);
+    int ih = (int)(q / (size_t)ld), iw = (int)(q % (size_t)ld);
+    if (ih >= 2 * OH || iw >= 2 * OW)
+        return 0;
+    *o = p * OH * OW + (size_t)(ih / 2) * OW + (size_t)(iw / 2);
+    return arg[*o] == (int32_t)q;
+}
+
+/* i < planes * H * ld: input gradient i of the max-pool whose pooled output y went through a ReLU with output
+ * gradient dy: the ReLU's backward and the pool's in one pass (dy is read, not rewritten first). */
+static inline HD void kern_relu_maxpool2_grad(size_t i, const float *dy, const float *y, const int32_t *arg,
+                                              float *dx, int H, int W, int ld)
+{
+    size_t o;
+    dx[i] = kern_maxpool2_src(i, arg, H, W, ld, &o) ? op_relu_grad(dy[o], y[o]) : 0.0f;
+}
+
+/* i < N * D: the dropout multiplier of element i % D of sample i / D. */
+static inline HD float kern_dropout_mask(size_t i, int D, const uint64_t *ids, uint64_t key, int layer, float p)
+{
+    return op_dropout_mask(op_dropout_key(key, ids[i / (size_t)D], layer), i % (size_t)D, op_dropout_threshold(p),
+                           1.0f / (1.0f - p));
+}
+
+/* i < N * D: element i % D of sample i / D. */
+static inline HD void kern_dropout(size_t i, float *x, float *mask, int D, const uint64_t *ids, uint64_t key, int layer,
+                                   float p)
+{
+    mask[i] = kern_dropout_mask(i, D, ids, key, layer, p);
+    x[i] *= mask[i];
+}
+
+/* For i < C*N*HW, an index of the per-sample layout [N][C][HW]: the same element's CNHW index (flatten:
+ * y[i] = x[kern_cnhw_index(i)], unflatten the reverse). */
+static inline HD size_t kern_cnhw_index(size_t i, int C, int N, int HW)
+{
+    size_t per = (size_t)C * HW, n = i / per, c = (i % per) / (size_t)HW;
+    return (c * (size_t)N + n) * HW + i % (size_t)HW;
+}
+
+/* i < C*N*HW: flattened element i, then (mask not NULL) its dropout (kern_dropout, D = C*HW): one pass where
+ * flatten wrote y and dropout read it back and wrote it again. */
+static inline HD void kern_flatten_dropout(size_t i, const float *x, float *y, float *mask, int C, int N, int HW,
+                                           const uint64_t *ids, uint64_t key, int layer, float p)
+{
+    float v = x[kern_cnhw_index(i, C, N, HW)];
+    if (mask) {
+        mask[i] = kern_dropout_mask(i, C * HW, ids, key, layer, p);
+        v *= mask[i];
+    }
+    y[i] = v;
+}
+
+/* The backward of that: dy[i] (times mask[i] unless mask is NULL) to its CNHW place in dx. */
+static inline HD void kern_dropout_unflatten(size_t i, const float *dy, const float *mask, float *dx, int C, int N,
+                                             int HW)
+{
+    dx[kern_cnhw_index(i, C, N, HW)] = mask ? dy[i] * mask[i] : dy[i];
+}
+
+/* ---- Per-channel reductions (bias gradients, BatchNorm statistics and gradients) ----------------
+ * A 2-D grid: block (c, s) reduces slice s (op_slice) of channel c's count values with KERN_LANES
+ * threads, thread `lane` taking every KERN_LANES-th value (kern_lane_*), and the block adds its lanes in
+ * a fixed tree (block_sum in cuda/layers.cu); it writes one partial to scratch[c * slices + s]. A second
+ * pass (kern_*_finish) adds each channel's partials in slice order. No atomics:
+ * the same inputs give the same bits on every run. The slicing depends on (channels, count) only.
+ * BatchNorm's second pass runs in every block of its elementwise pass (the same sums in the same order
+ * in each), which saves a launch. */
+enum {
+    KERN_LANES = 256,                    /* threads of a reduction block (a power of two: the tree halves it) */
+    KERN_RED_BLOCKS = 1024,              /* blocks wanted per reduction: ~8 per SM of a 132-SM H100 */
+    KERN_RED_SLICE_MIN = 4 * KERN_LANES, /* values per slice at least: 4 loads per thread */
+    KERN_RED_SLICES_MAX = 64,            /* slices per channel at most (the second pass is serial) */
+    KERN_RED_PARTIALS = 1 << 14          /* scratch slots per launch; more channels: launched in groups */
+};
+
+static inline HD int kern_red_slices(int channels, size_t count)
+{
+    size_t c = channels > 0 ? (size_t)channels : 1;
+    size_t want = (KERN_RED_BLOCKS + c - 1) / c, most = count / KERN_RED_SLICE_MIN;
+    size_t s = want < most ? want : most;
+    s = s < KERN_RED_SLICES_MAX ? s : KERN_RED_SLICES_MAX;
+    return s ? (int)s : 1;
+}
+
+/* Channels per launch: as many as the scratch holds partials for. */
+static inline HD int kern_red_group(int channels, int slices)
+{
+    int g = KERN_RED_PARTIALS / slices;
+    return g < channels ? g : channels;
+}
+
+/* Lane `lane`'s share of slice [lo, hi) of a channel: values x[j * stride]. */
+static inline HD double kern_lane_sum(const float *x, size_t lo, size_t hi, size_t stride, unsigned lane)
+{
+    double s = 0.0;
+    for (size_t j = lo + lane; j < hi; j += KERN_LANES)
+        s += x[j * stride];
+    return s;
+}
+
+/* Its share of the squared deviations from the slice's mean (the second of BatchNorm's two passes over a
+ * slice). */
+static inline HD double kern_lane_sqdev(const float *x, size_t lo, size_t hi, double mean, unsigned lane)
+{
+    double q = 0.0;
+    for (size_t j = lo + lane; j < hi; j += KERN_LANES) {
+        double d = x[j] - mean;
+        q += d * d;
+    }
+    return q;
+}
+
+/* Its share of op_bn_grad_sums: sum(dy) into *a, sum(dy * xhat) into *b. */
+static inline HD void kern_lane_bn_grad(const float *x, const float *dy, size_t lo, size_t hi, float mean,
+                                        float invstd, unsigned lane, double *a, double *b)
+{
+    *a = *b = 0.0;
+    for (size_t j = lo + lane; j < hi; j += KERN_LANES) {
+        *a += dy[j];
+        *b += (double)dy[j] * (double)((x[j] - mean) * invstd);
+    }
+}
+
+/* Second pass of sum_add for channel c (one thread per channel): out[c] += its slices' partials. */
+static inline HD void kern_sum_finish(size_t c, const double *part, int slices, float *out)
+{
+    out[c] += (float)op_partials_sum(part + c * (size_t)slices, slices);
+}
+
+/* Second pass of BatchNorm's training statistics, in each block (c, s) of the elementwise pass: channel
+ * c's mean and invstd from its slices (op_moments_combine), rounded as the CPU rounds them, into st[0]
+ * and st[1]; with `update` (block (c, 0) only) also stored, and the running statistics updated as
+ * cpu_batchnorm_forward_train does. tracked: NULL but in the launch holding channel 0. */
+static inline HD void kern_bn_stats_finish(size_t c, const double *sum, const double *m2, int slices, size_t count,
+                                           float momentum, float eps, float st[2], int update, float *mean,
+                                           float *invstd, float *rmean, float *rvar, float *tracked)
+{
+    double mu, var;
+    op_moments_combine(sum + c * (size_t)slices, m2 + c * (size_t)slices, slices, count, &mu, &var);
+    st[0] = (float)mu;
+    st[1] = op_bn_invstd(var, eps);
+    if (!update)
+        return;
+    mean[c] = st[0];
+    invstd[c] = st[1];
+    rmean[c] = op_bn_running(rmean[c], mu, momentum);
+    rvar[c] = op_bn_running(rvar[c], var * (double)count / (double)(count - 1), momentum);
+    if (c == 0 && tracked)
+        *tracked += 1.0f;
+}
+
+/* Second pass of BatchNorm's backward sums, in each block (c, s) of the elementwise pass: the means
+ * op_bn_grad takes, mean(dy) and mean(dy xhat), into st[0] and st[1]; with `update` (block (c, 0) only)
+ * dgamma[c] and dbeta[c] += the sums. */
+static inline HD void kern_bn_grad_finish(size_t c, const double *pa, const double *pb, int slices, size_t count,
+                                          float st[2], int update, float *dgamma, float *dbeta)
+{
+    double a = op_partials_sum(pa + c * (size_t)slices, slices), b = op_partials_sum(pb + c * (size_t)slices, slices);
+    st[0] = (float)(a / (double)count);
+    st[1] = (float)(b / (double)count);
+    if (!update)
+        return;
+    dgamma[c] += (float)b;
+    dbeta[c] += (float)a;
+}
+#endif

@@ -1,0 +1,100 @@
+#include "nn/layers.h"
+
+size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide)
+{
+    return (size_t)C * k * k * chunk * conv_plane(H, W, k, pad, wide);
+}
+
+void conv_forward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x, const float *w, const float *b,
+                        float *y, int N, int C, int H, int W, int F, int k, int pad, float *col, int n0, int n1,
+                        int chunk, int wide)
+{
+    size_t P = conv_plane(H, W, k, pad, wide);
+    int K = C * k * k;
+    for (; n0 < n1; n0 += chunk) {
+        int ns = n1 - n0 < chunk ? n1 - n0 : chunk;
+        be->im2col(x, col, N, C, H, W, k, pad, n0, ns, wide);
+        /* Bias first, then the GEMM accumulates onto it (beta 1): no extra pass over y. */
+        if (b)
+            be->fill(y + n0 * P, b, F, ns * P, N * P, 1);
+        gemm(0, 0, F, ns * (int)P, K, 1.0f, w, K, col, ns * (int)P, b ? 1.0f : 0.0f, y + n0 * P, N * (int)P);
+    }
+}
+
+int conv_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C, int H,
+                 int W, int F, int k, int pad, float *col, int chunk, int wide)
+{
+    if (be->conv_forward && be->conv_forward(be, x, w, b, y, N, C, H, W, F, k, pad, wide))
+        return 1;
+    conv_forward_range(be, be->gemm, x, w, b, y, N, C, H, W, F, k, pad, col, 0, N, chunk, wide);
+    return be->keep_col && N <= chunk;
+}
+
+void conv_backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x, const float *w, const float *dy,
+                         float *dw, float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int n0,
+                         int n1, int chunk, int wide)
+{
+    size_t P = conv_plane(H, W, k, pad, wide);
+    int K = C * k * k;
+    for (; n0 < n1; n0 += chunk) {
+        int ns = n1 - n0 < chunk ? n1 - n0 : chunk;
+        const float *dyc = dy + n0 * P;
+        if (x) /* NULL: col holds it already (layers.h) */
+            be->im2col(x, col, N, C, H, W, k, pad, n0, ns, wide);
+        gemm(0, 1, F, K, ns * (int)P, 1.0f, dyc, N * (int)P, col, ns * (int)P, 1.0f, dw, K);
+        if (!dx)
+            continue;
+        gemm(1, 0, K, ns * (int)P, F, 1.0f, w, K, dyc, N * (int)P, 0.0f, col, ns * (int)P);
+        be->col2im(col, dx, N, C, H, W, k, pad, n0, ns, wide);
+    }
+}
+
+void conv_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
+                   float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
+{
+    if (be->conv_backward && be->conv_backward(be, x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide))
+        return;
+    size_t P = conv_plane(H, W, k, pad, wide);
+    be->sum_add(db, dy, F, N * P, N * P, 1);
+    conv_backward_range(be, be->gemm, x, w, dy, dw, dx, N, C, H, W, F, k, pad, col, 0, N, chunk, wide);
+}
+
+int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,
+                      int32_t *arg, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
+{
+    if (be->conv_pool_forward && be->conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide))
+        return 1;
+    int kept = conv_forward(be, x, w, NULL, y, N, C, H, W, F, k, pad, col, chunk, wide);
+    be->maxpool2_relu_forward(y, pb, py, arg, F, N, conv_out(H, k, pad), conv_out(W, k, pad), conv_ld(W, k, pad, wide));
+    return kept;
+}
+
+void pool_conv_backward(const nn_backend *be, float *dpy, const float *py, const int32_t *arg, const float *x,
+                        const float *x_relu, const float *w, float *y, float *dw, float *db, float *dx, int N, int C,
+                        int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
+{
+    if (be->pool_conv_backward &&
+        be->pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide))
+        return;
+    be->relu_maxpool2_backward(dpy, py, arg, y, F * N, conv_out(H, k, pad), conv_out(W, k, pad),
+                               conv_ld(W, k, pad, wide));
+    conv_backward(be, x, w, y, dw, db, dx, N, C, H, W, F, k, pad, col, chunk, wide);
+    if (dx && x_relu)
+        be->relu_backward(dx, x_relu, (size_t)C * N * H * W);
+}
+
+void linear_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,
+                    int out)
+{
+    be->fill(y, b, N, (size_t)out, (size_t)out, 0);
+    be->gemm(0, 1, N, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
+}
+
+void linear_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
+                     float *dx, int N, int in, int out)
+{
+    be->gemm(1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
+    be->sum_add(db, dy, out, (size_t)N, 1, (size_t)out);
+    if (dx)
+        be->gemm(0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}

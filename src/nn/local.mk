@@ -1,0 +1,14 @@
+# nn: the models and optimizers over a backend table (backend.h), the layers built from it, and the
+# element functions and kernel bodies written once for host and device (ops.h, kernels.h).
+src_libmnistddp_a_SOURCES += src/nn/backend.h src/nn/ops.h src/nn/kernels.h src/nn/layers.c src/nn/layers.h \
+	src/nn/model.c src/nn/model.h src/nn/optim.c src/nn/optim.h
+
+# nn/cpu: the CPU backend: CBLAS GEMMs (and OpenBLAS's kernel choice), the im2col and oneDNN convolutions,
+# the blocked-layout helpers. oneDNN's file only when configure found oneDNN; the header's stubs otherwise.
+src_libmnistddp_a_SOURCES += src/nn/cpu/gemm.c src/nn/cpu/gemm.h src/nn/cpu/blas_core.c src/nn/cpu/blas_core.h \
+	src/nn/cpu/nn_cpu.c src/nn/cpu/nn_cpu.h src/nn/cpu/conv_cpu.c src/nn/cpu/conv_cpu.h \
+	src/nn/cpu/nchw16c.c src/nn/cpu/nchw16c.h src/nn/cpu/simd.h src/nn/cpu/conv_onednn.h \
+	src/nn/cpu/conv_choice.c src/nn/cpu/conv_choice.h
+if HAVE_ONEDNN
+src_libmnistddp_a_SOURCES += src/nn/cpu/conv_onednn.c
+endif

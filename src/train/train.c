@@ -1,0 +1,450 @@
+#include "train/train.h"
+#include "train/train_run.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "train/checkpoint.h"
+#include "base/clock.h"
+#include "comm/comm.h"
+#include "nn/cpu/conv_onednn.h"
+#include "base/errors.h"
+#include "train/evaluate.h"
+#include "base/log.h"
+#include "data/mnist.h"
+#include "nn/model.h"
+#include "nn/cpu/conv_choice.h"
+#include "nn/cpu/nn_cpu.h"
+#include "nn/optim.h"
+#include "comm/preempt.h"
+#include "base/profile.h"
+#include "base/rng.h"
+#include "data/sampler.h"
+#include "data/shards.h"
+#include "train/step_graph.h"
+#include "train/train_state.h"
+
+/* Domain separation of the seed: shuffles and dropout masks draw from unrelated streams. */
+#define DROPOUT_SALT 0x64726f706f757421ULL
+/* Seconds kept free before a Slurm job's end beyond the measured step and checkpoint times. */
+#define STOP_SAFETY_S 30.0
+
+static recipe resolve_recipe(const options *o, int world)
+{
+    int convnet = strcmp(o->model, "convnet") == 0;
+    recipe r = {.batch = o->batch_size ? o->batch_size : convnet ? 100 : 64};
+    const char *opt = o->optimizer ? o->optimizer : convnet ? "sgd" : "adadelta";
+    r.opt = (optim_cfg){.kind = strcmp(opt, "sgd") == 0 ? OPTIM_SGD : OPTIM_ADADELTA, .rho = 0.9f, .eps = 1e-6f,
+                        .momentum = (float)o->momentum, .weight_decay = (float)o->weight_decay};
+    /* The convnet recipe scales its learning rate with the world size (linear scaling rule). */
+    r.lr = o->lr >= 0 ? o->lr : convnet ? 1e-4 * world : 1.0;
+    return r;
+}
+
+/* A copy of host data in the backend's memory (all of MNIST is 55 MB: uploaded once, so no step copies
+ * images from the host). */
+static void *to_backend(const nn_backend *be, const void *host, size_t bytes)
+{
+    void *p = be->alloc(bytes ? bytes : 1);
+    be->upload(p, host, bytes);
+    return p;
+}
+
+static void load_data(run *r)
+{
+    double t0 = clock_now();
+    const char *dir = r->o->data_dir;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        die_all(EX_NOINPUT, "--data %s: no such directory; prepare MNIST with 'make data' (or pass --data DIR)", dir);
+    shard_set *train = shards_open(dir, "train");
+    shard_set *test = shards_open(dir, "test");
+    r->n_train = shards_total(train);
+    r->n_test = shards_total(test);
+    snprintf(r->train_sha, sizeof r->train_sha, "%s", shards_source_sha256(train));
+    uint64_t need = (uint64_t)r->env->world * (uint64_t)r->rc.batch;
+    if (r->n_train < need)
+        die_all(EX_USAGE, "--batch-size %d: %d ranks x %d = %llu samples per step, but %s holds only %llu "
+                "training samples", r->rc.batch, r->env->world, r->rc.batch, (unsigned long long)need, dir,
+                (unsigned long long)r->n_train);
+    /* Every rank may need any training sample during an epoch: read the set once (47 MB for MNIST). */
+    uint64_t first;
+    evaluate_share(r->n_test, r->env->world, r->env->rank, &first, &r->test_count);
+    /* One staging buffer for both reads: sized for the larger (a small training subset may sit beside the
+     * full test set). */
+    uint64_t most = r->n_train > r->test_count ? r->n_train : r->test_count;
+    uint8_t *images = xmalloc_aligned(most * MNIST_PIXELS), *labels = xmalloc(most);
+    shards_read_range(train, 0, r->n_train, images, labels);
+    r->train_images = to_backend(r->be, images, r->n_train * MNIST_PIXELS);
+    r->train_labels = to_backend(r->be, labels, r->n_train);
+    shards_read_range(test, first, r->test_count, images, labels);
+    r->test_images = to_backend(r->be, images, r->test_count * MNIST_PIXELS);
+    r->test_labels = to_backend(r->be, labels, r->test_count);
+    free(images);
+    free(labels);
+    say("data: %s: %llu training samples in %d shard%s, %llu test samples", dir, (unsigned long long)r->n_train,
+        shards_files(train), shards_files(train) == 1 ? "" : "s", (unsigned long long)r->n_test);
+    shards_close(train);
+    shards_close(test);
+    r->data_s = clock_now() - t0;
+}
+
+static void comm_start(run *r)
+{
+    comm_config cfg = {.bootstrap_addr = r->o->bootstrap_addr, .timeout_s = r->o->comm_timeout,
+                       .step_timeout_s = r->o->step_timeout,
+                       .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0)};
+    r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
+    model_set_grad_hook(r->m, r->cb->ready, r->comm);
+}
+
+/* Rank 0's state (resumed from a checkpoint, or parameters initialised or loaded) becomes everyone's. */
+static void init_model(run *r)
+{
+    int resumed = ts_resume(&r->ckpt, r->m, r->opt, &r->start);
+    if (!resumed)
+        r->start = (ts_position){.epoch = 1};
+    r->step = r->saved_step = r->start.step;
+    if (!resumed && r->o->load_model)
+        checkpoint_verify_model(r->o->load_model);
+    if (r->env->rank == 0 && !resumed) {
+        if (r->o->load_model)
+            checkpoint_load_model(r->o->load_model, r->m);
+        else
+            model_init_params(r->m, r->o->seed);
+    }
+    r->cb->broadcast(r->comm, model_params(r->m), model_num_params(r->m), "initial parameters");
+    if (model_buffer_size(r->m))
+        r->cb->broadcast(r->comm, model_buffers(r->m), model_buffer_size(r->m), "initial BatchNorm statistics");
+    size_t n;
+    float *state = optim_state(r->opt, &n);
+    if (resumed && n)
+        r->cb->broadcast(r->comm, state, n, "optimizer state");
+}
+
+/* The settings a checkpoint must share with this run to continue its trajectory. */
+static void describe_run(run *r)
+{
+    const options *o = r->o;
+    ts_identity *id = &r->ckpt.id;
+    ts_identity_add(id, "model", "%s", o->model);
+    ts_identity_add(id, "optimizer", "%s", r->rc.opt.kind == OPTIM_SGD ? "sgd" : "adadelta");
+    ts_identity_add(id, "lr", "%.17g", r->rc.lr);
+    ts_identity_add(id, "gamma", "%.17g", o->gamma);
+    ts_identity_add(id, "momentum", "%.9g", (double)r->rc.opt.momentum);
+    ts_identity_add(id, "weight_decay", "%.9g", (double)r->rc.opt.weight_decay);
+    ts_identity_add(id, "global_batch", "%llu", (unsigned long long)r->env->world * (unsigned long long)r->rc.batch *
+                    (unsigned long long)o->accum_steps);
+    ts_identity_add(id, "seed", "%llu", (unsigned long long)o->seed);
+    ts_identity_add(id, "precision", "%s", o->precision);
+    ts_identity_add(id, "train_samples", "%llu", (unsigned long long)r->n_train);
+    ts_identity_add(id, "train_source_sha256", "%s", r->train_sha);
+}
+
+/* A checkpoint after optimizer step epoch_step of epoch (once per step). */
+static void save_state(run *r, int epoch, uint64_t epoch_step)
+{
+    if (r->step == r->saved_step)
+        return;
+    ts_position p = {.step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
+    profile_lap("progress, stop checks");
+    double t0 = clock_now();
+    ts_save(&r->ckpt, r->m, r->opt, &p);
+    r->ckpt_s = clock_now() - t0;
+    profile_mark(); /* the write is counted apart, not as training */
+    r->ckpt_total_s += r->ckpt_s;
+    r->saved_step = r->step;
+}
+
+/* Copies the sample ids of this rank's slice of global batch `micro` into r->ids. Returns its size. */
+static int batch_ids(run *r, uint64_t micro)
+{
+    uint64_t first, count, global;
+    sampler_slice(r->n_train, r->env->world, r->rc.batch, r->env->rank, micro, &first, &count, &global);
+    r->be->copy(r->ids, r->perm + first, count * sizeof *r->ids);
+    return (int)count;
+}
+
+/* One optimizer step's device work, queued or captured (step_graph.h): everything it passes by value is
+ * here and in the step's shape. The first micro-batch's ids are copied before (a graph cannot). */
+typedef struct {
+    run *r;
+    uint64_t micro0, k;
+    int n0;
+    step_shape shape;
+} step_work;
+
+static void queue_step(void *ctx)
+{
+    const step_work *w = ctx;
+    run *r = w->r;
+    r->be->zero(model_grads(r->m), model_num_params(r->m) * sizeof(float));
+    profile_lap("optimizer"); /* zeroing the gradients, as PyTorch's optimizer does */
+    for (uint64_t j = 0; j < w->k; j++) {
+        int n = j == 0 ? w->n0 : batch_ids(r, w->micro0 + j);
+        r->be->gather(r->train_images, r->train_labels, r->ids, n, r->x, r->y);
+        profile_lap("batch gather");
+        r->cb->arm(r->comm, j + 1 == w->k, r->step);
+        /* The loss stays on the device: nothing waits between backward and finish's last bucket. */
+        model_train_batch(r->m, r->x, r->y, r->ids, n, w->shape.dropout_key, 1.0f / (float)w->shape.total);
+    }
+    r->cb->finish(r->comm);
+    profile_lap("all-reduce wait");
+    optim_step(r->opt, model_params(r->m), model_grads(r->m), (float)w->shape.lr);
+    profile_lap("optimizer");
+}
+
+/* Whether the job's time limit is near: closer than a few of the longest steps, the last checkpoint's
+ * write and a fixed safety (a step may run long, and the write must end before Slurm's kill). */
+static int time_up(const run *r)
+{
+    if (!r->job_end)
+        return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double margin = STOP_SAFETY_S + 3 * r->step_max_s + r->ckpt_s;
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec + margin >= r->job_end;
+}
+
+double wait_deadline(const run *r, const char **option)
+{
+    return comm_wait_deadline(r->o->comm_timeout, r->o->step_timeout, r->step - r->start.step, option);
+}
+
+/* After a step: whether a rank caught a signal or the time limit is near (only with checkpoints, which it
+ * then writes). */
+static int preempted(run *r, int epoch, uint64_t epoch_step)
+{
+    if (!r->o->checkpoint_dir)
+        return 0;
+    const char *option;
+    double timeout = wait_deadline(r, &option);
+    if (!(r->signal = preempt_agree(&r->signal_age, time_up(r), timeout, option, r->step)))
+        return 0;
+    r->signal_seen = clock_now();
+    save_state(r, epoch, epoch_step);
+    return 1;
+}
+
+/* The backend's counts so far; zeros on a backend that does not count (the CPU). */
+static nn_counts counts_now(const run *r)
+{
+    return r->be->counts ? r->be->counts() : (nn_counts){0, 0, 0};
+}
+
+/* sum += the counts now - from. */
+static void add_counts(const run *r, nn_counts *sum, nn_counts from)
+{
+    nn_counts now = counts_now(r);
+    sum->kernels += now.kernels - from.kernels;
+    sum->gemms += now.gemms - from.gemms;
+    sum->waits += now.waits - from.waits;
+}
+
+/* One epoch; returns 1 when --max-steps was reached, 2 when a signal stopped it. */
+static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
+{
+    const options *o = r->o;
+    uint64_t micro_steps = sampler_steps(r->n_train, r->env->world, r->rc.batch);
+    uint64_t opt_steps = (micro_steps + (uint64_t)o->accum_steps - 1) / (uint64_t)o->accum_steps;
+    uint64_t dropout_key = rng_key(rng_key(o->seed ^ DROPOUT_SALT, 0), (uint64_t)epoch);
+    sampler_permutation(o->seed, (uint64_t)epoch, r->n_train, r->host_perm);
+    r->be->upload(r->perm, r->host_perm, r->n_train * sizeof *r->perm);
+
+    int stop = o->max_steps && r->step >= o->max_steps;
+    /* A resumed epoch goes on after the steps its checkpoint had done. */
+    epoch_log L = {.first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0, .steps = opt_steps,
+                   .t0 = clock_now(), .ckpt0 = r->ckpt_total_s};
+    L.t_log = L.t0;
+    nn_counts c0 = counts_now(r);
+    long step0 = r->step;
+    profile_mark();
+    for (uint64_t s = L.first; s < opt_steps && !stop; s++) {
+        double t_step = clock_now();
+        uint64_t micro0 = s * (uint64_t)o->accum_steps;
+        uint64_t k = micro_steps - micro0 < (uint64_t)o->accum_steps ? micro_steps - micro0 : (uint64_t)o->accum_steps;
+        /* Samples in this optimizer step over all ranks (the gradient of their mean is what we want), and
+         * this rank's. */
+        step_work w = {.r = r, .micro0 = micro0, .k = k, .shape = {.lr = lr, .dropout_key = dropout_key}};
+        double images = 0;
+        for (uint64_t j = 0; j < k; j++) {
+            uint64_t f, c, g;
+            sampler_slice(r->n_train, r->env->world, r->rc.batch, r->env->rank, micro0 + j, &f, &c, &g);
+            w.shape.total += g;
+            images += (double)c;
+        }
+        w.n0 = batch_ids(r, micro0);
+        /* A graph replays only full batches without accumulation (kernel arguments are frozen in it). */
+        int replayable = o->accum_steps == 1 && w.shape.total == (uint64_t)r->rc.batch * (uint64_t)r->env->world;
+        step_graph_step(r->graph, &w.shape, replayable, r->step, queue_step, &w);
+        r->step++;
+        if (clock_now() - t_step > r->step_max_s)
+            r->step_max_s = clock_now() - t_step;
+        L.images_log += images; /* this rank's samples: summed over ranks in the report */
+        stop = (o->max_steps && r->step >= o->max_steps) || o->dry_run;
+        if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop)
+            report_progress(r, &L, epoch, s, lr);
+        /* Periodic ones, and one where the run stops, so the same command then has nothing left to redo. */
+        int last = s + 1 == opt_steps;
+        if (o->checkpoint_dir && (stop || (last && epoch == o->epochs) ||
+                                  (o->checkpoint_every ? r->step % o->checkpoint_every == 0 : last)))
+            save_state(r, epoch, s + 1);
+        if (preempted(r, epoch, s + 1))
+            stop = 2;
+        profile_lap("progress, stop checks");
+    }
+    r->train_s += clock_now() - L.t0 - (r->ckpt_total_s - L.ckpt0); /* checkpoint writes are counted apart */
+    add_counts(r, &r->step_counts, c0);
+    r->counted_steps += r->step - step0;
+    r->images += L.images_epoch;
+    *mean_loss = L.images_epoch ? L.loss_epoch / L.images_epoch : 0;
+    return stop;
+}
+
+void sync_and_check(run *r, const char *when)
+{
+    double t0 = clock_now();
+    if (model_buffer_size(r->m))
+        r->cb->average(r->comm, model_buffers(r->m), model_buffer_size(r->m), "BatchNorm statistics");
+    model_download(r->m, r->host_params, NULL);
+    comm_check_replicas(MPI_COMM_WORLD, r->host_params, model_num_params(r->m), when);
+    r->eval_s += clock_now() - t0;
+}
+
+/* The test set's loss and accuracy (collective), its time counted as evaluation. */
+static eval_result run_evaluate(run *r)
+{
+    double t0 = clock_now();
+    eval_result ev = evaluate(r->m, r->test_images, r->test_labels, r->test_count, r->x, MPI_COMM_WORLD);
+    r->eval_s += clock_now() - t0;
+    return ev;
+}
+
+const nn_backend *train_cpu_backend(const char *conv, char *desc, size_t len)
+{
+    const nn_backend *be = nn_cpu_conv(conv);
+    if (!be)
+        die_all(EX_UNAVAILABLE, "option --conv %s: this mnist_ddp was built without oneDNN (apt-get install "
+                "libdnnl-dev, then ./configure --with-onednn)", conv);
+    if (desc && be == &nn_cpu)
+        snprintf(desc, len, "cpu, im2col conv");
+    else if (desc)
+        snprintf(desc, len, "cpu, oneDNN %s %s", onednn_version(),
+                 be == nn_cpu_onednn(0) ? "direct" : onednn_has_winograd() ? "Winograd" : "no Winograd");
+    return be;
+}
+
+/* Everything a run needs before its first step, on the device chosen by main (gpu). */
+static void run_setup(run *r, int gpu)
+{
+    const options *o = r->o;
+    r->be = gpu ? nn_cuda() : train_cpu_backend(o->conv, NULL, 0);
+    r->cb = gpu ? comm_nccl() : &comm_mpi;
+    if (o->save_model)
+        checkpoint_check_writable("--save-model", o->save_model, o->save_model);
+    if (o->checkpoint_dir) {
+        ts_prepare_dir(o->checkpoint_dir);
+        preempt_install();
+        if ((r->job_end = preempt_job_end()))
+            say("the job ends in %.0f s: stopping with a checkpoint %.0f s plus a few steps and a checkpoint "
+                "write before that", r->job_end - (double)time(NULL), STOP_SAFETY_S);
+    }
+    load_data(r);
+    r->ckpt = (ts_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep,
+                          .timeout_s = o->comm_timeout};
+    describe_run(r);
+    int capacity = r->rc.batch > o->test_batch_size ? r->rc.batch : o->test_batch_size;
+    if (capacity > 256 && capacity > r->rc.batch)
+        capacity = 256; /* bounds evaluation memory: activations of 256 images are ~240 MB */
+    r->m = model_create_on(r->be, o->model, capacity);
+    comm_start(r);
+    r->opt = optim_create_on(r->be, &r->rc.opt, model_num_params(r->m));
+    init_model(r);
+    r->x = r->be->alloc((size_t)capacity * MNIST_PIXELS * sizeof(float));
+    r->y = r->be->alloc((size_t)capacity);
+    r->perm = r->be->alloc(r->n_train * sizeof *r->perm);
+    r->ids = r->be->alloc((size_t)r->rc.batch * sizeof *r->ids);
+    r->graph = step_graph_create(r->be, r->cb, r->comm, o->cuda_graph, o->comm_timeout);
+    r->host_perm = xmalloc(r->n_train * sizeof *r->host_perm);
+    r->host_params = xmalloc(model_num_params(r->m) * sizeof *r->host_params);
+
+    int world = r->env->world;
+    uint64_t per_step = (uint64_t)r->rc.batch * (uint64_t)world * (uint64_t)o->accum_steps;
+    uint64_t steps = (sampler_steps(r->n_train, world, r->rc.batch) + (uint64_t)o->accum_steps - 1) /
+                     (uint64_t)o->accum_steps;
+    say("model %s: %zu parameters; optimizer %s lr %g gamma %g; batch %d per rank x %d rank%s x %d accum = %llu "
+        "per step; %llu steps per epoch", o->model, model_num_params(r->m),
+        r->rc.opt.kind == OPTIM_SGD ? "sgd" : "adadelta", r->rc.lr, o->gamma, r->rc.batch, world,
+        world == 1 ? "" : "s", o->accum_steps, (unsigned long long)per_step, (unsigned long long)steps);
+}
+
+/* One epoch of training, the replica check and the evaluation, with their report. Returns 1 when the run
+ * stops early (--max-steps, --dry-run). */
+static int run_epoch(run *r, int epoch, eval_result *ev)
+{
+    double lr = r->rc.lr * pow(r->o->gamma, epoch - 1), train_loss, t0 = clock_now();
+    double s0 = r->train_s, i0 = r->images;
+    int stop = train_epoch(r, epoch, lr, &train_loss);
+    if (stop == 2)
+        return stop; /* preempted: out at once, the checkpoint holds the rest */
+    char when[64];
+    snprintf(when, sizeof when, "after epoch %d", epoch);
+    sync_and_check(r, when);
+    *ev = run_evaluate(r);
+    double epoch_s = clock_now() - t0, ips = (r->images - i0) / (r->train_s - s0);
+    say("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%ld/%ld), %.1f s, %.0f images/s",
+        epoch, train_loss, ev->loss, 100 * ev->accuracy, ev->correct, ev->total, epoch_s, ips);
+    metrics("{\"type\":\"epoch\",\"epoch\":%d,\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_accuracy\":%.6f,"
+            "\"correct\":%ld,\"epoch_s\":%.3f,\"images_per_s\":%.1f}", epoch, train_loss, ev->loss, ev->accuracy,
+            ev->correct, epoch_s, ips);
+    if (stop)
+        say("stopping: %s", r->o->dry_run ? "--dry-run" : "--max-steps reached");
+    return stop;
+}
+
+static void run_teardown(run *r)
+{
+    const nn_backend *be = r->be;
+    step_graph_free(r->graph);
+    r->cb->destroy(r->comm);
+    optim_free(r->opt);
+    model_free(r->m);
+    void *device[] = {r->x, r->y, r->perm, r->ids, r->train_images, r->train_labels, r->test_images, r->test_labels};
+    for (size_t i = 0; i < sizeof device / sizeof *device; i++)
+        be->free(device[i]);
+    free(r->host_perm);
+    free(r->host_params);
+}
+
+int train_run(const options *o, const ddp_env *env, int gpu)
+{
+    run r = {.o = o, .env = env, .rc = resolve_recipe(o, env->world)};
+    profile_enable(o->profile);
+    run_setup(&r, gpu);
+    double t_start = clock_now();
+    r.startup_s = t_start - env->start_s - r.data_s;
+    eval_result ev = {0};
+    int epoch = r.start.epoch - 1;
+    if (epoch >= o->epochs) { /* nothing to train: --epochs 0, or a resumed run that had finished */
+        ev = run_evaluate(&r);
+        say("evaluation: test loss %.4f, test accuracy %.2f%% (%ld/%ld)", ev.loss, 100 * ev.accuracy, ev.correct,
+            ev.total);
+    }
+    while (epoch < o->epochs && !run_epoch(&r, ++epoch, &ev))
+        ;
+    if (!r.signal)
+        run_summary(&r, &ev, epoch, clock_now() - t_start);
+    run_teardown(&r);
+    if (!r.signal)
+        return 0;
+    if (r.signal == PREEMPT_TIME_LIMIT)
+        say("stopped before the job's time limit at step %ld (%.0f s left): checkpoint written, exit 75 (run the same "
+            "command to resume)", r.step, r.job_end - (double)time(NULL));
+    else
+        say("stopped by %s at step %ld: checkpoint written, exit 75 (run the same command to resume); %.2f s from "
+            "the signal to the exit", preempt_name(r.signal), r.step, r.signal_age + clock_now() - r.signal_seen);
+    return EX_TEMPFAIL;
+}

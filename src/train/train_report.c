@@ -1,0 +1,142 @@
+#include "train/train_run.h"
+
+#include <math.h>
+#include <sys/resource.h>
+
+#include "train/checkpoint.h"
+#include "base/clock.h"
+#include "base/errors.h"
+#include "base/log.h"
+#include "base/profile.h"
+
+/* Optimizer steps left in the run after step s (0-based) of epoch's steps: the rest of this epoch and the
+ * epochs after it, or fewer under --max-steps. */
+static uint64_t steps_left(const run *r, int epoch, uint64_t s, uint64_t steps)
+{
+    const options *o = r->o;
+    uint64_t left = steps - (s + 1) + (uint64_t)(o->epochs - epoch) * steps;
+    if (o->dry_run)
+        return 0;
+    if (o->max_steps && (uint64_t)(o->max_steps - r->step) < left)
+        left = (uint64_t)(o->max_steps - r->step);
+    return left;
+}
+
+/* The progress line after step s (0-based) of the epoch: loss and images/s since the last line, the
+ * fraction of the epoch done, and the time left in the epoch and the run at this epoch's mean step time
+ * (checkpoint writes left out; evaluations not counted). */
+void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr)
+{
+    /* A GPU's one host wait of the interval (gpu.h: under the all-reduce's deadline). */
+    double sums[2] = {model_take_loss(r->m), L->images_log};
+    /* Every rank's local loss sum: the line shows the loss of all ranks' samples. Under the all-reduce's
+     * deadline: a peer frozen between the two must not hang this one. */
+    const char *option;
+    double timeout = wait_deadline(r, &option);
+    comm_allreduce_within(MPI_COMM_WORLD, sums, 2, MPI_SUM, timeout, option, "progress-line sum", r->step);
+    double t = clock_now(), loss = sums[0] / sums[1], ips = sums[1] / (t - L->t_log);
+    double step_s = (t - L->t0 - (r->ckpt_total_s - L->ckpt0)) / (double)(s + 1 - L->first);
+    uint64_t left_run = steps_left(r, epoch, s, L->steps), left_epoch = L->steps - (s + 1);
+    if (left_epoch > left_run)
+        left_epoch = left_run;
+    double frac = (double)(s + 1) / (double)L->steps, eta_epoch = step_s * (double)left_epoch;
+    double eta_run = step_s * (double)left_run;
+    char e1[32], e2[32];
+    progress("epoch %d step %llu/%llu (%.1f%%) loss %.4f lr %.4g images/s %.0f eta epoch %s run %s", epoch,
+             (unsigned long long)(s + 1), (unsigned long long)L->steps, 100 * frac, loss, lr, ips,
+             log_duration(eta_epoch, e1, sizeof e1), log_duration(eta_run, e2, sizeof e2));
+    metrics("{\"type\":\"step\",\"epoch\":%d,\"step\":%llu,\"global_step\":%ld,\"loss\":%.6f,\"lr\":%.6g,"
+            "\"images_per_s\":%.1f,\"epoch_fraction\":%.6f,\"step_s\":%.6f,\"eta_epoch_s\":%.3f,\"eta_run_s\":%.3f,"
+            "\"time_s\":%.3f}", epoch, (unsigned long long)(s + 1), r->step, loss, lr, ips, frac, step_s, eta_epoch,
+            eta_run, t - r->env->start_s);
+    L->loss_epoch += sums[0];
+    L->images_epoch += sums[1];
+    L->images_log = 0;
+    L->t_log = t;
+}
+
+/* Where the wall-clock time went, from the process's start: the phases, and what is in none of them. */
+static void report_time(const run *r, double comm_exposed_s)
+{
+    double wall = clock_now() - r->env->start_s;
+    double other = wall - r->startup_s - r->data_s - r->train_s - r->eval_s - r->ckpt_total_s;
+    say("time: %.1f s wall: start-up %.1f s, data loading %.1f s, training %.1f s (communication exposed %.1f s), "
+        "evaluation %.1f s, checkpoints %.1f s, other %.1f s", wall, r->startup_s, r->data_s, r->train_s,
+        comm_exposed_s, r->eval_s, r->ckpt_total_s, other);
+}
+
+/* The largest peak resident set size of the ranks, in MiB (collective). */
+static double peak_rss_mib(const run *r)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        die(EX_OSERR, "getrusage: cannot read this process's peak memory");
+    double mib = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
+    const char *option;
+    double timeout = wait_deadline(r, &option);
+    comm_allreduce_within(MPI_COMM_WORLD, &mib, 1, MPI_MAX, timeout, option, "peak memory", r->step);
+    /* To the 0.1 MiB the metrics print: the summary line then rounds the same number the JSON holds. */
+    return round(mib * 10.0) / 10.0;
+}
+
+/* --profile: the phases outside the training loop join the laps; the table over all ranks is printed and
+ * written as a JSON member (",\"profile\":{...}") into json; without --profile json is "". */
+static void report_profile(const run *r, char *json, size_t len)
+{
+    *json = 0;
+    if (!r->o->profile)
+        return;
+    profile_record("start-up", r->startup_s);
+    profile_record("data load", r->data_s);
+    profile_record("evaluation", r->eval_s);
+    profile_record("checkpoint writes", r->ckpt_total_s);
+    profile_table t;
+    profile_gather(MPI_COMM_WORLD, r->train_s, &t);
+    profile_print(&t);
+    int at = snprintf(json, len, ",\"profile\":");
+    profile_json(&t, json + at, len - (size_t)at);
+}
+
+void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
+{
+    const options *o = r->o;
+    int world = r->env->world;
+    sync_and_check(r, "at the end");
+    uint64_t fingerprint = buffer_fingerprint(r->host_params, model_num_params(r->m));
+    comm_stats cs = r->cb->stats(r->comm);
+    double exposed = comm_exposed_per_step(&cs), hidden = comm_hidden_fraction(exposed, cs.blocking_s);
+    double ips = r->train_s > 0 ? r->images / r->train_s : 0, rss = peak_rss_mib(r);
+    if (world > 1)
+        say("all-reduce: %.2f ms blocking for %.1f MB, %.2f ms exposed per step in %d bucket%s: %.0f%% hidden behind "
+            "backward", 1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r->m), 1e3 * exposed, cs.buckets,
+            cs.buckets == 1 ? "" : "s", 100 * hidden);
+    report_time(r, cs.exposed_s);
+    double per = r->counted_steps ? 1.0 / (double)r->counted_steps : 0.0, kps = per * (double)r->step_counts.kernels,
+           gps = per * (double)r->step_counts.gemms, wps = per * (double)r->step_counts.waits;
+    if (r->be->counts)
+        say("device work per step: %.1f kernel launches, %.1f GEMMs, %.3f host waits; %ld steps replayed as a CUDA "
+            "graph (%ld captures)", kps, gps, wps, step_graph_launches(r->graph), step_graph_captures(r->graph));
+    static char prof[8192];
+    report_profile(r, prof, sizeof prof);
+    say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s, "
+        "peak memory %.0f MiB per rank", 100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->train_s,
+        total_s, ips, world, world == 1 ? "" : "s", rss);
+    metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
+            "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
+            "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
+            "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
+            "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
+            "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
+            o->model, r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
+            1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->startup_s, r->data_s, r->eval_s, r->ckpt_total_s,
+            cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, step_graph_launches(r->graph),
+            step_graph_captures(r->graph), rss,
+            (unsigned long long)fingerprint, prof);
+    if (o->verbose)
+        say("replica fingerprint %016llx", (unsigned long long)fingerprint);
+    if (o->save_model && r->env->rank == 0) {
+        checkpoint_save_model(o->save_model, r->m, epochs, ev->accuracy);
+        say("model saved to %s", o->save_model);
+    }
+}
+

@@ -1,0 +1,425 @@
+#include "train/train_state.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/atomic_file.h"
+#include "train/checkpoint.h"
+#include "base/clock.h"
+#include "comm/comm.h"
+#include "base/errors.h"
+#include "base/log.h"
+#include "base/sha256.h"
+
+static const char state_format[] = "mnist_ddp train_state 1";
+/* Paths are bounded (ts_prepare_dir checks the directory's length), so messages built from them fit. */
+enum { NAME_DIGITS = 12, PATH_LEN = 1024, WHY_LEN = 1024, MSG_LEN = 4096 };
+
+void ts_identity_add(ts_identity *id, const char *name, const char *fmt, ...)
+{
+    if (id->n == TS_MAX_SETTINGS)
+        die(EX_SOFTWARE, "train_state: more than %d settings", TS_MAX_SETTINGS);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(id->s[id->n].value, TS_VALUE_LEN, fmt, ap);
+    va_end(ap);
+    id->s[id->n++].name = name;
+}
+
+/* The state on the host: what a file holds, in the model's and optimizer's flat layouts. */
+typedef struct {
+    float *params, *bufs, *opt;
+    size_t np, nb, no;
+    int parts;
+    const char *const *part_names;
+} host_state;
+
+static host_state host_alloc(const model *m, const optim *opt)
+{
+    host_state h = {.np = model_num_params(m), .nb = model_buffer_size(m)};
+    optim_state((optim *)opt, &h.no);
+    h.parts = optim_state_parts(opt, &h.part_names);
+    h.params = xmalloc(h.np * sizeof(float));
+    h.bufs = xmalloc((h.nb + 1) * sizeof(float));
+    h.opt = xmalloc((h.no + 1) * sizeof(float));
+    return h;
+}
+
+static void host_free(host_state *h)
+{
+    free(h->params);
+    free(h->bufs);
+    free(h->opt);
+}
+
+/* SHA-256 over the tensors' bytes, the position and the identity: what loading verifies. */
+static void digest(const host_state *h, const ts_position *p, const ts_identity *id, char hex[SHA256_HEX_LEN + 1])
+{
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, h->params, h->np * sizeof(float));
+    sha256_update(&c, h->bufs, h->nb * sizeof(float));
+    sha256_update(&c, h->opt, h->no * sizeof(float));
+    char line[TS_VALUE_LEN + 128];
+    int n = snprintf(line, sizeof line, "%ld %d %ld %d\n", p->step, p->epoch, p->epoch_step, p->restarts);
+    sha256_update(&c, line, (size_t)n);
+    for (int i = 0; i < id->n; i++) {
+        n = snprintf(line, sizeof line, "%s=%s\n", id->s[i].name, id->s[i].value);
+        sha256_update(&c, line, (size_t)n);
+    }
+    sha256_final_hex(&c, hex);
+}
+
+static char *file_path(char *buf, size_t len, const char *dir, long step)
+{
+    snprintf(buf, len, "%s/ckpt-%0*ld.h5", dir, NAME_DIGITS, step);
+    return buf;
+}
+
+/* The steps of DIR's checkpoint files, newest first; returns how many (*steps: malloc'd). */
+static int list_checkpoints(const char *dir, long **steps)
+{
+    int n = 0, cap = 16;
+    *steps = xmalloc((size_t)cap * sizeof **steps);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const char *s = e->d_name;
+        if (strlen(s) != 5 + NAME_DIGITS + 3 || strncmp(s, "ckpt-", 5) != 0 || strcmp(s + 5 + NAME_DIGITS, ".h5"))
+            continue;
+        if (strspn(s + 5, "0123456789") != NAME_DIGITS)
+            continue;
+        if (n == cap)
+            *steps = realloc(*steps, (size_t)(cap *= 2) * sizeof **steps);
+        if (!*steps)
+            die(EX_OSERR, "out of memory listing %s", dir);
+        long v = strtol(s + 5, NULL, 10);
+        int i = n++;
+        for (; i > 0 && (*steps)[i - 1] < v; i--) /* insertion: newest first */
+            (*steps)[i] = (*steps)[i - 1];
+        (*steps)[i] = v;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+void ts_prepare_dir(const char *dir)
+{
+    if (strlen(dir) > PATH_LEN - 64)
+        die_all(EX_USAGE, "--checkpoint-dir: a path of at most %d characters, please", PATH_LEN - 64);
+    int err = 0;
+    if (world_rank() == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
+        err = errno;
+    MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (err)
+        die_all(EX_CANTCREAT, "--checkpoint-dir %s: cannot create it: %s", dir, strerror(err));
+    char probe[PATH_LEN];
+    checkpoint_check_writable("--checkpoint-dir", dir, file_path(probe, sizeof probe, dir, 0));
+    if (world_rank() == 0) {
+        snprintf(probe, sizeof probe, "%s/ckpt-", dir);
+        af_remove_stale(probe);
+    }
+}
+
+static int write_long(hid_t loc, const char *name, long v)
+{
+    return checkpoint_write_attr(loc, name, H5T_NATIVE_LONG, &v);
+}
+
+/* The optimizer group: one subgroup per state part, a tensor per parameter. Returns 0, or -1. */
+static int write_optimizer(hid_t f, const model *m, const host_state *h)
+{
+    hid_t g = H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int bad = g < 0;
+    for (int k = 0; k < h->parts && !bad; k++) {
+        hid_t part = H5Gcreate2(g, h->part_names[k], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        bad = part < 0;
+        for (int i = 0; i < model_num_tensors(m) && !bad; i++)
+            bad = checkpoint_write_tensor(part, model_tensor(m, i), h->opt + (size_t)k * h->np);
+        if (part >= 0)
+            H5Gclose(part);
+    }
+    if (g >= 0)
+        H5Gclose(g);
+    return bad ? -1 : 0;
+}
+
+/* What a checkpoint file holds, for fill_file. */
+typedef struct {
+    const model *m;
+    const host_state *h;
+    const ts_position *p;
+    const ts_identity *id;
+} state_file;
+
+/* The attributes after the tensors: format, position, identity and the digest over all of it. */
+static int write_attrs(hid_t f, const state_file *s)
+{
+    char hex[SHA256_HEX_LEN + 1], name[64];
+    digest(s->h, s->p, s->id, hex);
+    int bad = checkpoint_write_string_attr(f, "format", checkpoint_format) ||
+              checkpoint_write_string_attr(f, "model", model_name(s->m)) ||
+              checkpoint_write_string_attr(f, "checkpoint_format", state_format) ||
+              write_long(f, "global_step", s->p->step) || write_long(f, "epoch", s->p->epoch) ||
+              write_long(f, "epoch_step", s->p->epoch_step) || write_long(f, "restarts", s->p->restarts);
+    for (int i = 0; i < s->id->n && !bad; i++)
+        bad = checkpoint_write_string_attr(f, strcat(strcpy(name, "setting."), s->id->s[i].name), s->id->s[i].value);
+    return bad || checkpoint_write_string_attr(f, "sha256", hex) ? -1 : 0;
+}
+
+static int fill_file(hid_t f, const void *arg)
+{
+    const state_file *s = arg;
+    int bad = 0;
+    for (int i = 0; i < model_num_tensors(s->m) && !bad; i++)
+        bad = checkpoint_write_tensor(f, model_tensor(s->m, i), s->h->params);
+    for (int i = 0; i < model_num_buffers(s->m) && !bad; i++)
+        bad = checkpoint_write_tensor(f, model_buffer(s->m, i), s->h->bufs);
+    return bad || write_optimizer(f, s->m, s->h) || write_attrs(f, s) ? -1 : 0;
+}
+
+/* Rank 0: the file written and renamed into place durably (checkpoint_write_sealed); then the oldest
+ * beyond keep removed. Dies 74 on any failure (nothing left behind, older checkpoints intact). */
+static void write_durably(const ts_config *c, const model *m, const host_state *h, const ts_position *p)
+{
+    char path[PATH_LEN];
+    state_file s = {m, h, p, &c->id};
+    int err = checkpoint_write_sealed(file_path(path, sizeof path, c->dir, p->step), fill_file, &s);
+    if (err)
+        die(EX_IOERR, "--checkpoint-dir %s: writing checkpoint '%s' failed: %s", c->dir, path, strerror(err));
+    long *steps;
+    int n = list_checkpoints(c->dir, &steps);
+    for (int i = c->keep; i < n; i++)
+        if (unlink(file_path(path, sizeof path, c->dir, steps[i])) != 0)
+            warn("--checkpoint-dir %s: cannot remove old checkpoint '%s': %s", c->dir, path, strerror(errno));
+    free(steps);
+}
+
+void ts_save(const ts_config *c, model *m, optim *opt, const ts_position *p)
+{
+    double t0 = clock_now();
+    host_state h = host_alloc(m, opt);
+    size_t count;
+    model_download(m, h.params, h.bufs);
+    /* BatchNorm statistics differ per rank inside an epoch; their mean is what the run ends with. */
+    if (h.nb)
+        comm_average(MPI_COMM_WORLD, h.bufs, h.nb);
+    if (world_rank() == 0) {
+        model_backend(m)->download(h.opt, optim_state(opt, &count), h.no * sizeof(float));
+        write_durably(c, m, &h, p);
+    }
+    host_free(&h);
+    /* The other ranks wait here, so the job goes on only with the checkpoint in place; a rank 0 that
+     * froze in the write must not hang them. */
+    double done = 0;
+    comm_allreduce_within(MPI_COMM_WORLD, &done, 1, MPI_SUM, c->timeout_s, "--comm-timeout", "checkpoint write",
+                          p->step);
+    char path[PATH_LEN];
+    say("checkpoint: step %ld (epoch %d, step %ld of it) written to %s in %.3f s", p->step, p->epoch, p->epoch_step,
+        file_path(path, sizeof path, c->dir, p->step), clock_now() - t0);
+}
+
+enum { LOAD_OK, LOAD_CORRUPT, LOAD_MISMATCH };
+
+static int read_long(hid_t loc, const char *name, long *v)
+{
+    if (H5Aexists(loc, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Aread(a, H5T_NATIVE_LONG, v);
+    if (a >= 0)
+        H5Aclose(a);
+    return rc < 0 ? -1 : 0;
+}
+
+/* The position attributes; 0, or -1 when one is missing. */
+static int read_position(hid_t f, ts_position *p)
+{
+    long epoch, restarts;
+    if (read_long(f, "global_step", &p->step) || read_long(f, "epoch", &epoch) ||
+        read_long(f, "epoch_step", &p->epoch_step) || read_long(f, "restarts", &restarts))
+        return -1;
+    p->epoch = (int)epoch;
+    p->restarts = (int)restarts;
+    return 0;
+}
+
+/* The file's identity against id; why gets the first setting that differs from id (LOAD_MISMATCH). */
+static int read_identity(hid_t f, const ts_identity *id, char *why, size_t len)
+{
+    int rc = LOAD_OK;
+    char name[64];
+    for (int i = 0; i < id->n; i++) {
+        char *v = checkpoint_read_string_attr(f, strcat(strcpy(name, "setting."), id->s[i].name));
+        if (!v) {
+            snprintf(why, len, "setting '%s' is missing", id->s[i].name);
+            return LOAD_CORRUPT;
+        }
+        if (rc == LOAD_OK && strcmp(v, id->s[i].value) != 0) {
+            snprintf(why, len, "it was written with %s %s, this run has %s %s", id->s[i].name, v, id->s[i].name,
+                     id->s[i].value);
+            rc = LOAD_MISMATCH;
+        }
+        free(v);
+    }
+    return rc;
+}
+
+/* Every tensor into h; NULL, or why not. */
+static const char *read_tensors(hid_t f, const model *m, host_state *h, char *why, size_t len)
+{
+    const char *err = NULL;
+    for (int i = 0; i < model_num_tensors(m) && !err; i++)
+        if ((err = checkpoint_read_tensor(f, model_tensor(m, i), h->params)))
+            snprintf(why, len, "tensor '%s' %s", model_tensor(m, i)->name, err);
+    for (int i = 0; i < model_num_buffers(m) && !err; i++)
+        if ((err = checkpoint_read_tensor(f, model_buffer(m, i), h->bufs)))
+            snprintf(why, len, "tensor '%s' %s", model_buffer(m, i)->name, err);
+    for (int k = 0; k < h->parts && !err; k++) {
+        char group[128];
+        snprintf(group, sizeof group, "optimizer/%s", h->part_names[k]);
+        hid_t g = H5Lexists(f, "optimizer", H5P_DEFAULT) > 0 && H5Lexists(f, group, H5P_DEFAULT) > 0
+                      ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
+        if (g < 0) {
+            snprintf(why, len, "optimizer state '%s' is missing", h->part_names[k]);
+            return why;
+        }
+        for (int i = 0; i < model_num_tensors(m) && !err; i++)
+            if ((err = checkpoint_read_tensor(g, model_tensor(m, i), h->opt + (size_t)k * h->np)))
+                snprintf(why, len, "optimizer tensor '%s/%s' %s", group, model_tensor(m, i)->name, err);
+        H5Gclose(g);
+    }
+    return err ? why : NULL;
+}
+
+/* Reads and verifies path into h and *p: LOAD_OK, LOAD_CORRUPT or LOAD_MISMATCH with why. A file of another
+ * identity is a mismatch even when its tensors do not fit this model. */
+static int load_file(const char *path, const ts_config *c, const model *m, host_state *h, ts_position *p, char *why,
+                     size_t len)
+{
+    /* Only mnist_ddp writes checkpoints: one without its seal is as damaged as one with a wrong seal. */
+    int sealed = af_verify(path, why, len);
+    if (sealed != AF_SEALED) {
+        if (sealed == AF_UNSEALED)
+            snprintf(why, len, "no mnist_ddp checksum header (not written by mnist_ddp, or damaged)");
+        return LOAD_CORRUPT;
+    }
+    hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    if (f < 0) {
+        snprintf(why, len, "not a readable HDF5 file");
+        return LOAD_CORRUPT;
+    }
+    char *fmt = checkpoint_read_string_attr(f, "checkpoint_format"), *sum = checkpoint_read_string_attr(f, "sha256");
+    int rc = LOAD_CORRUPT;
+    if (!fmt || strcmp(fmt, state_format) != 0 || !sum)
+        snprintf(why, len, "not a mnist_ddp checkpoint (no '%s' format attribute and checksum)", state_format);
+    else if (read_position(f, p) != 0)
+        snprintf(why, len, "its position attributes are missing");
+    else if ((rc = read_identity(f, &c->id, why, len)) == LOAD_OK) {
+        char hex[SHA256_HEX_LEN + 1];
+        if (read_tensors(f, m, h, why, len))
+            rc = LOAD_CORRUPT;
+        else if (digest(h, p, &c->id, hex), strcmp(hex, sum) != 0) {
+            snprintf(why, len, "checksum mismatch: the file says %.12s..., its content hashes to %.12s...", sum, hex);
+            rc = LOAD_CORRUPT;
+        }
+    }
+    free(fmt);
+    free(sum);
+    H5Fclose(f);
+    return rc;
+}
+
+/* Rank 0's choice, shared with every rank: code 0 scratch, 1 resume, else the exit status of msg. */
+typedef struct {
+    int code;
+    ts_position pos;
+    char msg[MSG_LEN];
+} decision;
+
+/* The newest valid checkpoint of c->dir into h (rank 0); corrupt ones are skipped with a warning. */
+static decision choose_in_dir(const ts_config *c, const model *m, host_state *h)
+{
+    decision d = {0};
+    long *steps;
+    int n = list_checkpoints(c->dir, &steps);
+    char path[PATH_LEN], why[WHY_LEN], skipped[MSG_LEN / 2] = "";
+    for (int i = 0; i < n && d.code == 0; i++) {
+        int rc = load_file(file_path(path, sizeof path, c->dir, steps[i]), c, m, h, &d.pos, why, sizeof why);
+        if (rc == LOAD_OK) {
+            d.code = 1;
+            snprintf(d.msg, sizeof d.msg, "%s", path);
+        } else if (rc == LOAD_MISMATCH) {
+            d.code = EX_DATAERR;
+            snprintf(d.msg, sizeof d.msg, "--checkpoint-dir %s: %s: %s (another run's checkpoint: use another "
+                     "--checkpoint-dir, or --resume never)", c->dir, path, why);
+        } else {
+            warn("skipping corrupt checkpoint %s: %s", path, why);
+            size_t used = strlen(skipped);
+            snprintf(skipped + used, sizeof skipped - used, "%s%s", used ? ", " : "", path);
+        }
+    }
+    free(steps);
+    if (d.code == 0 && n > 0) {
+        d.code = EX_DATAERR;
+        snprintf(d.msg, sizeof d.msg, "--checkpoint-dir %s: no valid checkpoint among %s", c->dir, skipped);
+    } else if (d.code == 0) {
+        snprintf(d.msg, sizeof d.msg, "resume: no checkpoint in %s, starting from scratch", c->dir);
+    }
+    return d;
+}
+
+static decision choose(const ts_config *c, const model *m, host_state *h)
+{
+    decision d = {0};
+    char why[WHY_LEN];
+    if (strcmp(c->resume, "auto") == 0)
+        return c->dir ? choose_in_dir(c, m, h) : d;
+    if (strcmp(c->resume, "never") == 0) {
+        if (c->dir)
+            snprintf(d.msg, sizeof d.msg, "resume: --resume never, starting from scratch");
+    } else if (access(c->resume, R_OK) != 0) {
+        d.code = EX_NOINPUT;
+        snprintf(d.msg, sizeof d.msg, "--resume %s: %s", c->resume, strerror(errno));
+    } else if (load_file(c->resume, c, m, h, &d.pos, why, sizeof why) != LOAD_OK) {
+        d.code = EX_DATAERR;
+        snprintf(d.msg, sizeof d.msg, "--resume %s: %s", c->resume, why);
+    } else {
+        d.code = 1;
+        snprintf(d.msg, sizeof d.msg, "%s", c->resume);
+    }
+    return d;
+}
+
+int ts_resume(const ts_config *c, model *m, optim *opt, ts_position *pos)
+{
+    decision d = {0};
+    if (world_rank() == 0) {
+        host_state h = host_alloc(m, opt);
+        d = choose(c, m, &h);
+        if (d.code == 1) {
+            size_t count;
+            model_upload(m, h.params, h.bufs);
+            model_backend(m)->upload(optim_state(opt, &count), h.opt, h.no * sizeof(float));
+            d.pos.restarts++;
+        }
+        host_free(&h);
+    }
+    MPI_CHECK(MPI_Bcast(&d, (int)sizeof d, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (d.code > 1)
+        die_all(d.code, "%s", d.msg);
+    if (d.code == 1)
+        say("resumed from step %ld (restart %d): %s, epoch %d after %ld of its steps", d.pos.step, d.pos.restarts,
+            d.msg, d.pos.epoch, d.pos.epoch_step);
+    else if (d.msg[0])
+        say("%s", d.msg);
+    *pos = d.pos;
+    return d.code == 1;
+}

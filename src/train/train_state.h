@@ -1,0 +1,64 @@
+/* Training-state checkpoints: everything a run's trajectory depends on, so a stopped run resumes exactly.
+ *
+ * One HDF5 file per checkpoint, DIR/ckpt-<global step, 12 digits>.h5:
+ *   /<state_dict name>          parameters and BatchNorm buffers, as --save-model writes them (so
+ *                               --load-model and PyTorch read the model part unchanged); buffers are the
+ *                               average over ranks, as at an epoch end
+ *   /optimizer/<part>/<name>    the optimizer state per parameter, parts named as torch.optim names them
+ *                               (Adadelta: square_avg, acc_delta; SGD with momentum: momentum_buffer)
+ *   attributes                  format, model (as --save-model), checkpoint_format, global_step, epoch
+ *                               (in progress, 1-based), epoch_step (its optimizer steps done), restarts,
+ *                               setting.<name> (the run's identity, below) and sha256 over all of these
+ *                               and the tensors' bytes.
+ * Rank 0 writes it sealed through an atomic_file (temporary name in DIR, fsync, rename, fsync of DIR; a
+ * checksum header checked before HDF5 parses the file); older files beyond --checkpoint-keep go only after
+ * that. A file without the seal is not a checkpoint. The identity is what must match to resume: model, optimizer and
+ * its hyper-parameters, global batch, seed, precision and the training set (samples, source checksum). */
+#ifndef MNIST_TRAIN_STATE_H
+#define MNIST_TRAIN_STATE_H
+#include <stdarg.h>
+
+#include "nn/model.h"
+#include "nn/optim.h"
+
+enum { TS_MAX_SETTINGS = 16, TS_VALUE_LEN = 96 };
+typedef struct {
+    int n;
+    struct {
+        const char *name;
+        char value[TS_VALUE_LEN];
+    } s[TS_MAX_SETTINGS];
+} ts_identity;
+
+/* Adds one setting, its value formatted by printf. */
+void ts_identity_add(ts_identity *id, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+typedef struct {
+    long step;       /* optimizer steps done */
+    int epoch;       /* the epoch in progress, 1-based */
+    long epoch_step; /* optimizer steps of that epoch done */
+    int restarts;    /* how many times the run was resumed */
+} ts_position;
+
+typedef struct {
+    const char *dir;    /* NULL: no checkpoints */
+    const char *resume; /* "auto", "never" or a checkpoint file */
+    int keep;
+    double timeout_s;   /* how long the other ranks wait for rank 0's write (--comm-timeout) */
+    ts_identity id;
+} ts_config;
+
+/* Collective: creates DIR if missing and stops the job (73) before any training when it cannot take files. */
+void ts_prepare_dir(const char *dir);
+
+/* Collective. Finds the checkpoint to start from (the named file, or the newest valid one in dir for "auto"),
+ * says which in one line, and on rank 0 loads it into m and opt; *pos gets its position on every rank
+ * (the others then take the state by broadcast). Returns 1 when resuming, 0 when starting from scratch.
+ * Stops the job with 65 for a checkpoint of another identity or when no checkpoint in dir is valid (a
+ * corrupt one is skipped with a warning when an older one is valid), 66 for a missing file. */
+int ts_resume(const ts_config *c, model *m, optim *opt, ts_position *pos);
+
+/* Collective (the buffers are averaged over ranks): rank 0 writes the checkpoint at pos and keeps the newest
+ * c->keep. Says where and how long it took. */
+void ts_save(const ts_config *c, model *m, optim *opt, const ts_position *pos);
+#endif
