@@ -46,7 +46,7 @@ listeners() {
 train() {
   tag=$1; shift
   # shellcheck disable=SC2086
-  run_np 2 "$@" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 1 --max-steps 40 --log-interval 5 >"$TMP/$tag.log" 2>&1 &
+  run_np 2 "$@" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 3 --max-steps 250 --log-interval 5 >"$TMP/$tag.log" 2>&1 &
   job=$!
   trap 'kill "$job" 2>/dev/null || true; rm -rf "$TMP"' EXIT # a failed check ends the run it looked at
   i=0
@@ -60,9 +60,12 @@ train() {
   done
   pids=$(ranks_of "$job")
   [ "$(echo "$pids" | wc -w)" -eq 2 ] || fail "$tag: found ranks '$pids' under the launcher (pid $job), not 2"
+  # Stopped while they are read (the tables of a rank that ends mid-scan would be gone), then continued.
+  kill -STOP $pids 2>/dev/null || fail "$tag: a rank ended before its sockets were read; train longer"
   for pid in $pids; do
     listeners "$pid" >"$TMP/$tag.pid.$pid"
   done
+  kill -CONT $pids
   wait "$job" || { cat "$TMP/$tag.log"; fail "$tag: the run failed"; }
 }
 
