@@ -1,14 +1,14 @@
 # cuda: the nvcc side of the GPU path (src/gpu/gpu.h), MPI-free: device and streams, cuBLAS GEMMs, the layers'
 # kernels (their bodies shared with the CPU through src/nn/kernels.h), NCCL, the profile's device clock.
 if HAVE_CUDA
-src_libmnistddp_a_SOURCES += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/profile_cuda.cu \
+src_libmnistddp_a_SOURCES += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu \
 	cuda/cuda_check.h
 endif
 # make dist ships every GPU file whatever this tree was configured with (tests/gpu/local.mk: their tests).
-EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/profile_cuda.cu cuda/cuda_check.h
+EXTRA_DIST += cuda/device.cu cuda/comm_nccl.cu cuda/gemm_cublas.cu cuda/layers.cu cuda/cuda_check.h
 
 # nvcc writes each object's header dependencies (-MMD, in the .cu.o rule) beside it.
--include cuda/device.d cuda/comm_nccl.d cuda/gemm_cublas.d cuda/layers.d cuda/profile_cuda.d
+-include cuda/device.d cuda/comm_nccl.d cuda/gemm_cublas.d cuda/layers.d
 CLEANFILES += cuda/*.d
 
 # The GPU run kit (cuda/kit/make-kit.sh): binaries, GPU test programs, the libraries they need but CUDA's and

@@ -113,7 +113,7 @@ void gpu_graph_launch(gpu_graph *g);
 void gpu_graph_free(gpu_graph *g); /* NULL: a no-op */
 int gpu_capturing(void);           /* 1 between a successful gpu_graph_begin and gpu_graph_end */
 
-/* --profile on the GPU (cuda/profile_cuda.cu): the clock for profile_use_clock, CUDA events on the compute
+/* --profile on the GPU (cuda/device.cu): the clock for profile_use_clock, CUDA events on the compute
  * stream read back after the host's own waits (gpu_wait_compute calls gpu_profile_settled: every event
  * recorded so far is complete then). After gpu_select(); gpu_release() destroys its events. CPU-only build:
  * a stub. */

@@ -12,11 +12,6 @@ struct optim {
     float *state;
 };
 
-optim *optim_create(const optim_cfg *cfg, size_t n)
-{
-    return optim_create_on(&nn_cpu, cfg, n);
-}
-
 optim *optim_create_on(const nn_backend *be, const optim_cfg *cfg, size_t n)
 {
     if (cfg->kind != OPTIM_ADADELTA && cfg->kind != OPTIM_SGD)

@@ -14,9 +14,8 @@ typedef struct {
 } optim_cfg;
 typedef struct optim optim;
 
-/* n = number of parameters; the state starts at zero, as in PyTorch. */
-optim *optim_create(const optim_cfg *cfg, size_t n);
-/* The same with state, params and grads in a backend's memory (optim_create: nn_cpu). */
+/* n = number of parameters; the state starts at zero, as in PyTorch. State, params and grads are in the
+ * backend's memory (nn_cpu, nn_cuda). */
 optim *optim_create_on(const nn_backend *be, const optim_cfg *cfg, size_t n);
 void optim_step(optim *o, float *params, const float *grads, float lr);
 /* Flat state (backend memory) for checkpoints: Adadelta square_avg then acc_delta (2n floats); SGD the momentum

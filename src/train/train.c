@@ -1,5 +1,6 @@
 #include "train/train.h"
 #include "train/train_run.h"
+#include "train/replicas.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -209,11 +210,6 @@ static int time_up(const run *r)
     return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec + margin >= r->job_end;
 }
 
-double wait_deadline(const run *r, const char **option)
-{
-    return comm_wait_deadline(r->o->comm_timeout, r->o->step_timeout, r->step - r->start.step, option);
-}
-
 /* After a step: whether a rank caught a signal or the time limit is near (only with checkpoints, which it
  * then writes). */
 static int preempted(run *r, int epoch, uint64_t epoch_step)
@@ -302,16 +298,6 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     r->images += L.images_epoch;
     *mean_loss = L.images_epoch ? L.loss_epoch / L.images_epoch : 0;
     return stop;
-}
-
-void sync_and_check(run *r, const char *when)
-{
-    double t0 = clock_now();
-    if (model_buffer_size(r->m))
-        r->cb->average(r->comm, model_buffers(r->m), model_buffer_size(r->m), "BatchNorm statistics");
-    model_download(r->m, r->host_params, NULL);
-    comm_check_replicas(MPI_COMM_WORLD, r->host_params, model_num_params(r->m), when);
-    r->eval_s += clock_now() - t0;
 }
 
 /* The test set's loss and accuracy (collective), its time counted as evaluation. */

@@ -1,4 +1,5 @@
 #include "train/train_run.h"
+#include "train/replicas.h"
 
 #include <math.h>
 #include <sys/resource.h>

@@ -62,12 +62,6 @@ typedef struct {
     double images_log, loss_epoch, images_epoch;
 } epoch_log;
 
-/* How long a collective of the training loop may wait now (start-up or steady state), and which option
- * says so. */
-double wait_deadline(const run *r, const char **option);
-/* BatchNorm statistics are per rank (local batches); averaging them makes replicas identical again.
- * Leaves the parameters in host_params. */
-void sync_and_check(run *r, const char *when);
 
 /* The progress line after step s (0-based) of the epoch (collective). */
 void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr);

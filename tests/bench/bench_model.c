@@ -53,7 +53,7 @@ int main(int argc, char **argv)
     }
     cpu_normalize(images, npix, x);
     optim_cfg cfg = sgd ? (optim_cfg){OPTIM_SGD, 0.0f, 0.0f, 0.9f, 0.0f} : (optim_cfg){OPTIM_ADADELTA, 0.9f, 1e-6f, 0, 0};
-    optim *o = optim_create(&cfg, np);
+    optim *o = optim_create_on(&nn_cpu, &cfg, np);
     /* Wall time is what a dedicated core gives; on a busy machine, where other processes take turns
      * on the core, this thread's CPU time (mean, and the best iteration) shows the same. */
     double wall = 0, cpu = 0, best = 1e30;

@@ -25,7 +25,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     h5_quiet(); /* HDF5's error stack printing off, as the program's readers have it */
     net = model_create_on(&nn_cpu, "net", 1);
     convnet = model_create_on(&nn_cpu, "convnet", 1);
-    sgd = optim_create(&(optim_cfg){.kind = OPTIM_SGD, .momentum = 0.5f}, model_num_params(convnet));
+    sgd = optim_create_on(&nn_cpu, &(optim_cfg){.kind = OPTIM_SGD, .momentum = 0.5f}, model_num_params(convnet));
     return 0;
 }
 

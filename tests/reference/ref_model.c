@@ -129,7 +129,7 @@ int main(int argc, char **argv)
         write_scalar(g, "eps", H5T_NATIVE_FLOAT, &runs[r].cfg.eps);
         write_scalar(g, "momentum", H5T_NATIVE_FLOAT, &runs[r].cfg.momentum);
         write_scalar(g, "weight_decay", H5T_NATIVE_FLOAT, &runs[r].cfg.weight_decay);
-        optim *o = optim_create(&runs[r].cfg, np);
+        optim *o = optim_create_on(&nn_cpu, &runs[r].cfg, np);
         memcpy(params, p0, np * sizeof *params);
         for (int step = 1; step <= 2; step++) {
             char name[64];

@@ -21,7 +21,7 @@ static void run(const optim_cfg *cfg, float lr, const double want[3][NP])
 {
     float p[NP];
     memcpy(p, P0, sizeof p);
-    optim *o = optim_create(cfg, NP);
+    optim *o = optim_create_on(&nn_cpu, cfg, NP);
     for (int s = 0; s < 3; s++) {
         optim_step(o, p, GRADS[s], lr);
         for (int i = 0; i < NP; i++)
@@ -87,7 +87,7 @@ START_TEST(test_state_layout_and_restore)
     for (int c = 0; c < 3; c++) {
         float p[NP], q[NP];
         memcpy(p, P0, sizeof p);
-        optim *o = optim_create(&cfgs[c], NP);
+        optim *o = optim_create_on(&nn_cpu, &cfgs[c], NP);
         size_t count;
         float *st = optim_state(o, &count);
         ck_assert_uint_eq(count, want_count[c]);
@@ -100,7 +100,7 @@ START_TEST(test_state_layout_and_restore)
             for (int i = 0; i < NP; i++) /* buf = grad after one step */
                 ck_assert_float_eq(st[i], GRADS[0][i]);
         }
-        optim *r = optim_create(&cfgs[c], NP);
+        optim *r = optim_create_on(&nn_cpu, &cfgs[c], NP);
         size_t rcount;
         memcpy(optim_state(r, &rcount), st, count * sizeof *st);
         memcpy(q, p, sizeof q);
