@@ -99,7 +99,8 @@ int gpu_plan_probe_port(const char *host, int port, char *msg, size_t len);
 
 /* ---- Figures ---------------------------------------------------------------------------------- */
 
-/* nccl-tests: algbw = bytes / seconds, busbw = algbw * 2 (n - 1) / n for all-reduce (bytes per second). */
+/* nccl-tests: algbw = bytes / seconds, busbw = algbw * 2 (n - 1) / n for all-reduce (bytes per second).
+ * For the GPU all-reduce test's report (tests/gpu/mpi_gpu_allreduce.c); the trainer reports its own figure. */
 double gpu_plan_algbw(double bytes, double seconds);
 double gpu_plan_busbw_allreduce(double bytes, double seconds, int nranks);
 /* "2.28.9" from ncclGetVersion's code (>= 2.9: major*10000 + minor*100 + patch; older: *1000 + *100). */

@@ -66,7 +66,8 @@ void model_train_batch(model *m, const float *x, const uint8_t *labels, const ui
                        uint64_t dropout_key, float grad_scale);
 /* The loss sum of the batches trained since the last call, then 0 (a GPU waits for its queue here). */
 double model_take_loss(model *m);
-/* model_train_batch, then model_take_loss: this batch's loss sum when nothing else was pending. */
+/* model_train_batch, then model_take_loss: this batch's loss sum when nothing else was pending. For tests,
+ * benchmarks and the PyTorch reference: the trainer queues steps and takes the loss once per log interval. */
 double model_forward_backward(model *m, const float *x, const uint8_t *labels, const uint64_t *ids, int n,
                               uint64_t dropout_key, float grad_scale);
 

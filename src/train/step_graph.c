@@ -48,8 +48,9 @@ static int agree(const step_graph *sg, int ok, const char *why, long step)
     snprintf(msg, sizeof msg, "%s", why);
     /* every rank is here: no deadline */
     MPI_CHECK(MPI_Bcast(msg, sizeof msg, MPI_CHAR, (int)first_bad, MPI_COMM_WORLD));
-    say("warning: rank %d could not capture the training step as a CUDA graph (%s): every step runs eagerly "
-        "(--cuda-graph off skips the attempt)", (int)first_bad, msg);
+    if (rank == 0) /* one line for the job: every rank takes the same decision */
+        warn("rank %d could not capture the training step as a CUDA graph (%s): every step runs eagerly "
+             "(--cuda-graph off skips the attempt)", (int)first_bad, msg);
     return 0;
 }
 

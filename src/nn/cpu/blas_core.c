@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/errors.h"
+
 /* Set beside OPENBLAS_CORETYPE by the restart: the core OpenBLAS had chosen, for the start-up report. */
 #define DETECTED_VAR "MNIST_DDP_OPENBLAS_DETECTED"
 
@@ -29,8 +31,8 @@ void blas_core_fix(char **argv)
         self[n] = '\0';
         execv(self, argv); /* returns only on failure */
     }
-    fprintf(stderr, "mnist_ddp: warning: OpenBLAS took this CPU for a %s and runs its slow %s kernels; could not "
-            "restart with OPENBLAS_CORETYPE=%s (set it before starting mnist_ddp)\n", core, core, better);
+    warn("OpenBLAS took this CPU for a %s and runs its slow %s kernels; could not restart with OPENBLAS_CORETYPE=%s "
+         "(set it before starting mnist_ddp)", core, core, better);
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv(DETECTED_VAR);
 }

@@ -9,7 +9,8 @@
 
 #include "nn/backend.h"
 
-/* uint8 pixels -> normalised floats (op_normalize). */
+/* uint8 pixels -> normalised floats (op_normalize). For tests, benchmarks and the PyTorch reference: the
+ * trainer normalises while it gathers (cpu_gather). */
 void cpu_normalize(const uint8_t *images, size_t count, float *x);
 /* Sample i of a batch is idx[i] (idx NULL: i) of images [][784] / labels: x [n][784] normalised, and
  * y[i] its label unless y is NULL. */
@@ -27,7 +28,8 @@ void cpu_bias_relu_forward(float *x, const float *b, int C, size_t count);
 void cpu_relu_backward(float *dy, const float *y, size_t count); /* in place, y = the ReLU's output */
 
 /* 2x2 max-pool, stride 2, over `planes` planes [H][ld] (W <= ld used columns) -> [H/2][W/2];
- * arg: argmax plane index. Backward writes every element of dx, 0 outside the argmaxes. */
+ * arg: argmax plane index. Backward writes every element of dx, 0 outside the argmaxes. The unfused
+ * reference the tests hold the fused entries below to: the models call those. */
 void cpu_maxpool2_forward(const float *x, float *y, int32_t *arg, int planes, int H, int W, int ld);
 void cpu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int planes, int H, int W, int ld);
 
