@@ -5,6 +5,7 @@
 
 #include "nn/cpu/blas_core.h"
 #include "comm/bootstrap.h"
+#include "comm/world.h"
 #include "base/errors.h"
 #include "gpu/gpu.h"
 #include "base/log.h"
@@ -53,7 +54,10 @@ int main(int argc, char **argv)
     bootstrap_init(&argc, &argv, &env);
     options_parse(argc, argv, &o);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our own one-line messages instead of HDF5's stack dumps */
-    log_init(env.rank, o.verbose, o.metrics);
+    int err = log_init(env.rank, o.verbose, o.metrics);
+    world_verdict(&err, sizeof err);
+    if (err)
+        die_all(EX_CANTCREAT, "--metrics %s: cannot create: %s", o.metrics, strerror(err));
     log_use_terminal(strcmp(env.launcher, "singleton") == 0);
     int gpu = choose_device(&o, &env);
     char device[GPU_MSG_LEN];

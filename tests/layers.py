@@ -5,7 +5,7 @@ a longer cycle. The same for calls, read from the built objects (nm: a symbol on
 defines): no object calls into a higher layer, no two call each other. Layers, lowest first (src/local.mk):
   base < data < comm < nn < nn/cpu < gpu, cuda < train < src/main.c
 gpu/ and cuda/ are one layer in two folders (the C and the nvcc side of gpu.h): they call each other's
-files, never around a cycle.
+files, never around a cycle. MPI is called in comm/ alone (and in base/errors.c, which aborts).
 Run by make check, or by hand: tests/layers.py [SRCDIR [BUILDDIR]]."""
 import os
 import re
@@ -16,6 +16,8 @@ LAYERS = ["src/base", "src/data", "src/comm", "src/nn", "src/nn/cpu", "src/gpu",
 RANK = {"src/base": 0, "src/data": 1, "src/comm": 2, "src/nn": 3, "src/nn/cpu": 4, "src/gpu": 5, "cuda": 5,
         "src/train": 6, "src": 7}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+MPI_CALL = re.compile(r"\b(MPI_[A-Z][a-z_]*|MPI_CHECK)\s*\(")
+MPI_ALLOWED = ("src/comm/", "src/base/errors.")
 
 
 def sources(top):
@@ -85,7 +87,12 @@ def main():
         files += 1
         path = f"{layer}/{name}"
         module = f"{layer}/{os.path.splitext(name)[0]}"
-        for inc in INCLUDE.findall(open(os.path.join(top, path), encoding="utf-8").read()):
+        text = open(os.path.join(top, path), encoding="utf-8").read()
+        code = re.sub(r"/\*.*?\*/|//[^\n]*|\"(\\.|[^\"\\])*\"", "", text, flags=re.S)
+        mpi = sorted(set(m.group(1) for m in MPI_CALL.finditer(code)))
+        if mpi and not path.startswith(MPI_ALLOWED):
+            problems.append(f"{path} calls MPI ({', '.join(mpi)}): only comm/ may (comm/world.h has the plain ones)")
+        for inc in INCLUDE.findall(text):
             if inc == "config.h":
                 continue
             if "/" in inc:

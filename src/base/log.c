@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <mpi.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,7 +34,7 @@ void log_use_terminal(int own_tty)
     updating_lines = own_tty && !log_verbose && isatty(STDOUT_FILENO);
 }
 
-void log_init(int rank, int verbose, const char *metrics_path)
+int log_init(int rank, int verbose, const char *metrics_path)
 {
     log_rank = rank;
     log_verbose = verbose;
@@ -43,16 +42,13 @@ void log_init(int rank, int verbose, const char *metrics_path)
      * SIGXFSZ that would end the process mid-write. */
     signal(SIGXFSZ, SIG_IGN);
     if (!metrics_path)
-        return;
+        return 0;
     metrics_name = metrics_path;
     /* A log, not a result: written in place as the run goes (not through a temporary and a rename), so a
      * killed job keeps what it reached and tail -f works. Mode 0666: the umask applies. */
-    int err = 0;
     if (rank == 0 && (metrics_fd = open(metrics_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
-        err = errno;
-    MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (err)
-        die_all(EX_CANTCREAT, "--metrics %s: cannot create: %s", metrics_path, strerror(err));
+        return errno;
+    return 0;
 }
 
 static void vsay(const char *fmt, va_list ap, int updating)

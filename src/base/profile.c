@@ -74,10 +74,8 @@ void profile_record(const char *name, double seconds)
         phase[find(name, 0)].s += seconds;
 }
 
-void profile_gather(MPI_Comm comm, double train_s, profile_table *t)
+void profile_snapshot(profile_table *t)
 {
-    int ranks;
-    MPI_CHECK(MPI_Comm_size(comm, &ranks));
     if (clk && profile_active)
         clk->flush();
     memset(t, 0, sizeof *t);
@@ -88,26 +86,14 @@ void profile_gather(MPI_Comm comm, double train_s, profile_table *t)
         snprintf(t->name[i], sizeof t->name[i], "%s", phase[i].name);
         t->training[i] = phase[i].training;
     }
-    /* Rank 0's phases name the rows; another rank's seconds go to the row of the same name (0 if it has none). */
-    MPI_CHECK(MPI_Bcast(&t->n, 1, MPI_INT, 0, comm));
-    MPI_CHECK(MPI_Bcast(t->name, sizeof t->name, MPI_CHAR, 0, comm));
-    MPI_CHECK(MPI_Bcast(t->training, PROFILE_MAX_PHASES, MPI_INT, 0, comm));
-    /* One more value after the phases: the training time. */
-    double mine[PROFILE_MAX_PHASES + 1] = {0}, max[PROFILE_MAX_PHASES + 1], sum[PROFILE_MAX_PHASES + 1];
-    for (int i = 0; i < t->n; i++)
-        for (int j = 0; j < nphases; j++)
-            if (strcmp(t->name[i], phase[j].name) == 0)
-                mine[i] = phase[j].s;
-    mine[t->n] = train_s;
-    MPI_CHECK(MPI_Allreduce(mine, max, t->n + 1, MPI_DOUBLE, MPI_MAX, comm));
-    MPI_CHECK(MPI_Allreduce(mine, sum, t->n + 1, MPI_DOUBLE, MPI_SUM, comm));
-    for (int i = 0; i < t->n; i++) {
-        t->max[i] = max[i];
-        t->mean[i] = sum[i] / ranks;
-    }
-    t->train_max = max[t->n];
-    t->train_mean = sum[t->n] / ranks;
-    t->ranks = ranks;
+}
+
+double profile_seconds(const char *name)
+{
+    for (int j = 0; j < nphases; j++)
+        if (strcmp(name, phase[j].name) == 0)
+            return phase[j].s;
+    return 0;
 }
 
 static void print_row(const char *name, double max, double mean, double train_mean)

@@ -11,7 +11,6 @@
  * turns CUDA graphs off (a graph's kernels cannot be timed per phase). Phases are listed in order of first use. */
 #ifndef MNIST_PROFILE_H
 #define MNIST_PROFILE_H
-#include <mpi.h>
 #include <stddef.h>
 
 #include "base/profile_clock.h"
@@ -42,7 +41,7 @@ static inline void profile_mark(void)
 /* seconds of a phase outside the training loop. */
 void profile_record(const char *name, double seconds);
 
-/* The phases of rank 0 with their maximum and mean over the ranks of comm; training: the seconds the
+/* The phases of rank 0 with their maximum and mean over the ranks; training: the seconds the
  * trainer counts as training (its own clock), summed over phases like the laps. */
 typedef struct {
     int n, ranks;
@@ -53,8 +52,11 @@ typedef struct {
     const char *about, *clock; /* the clock's (profile_clock), NULL: the host's */
 } profile_table;
 
-/* Collective over comm (every rank calls it with its own training seconds); a device clock is flushed first. */
-void profile_gather(MPI_Comm comm, double train_s, profile_table *t);
+/* This rank's phases into t (names, kinds, the clock; no figures yet), a device clock flushed first; the
+ * trainer fills in rank 0's rows with every rank's figures (train_report.c). */
+void profile_snapshot(profile_table *t);
+/* This rank's seconds in the phase of that name, 0 if it has none. */
+double profile_seconds(const char *name);
 /* Rank 0 prints the table (say()). */
 void profile_print(const profile_table *t);
 /* The table as a JSON object into buf (for the --metrics summary); returns buf. */

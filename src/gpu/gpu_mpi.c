@@ -15,23 +15,24 @@
 #include "base/errors.h"
 #include "gpu/gpu.h"
 #include "base/log.h"
+#include "comm/world.h"
 
 /* The lowest world rank for which bad is set, INT_MAX when none: every rank learns the same one. */
 static int first_rank_where(int bad, const ddp_env *env)
 {
-    int key = bad ? env->rank : INT_MAX, first = INT_MAX;
-    MPI_CHECK(MPI_Allreduce(&key, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    int first = bad ? env->rank : INT_MAX;
+    world_min_ints(&first, 1);
     return first;
 }
 
 int gpu_decide(const ddp_env *env, int want_cuda)
 {
     char why[GPU_MSG_LEN], line[GPU_MSG_LEN + 320];
-    int ok = gpu_available(why, sizeof why), missing = !ok, total_missing = 0;
+    int ok = gpu_available(why, sizeof why), total_missing = !ok;
     int first = first_rank_where(!ok, env);
     if (first == INT_MAX)
         return 1;
-    MPI_CHECK(MPI_Allreduce(&missing, &total_missing, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    world_sum_ints(&total_missing, 1);
     if (env->rank == first) {
         if (total_missing > 1)
             snprintf(line, sizeof line, "rank %d on %s (and %d other rank%s): %s", env->rank, env->host,
@@ -39,7 +40,7 @@ int gpu_decide(const ddp_env *env, int want_cuda)
         else
             snprintf(line, sizeof line, "rank %d on %s: %s", env->rank, env->host, why);
     }
-    MPI_CHECK(MPI_Bcast(line, (int)sizeof line, MPI_CHAR, first, MPI_COMM_WORLD));
+    world_bcast(line, sizeof line, first);
     if (want_cuda)
         die_all(EX_UNAVAILABLE, "--device cuda: no usable GPU on %s (or run with --device cpu)", line);
     say("device auto: no usable GPU on %s; training on the CPU", line);
@@ -63,7 +64,7 @@ static void check_early_device(const ddp_env *env, const gpu_info *info)
                  "%d chooses GPU %d: the launcher and MPI number the ranks of a node differently (a wrapper script "
                  "changing %s? mixed MPI installations?); launch with 'srun --mpi=pmix' or 'mpirun' directly",
                  env->rank, env->host, var, local, early, env->local_rank, info->device, var);
-    MPI_CHECK(MPI_Bcast(line, (int)sizeof line, MPI_CHAR, first, MPI_COMM_WORLD));
+    world_bcast(line, sizeof line, first);
     die_all(EX_CONFIG, "%s", line);
 }
 
@@ -83,7 +84,7 @@ gpu_node_verdict gpu_select_try(const ddp_env *env, gpu_info *info, char *why, s
     snprintf(mine.bus_id, sizeof mine.bus_id, "%s", info->pci_bus_id);
     snprintf(mine.visible_devices, sizeof mine.visible_devices, "%s", info->visible_devices);
     gpu_slot *all = xmalloc((size_t)env->local_size * sizeof *all);
-    MPI_CHECK(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, env->local));
+    world_allgather_on(env->local, &mine, all, sizeof mine);
     gpu_node_verdict v = gpu_plan_check_node(all, env->local_size, env->host, msg, sizeof msg);
     free(all);
 
@@ -104,7 +105,7 @@ gpu_node_verdict gpu_select_try(const ddp_env *env, gpu_info *info, char *why, s
         out.verdict = (int)v;
         snprintf(out.msg, sizeof out.msg, "%s", msg);
     }
-    MPI_CHECK(MPI_Bcast(&out, (int)sizeof out, MPI_BYTE, first, MPI_COMM_WORLD));
+    world_bcast(&out, sizeof out, first);
     if (why && len)
         snprintf(why, len, "%s", out.msg);
     return (gpu_node_verdict)out.verdict;
@@ -127,7 +128,7 @@ void gpu_report(const ddp_env *env, const gpu_info *info)
     snprintf(line, sizeof line, "%6d  %-20.20s %4d  %-26.26s %-13.13s %-22.22s %-7s %-8s %s", env->rank, env->host,
              info->device, info->name, info->pci_bus_id, info->visible_devices, drv, rt, nccl);
     char *all = env->rank == 0 ? xmalloc((size_t)env->world * LINE) : NULL;
-    MPI_CHECK(MPI_Gather(line, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, MPI_COMM_WORLD));
+    world_gather(line, all, LINE);
     if (env->rank == 0) {
         printf("%6s  %-20s %4s  %-26s %-13s %-22s %-7s %-8s %s\n", "rank", "host", "gpu", "name", "pci bus id",
                "CUDA_VISIBLE_DEVICES", "driver", "runtime", "nccl");
@@ -163,7 +164,7 @@ static void check_bootstrap_addr(const ddp_env *env, const gpu_comm_id_plan *pla
             }
         }
     }
-    MPI_CHECK(MPI_Bcast(&r, (int)sizeof r, MPI_BYTE, 0, MPI_COMM_WORLD));
+    world_verdict(&r, sizeof r);
     if (r.code)
         die_all(r.code, "%s", r.msg);
 }
@@ -186,11 +187,11 @@ gpu_comm *gpu_comm_create(const ddp_env *env, const char *bootstrap_addr, double
     memset(id, 0, sizeof id);
     if (env->rank == 0)
         gpu_nccl_unique_id(id);
-    MPI_CHECK(MPI_Bcast(id, GPU_NCCL_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD));
-    double t = MPI_Wtime();
+    world_bcast(id, GPU_NCCL_ID_BYTES, 0);
+    double t = world_time();
     gpu_comm *c = gpu_comm_init(id, env->world, env->rank, timeout_s);
     say("NCCL communicator: %d rank%s ready in %.2f s (non-blocking init, --comm-timeout %.0f s)", env->world,
-        env->world == 1 ? "" : "s", MPI_Wtime() - t, timeout_s);
+        env->world == 1 ? "" : "s", world_time() - t, timeout_s);
     return c;
 }
 

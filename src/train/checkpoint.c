@@ -11,6 +11,7 @@
 #include "base/atomic_file.h"
 #include "base/errors.h"
 #include "data/h5util.h"
+#include "comm/world.h"
 
 const char checkpoint_format[] = "mnist_ddp state_dict 1";
 
@@ -25,7 +26,7 @@ void checkpoint_check_writable(const char *option, const char *value, const char
             af_remove_stale(path);
         }
     }
-    MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    world_verdict(&err, sizeof err);
     if (err)
         die_all(EX_CANTCREAT, "%s %s: cannot create a file there: %s", option, value, strerror(err));
 }
@@ -249,7 +250,7 @@ void checkpoint_verify_model(const char *path)
                  "checks apply", path);
         }
     }
-    MPI_CHECK(MPI_Bcast(&v, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD));
+    world_verdict(&v, sizeof v);
     if (v.code)
         die_all(v.code, "--load-model %s: %s", path, v.why);
 }

@@ -2,6 +2,7 @@
 
 #include "base/errors.h"
 #include "data/mnist.h"
+#include "comm/world.h"
 
 
 void evaluate_share(uint64_t n, int world, int rank, uint64_t *first, uint64_t *count)
@@ -10,7 +11,7 @@ void evaluate_share(uint64_t n, int world, int rank, uint64_t *first, uint64_t *
     *count = n * (uint64_t)(rank + 1) / (uint64_t)world - *first;
 }
 
-eval_result evaluate(model *m, const uint8_t *images, const uint8_t *labels, size_t count, float *x, MPI_Comm comm)
+eval_result evaluate(model *m, const uint8_t *images, const uint8_t *labels, size_t count, float *x)
 {
     double loss = 0;
     long correct = 0, total = (long)count;
@@ -21,8 +22,8 @@ eval_result evaluate(model *m, const uint8_t *images, const uint8_t *labels, siz
         loss += model_evaluate(m, x, labels + i, n, &correct);
     }
     long counts[2] = {correct, total};
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, comm));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG, MPI_SUM, comm));
+    world_sum_doubles(&loss, 1);
+    world_sum_longs(counts, 2);
     eval_result r = {.correct = counts[0], .total = counts[1]};
     r.loss = r.total ? loss / (double)r.total : 0;
     r.accuracy = r.total ? (double)r.correct / (double)r.total : 0;

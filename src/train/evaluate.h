@@ -18,5 +18,5 @@ typedef struct {
 void evaluate_share(uint64_t n, int world, int rank, uint64_t *first, uint64_t *count);
 /* images/labels: this rank's share (count samples); x: scratch of model_capacity(m) * MNIST_PIXELS floats; all
  * three in the memory of the model's backend. */
-eval_result evaluate(model *m, const uint8_t *images, const uint8_t *labels, size_t count, float *x, MPI_Comm comm);
+eval_result evaluate(model *m, const uint8_t *images, const uint8_t *labels, size_t count, float *x);
 #endif

@@ -6,6 +6,7 @@
 
 #include "base/errors.h"
 #include "base/log.h"
+#include "comm/world.h"
 
 struct step_graph {
     const nn_backend *be;
@@ -37,8 +38,8 @@ static int same_shape(const step_shape *a, const step_shape *b)
 static int agree(const step_graph *sg, int ok, const char *why, long step)
 {
     int rank, world;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    rank = world_rank();
+    world = world_size();
     double first_bad = ok ? world : rank;
     comm_allreduce_within(MPI_COMM_WORLD, &first_bad, 1, MPI_MIN, sg->timeout_s, "--comm-timeout",
                           "agreeing on the CUDA graph capture", step);
@@ -47,7 +48,7 @@ static int agree(const step_graph *sg, int ok, const char *why, long step)
     char msg[256];
     snprintf(msg, sizeof msg, "%s", why);
     /* every rank is here: no deadline */
-    MPI_CHECK(MPI_Bcast(msg, sizeof msg, MPI_CHAR, (int)first_bad, MPI_COMM_WORLD));
+    world_bcast(msg, sizeof msg, (int)first_bad);
     if (rank == 0) /* one line for the job: every rank takes the same decision */
         warn("rank %d could not capture the training step as a CUDA graph (%s): every step runs eagerly "
              "(--cuda-graph off skips the attempt)", (int)first_bad, msg);

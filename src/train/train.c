@@ -304,7 +304,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 static eval_result run_evaluate(run *r)
 {
     double t0 = clock_now();
-    eval_result ev = evaluate(r->m, r->test_images, r->test_labels, r->test_count, r->x, MPI_COMM_WORLD);
+    eval_result ev = evaluate(r->m, r->test_images, r->test_labels, r->test_count, r->x);
     r->eval_s += clock_now() - t0;
     return ev;
 }

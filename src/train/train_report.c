@@ -1,5 +1,6 @@
 #include "train/train_run.h"
 #include "train/replicas.h"
+#include "comm/world.h"
 
 #include <math.h>
 #include <sys/resource.h>
@@ -80,6 +81,29 @@ static double peak_rss_mib(const run *r)
     return round(mib * 10.0) / 10.0;
 }
 
+/* Collective: rank 0's phases name the rows; another rank's seconds go to the row of the same name (0 if it
+ * has none). One more value after the phases: the training time. */
+static void gather_profile(double train_s, profile_table *t)
+{
+    profile_snapshot(t);
+    world_bcast(&t->n, sizeof t->n, 0);
+    world_bcast(t->name, sizeof t->name, 0);
+    world_bcast(t->training, sizeof t->training, 0);
+    double max[PROFILE_MAX_PHASES + 1], sum[PROFILE_MAX_PHASES + 1];
+    for (int i = 0; i < t->n; i++)
+        max[i] = sum[i] = profile_seconds(t->name[i]);
+    max[t->n] = sum[t->n] = train_s;
+    world_max_doubles(max, t->n + 1);
+    world_sum_doubles(sum, t->n + 1);
+    t->ranks = world_size();
+    for (int i = 0; i < t->n; i++) {
+        t->max[i] = max[i];
+        t->mean[i] = sum[i] / t->ranks;
+    }
+    t->train_max = max[t->n];
+    t->train_mean = sum[t->n] / t->ranks;
+}
+
 /* --profile: the phases outside the training loop join the laps; the table over all ranks is printed and
  * written as a JSON member (",\"profile\":{...}") into json; without --profile json is "". */
 static void report_profile(const run *r, char *json, size_t len)
@@ -92,7 +116,7 @@ static void report_profile(const run *r, char *json, size_t len)
     profile_record("evaluation", r->eval_s);
     profile_record("checkpoint writes", r->ckpt_total_s);
     profile_table t;
-    profile_gather(MPI_COMM_WORLD, r->train_s, &t);
+    gather_profile(r->train_s, &t);
     profile_print(&t);
     int at = snprintf(json, len, ",\"profile\":");
     profile_json(&t, json + at, len - (size_t)at);

@@ -17,6 +17,7 @@
 #include "base/errors.h"
 #include "base/log.h"
 #include "base/sha256.h"
+#include "comm/world.h"
 
 static const char state_format[] = "mnist_ddp train_state 1";
 /* Paths are bounded (ts_prepare_dir checks the directory's length), so messages built from them fit. */
@@ -117,7 +118,7 @@ void ts_prepare_dir(const char *dir)
     int err = 0;
     if (world_rank() == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
         err = errno;
-    MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    world_verdict(&err, sizeof err);
     if (err)
         die_all(EX_CANTCREAT, "--checkpoint-dir %s: cannot create it: %s", dir, strerror(err));
     char probe[PATH_LEN];
@@ -412,7 +413,7 @@ int ts_resume(const ts_config *c, model *m, optim *opt, ts_position *pos)
         }
         host_free(&h);
     }
-    MPI_CHECK(MPI_Bcast(&d, (int)sizeof d, MPI_BYTE, 0, MPI_COMM_WORLD));
+    world_verdict(&d, sizeof d);
     if (d.code > 1)
         die_all(d.code, "%s", d.msg);
     if (d.code == 1)
