@@ -23,17 +23,6 @@ static int choose_device(const options *o, const ddp_env *env)
     return gpu;
 }
 
-/* --device cpu / --no-cuda on the command line (options are parsed after MPI_Init: their errors are
- * reported collectively): no GPU context before MPI_Init for a CPU run. */
-static int cpu_requested(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--no-cuda") || !strcmp(argv[i], "--device=cpu") ||
-            (!strcmp(argv[i], "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")))
-            return 1;
-    return 0;
-}
-
 static void report_blas(void)
 {
     char blas[192];
@@ -49,7 +38,7 @@ int main(int argc, char **argv)
     error_set_program("mnist_ddp");
     blas_core_fix(argv);
     /* A CUDA-aware MPI may create a GPU context inside MPI_Init: on this rank's GPU, not on GPU 0. */
-    if (!cpu_requested(argc, argv))
+    if (options_device(argc, argv) != DEVICE_CPU)
         gpu_choose_early();
     bootstrap_init(&argc, &argv, &env);
     options_parse(argc, argv, &o);

@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,72 +14,133 @@
 #include "base/errors.h"
 #include "gpu/gpu_plan.h"
 
-static const char usage_text[] =
+/* How an option's value is read and where it goes. */
+typedef enum {
+    ARG_FLAG,     /* no value: the int field becomes lo */
+    ARG_INT,      /* int in [lo, hi] */
+    ARG_LONG,     /* long in [lo, hi] */
+    ARG_SEED,     /* uint64_t in [lo, hi] */
+    ARG_DOUBLE,   /* double in [lo, hi] */
+    ARG_STRING,   /* a non-empty string */
+    ARG_CHOICE,   /* one of choices: the field points at it */
+    ARG_INDEX,    /* one of choices: the int field gets its index */
+    ARG_HOSTPORT, /* HOST:PORT (gpu_plan.c's rule) */
+} arg_kind;
+
+/* One option: everything the parser, --help (and so the man page) and the defaults know of it. */
+typedef struct {
+    const char *section; /* a heading printed before it in --help, or NULL */
+    const char *name, *arg;
+    arg_kind kind;
+    size_t field; /* offsetof(options, ...) */
+    double lo, hi;
+    const char *const *choices;
+    const char *def;   /* the default, read like a value (without the range check), or NULL: zero */
+    const char *shown; /* the default as --help shows it; NULL: def; "": none */
+    const char *help;  /* lines after the first start with '\n' */
+} option_spec;
+
+static const char *const models[] = {"net", "convnet", NULL};
+static const char *const optimizers[] = {"adadelta", "sgd", NULL};
+static const char *const devices[] = {"auto", "cpu", "cuda", NULL}; /* device_choice's order */
+static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
+static const char *const convs[] = {"auto", "im2col", "onednn", "winograd", NULL};
+static const char *const off_on[] = {"off", "on", NULL};
+
+#define F(member) offsetof(options, member)
+static const option_spec specs[] = {
+    {"Recipe (defaults follow the PyTorch MNIST example; per-model defaults in brackets):", "model", "NAME",
+     ARG_CHOICE, F(model), 0, 0, models, "net", NULL, "net | convnet"},
+    {NULL, "batch-size", "N", ARG_INT, F(batch_size), 1, 1 << 20, NULL, NULL, "64 | 100",
+     "training samples per rank per step"},
+    {NULL, "test-batch-size", "N", ARG_INT, F(test_batch_size), 1, 1 << 20, NULL, "1000", NULL,
+     "samples per evaluation read"},
+    {NULL, "epochs", "N", ARG_INT, F(epochs), 0, 100000, NULL, "14", NULL,
+     "passes over the training set; 0 = evaluate only"},
+    {NULL, "lr", "F", ARG_DOUBLE, F(lr), 0, 1e6, NULL, "-1", "1.0 | 1e-4 x world size", "learning rate"},
+    {NULL, "gamma", "F", ARG_DOUBLE, F(gamma), 0, 1e6, NULL, "0.7", NULL,
+     "StepLR decay of the learning rate per epoch"},
+    {NULL, "optimizer", "NAME", ARG_CHOICE, F(optimizer), 0, 0, optimizers, NULL, "adadelta | sgd",
+     "adadelta | sgd"},
+    {NULL, "momentum", "F", ARG_DOUBLE, F(momentum), 0, 1, NULL, NULL, "0", "SGD momentum"},
+    {NULL, "weight-decay", "F", ARG_DOUBLE, F(weight_decay), 0, 1e3, NULL, NULL, "0",
+     "L2 penalty added to the gradient"},
+    {NULL, "accum-steps", "N", ARG_INT, F(accum_steps), 1, 1 << 20, NULL, "1", NULL,
+     "micro-batches per optimizer step (one all-reduce)"},
+    {NULL, "seed", "N", ARG_SEED, F(seed), 0, (double)LONG_MAX, NULL, "1", NULL,
+     "seed of init, shuffle and dropout"},
+    {NULL, "max-steps", "N", ARG_LONG, F(max_steps), 0, 1L << 40, NULL, NULL, "0",
+     "stop after N optimizer steps in total (0 = no limit)"},
+    {NULL, "dry-run", NULL, ARG_FLAG, F(dry_run), 1, 0, NULL, NULL, "",
+     "one step, one epoch: a quick check of the setup"},
+    {"Data and files:", "data", "DIR", ARG_STRING, F(data_dir), 0, 0, NULL, "data/mnist", NULL,
+     "directory of HDF5 shards from 'make data'"},
+    {NULL, "save-model", "PATH", ARG_STRING, F(save_model), 0, 0, NULL, NULL, "",
+     "write the final model (HDF5, state_dict names)"},
+    {NULL, "load-model", "PATH", ARG_STRING, F(load_model), 0, 0, NULL, NULL, "",
+     "start from a model written by --save-model"},
+    {NULL, "metrics", "FILE", ARG_STRING, F(metrics), 0, 0, NULL, NULL, "",
+     "JSON lines: one per logged step and epoch, and a summary"},
+    {NULL, "log-interval", "N", ARG_INT, F(log_interval), 1, 1 << 30, NULL, "10", NULL,
+     "steps between progress lines"},
+    {"Checkpoints (the full training state: a stopped run resumes exactly where it was):", "checkpoint-dir", "DIR",
+     ARG_STRING, F(checkpoint_dir), 0, 0, NULL, NULL, "", "write checkpoints to DIR (created if missing)"},
+    {NULL, "checkpoint-every", "N", ARG_LONG, F(checkpoint_every), 0, 1L << 40, NULL, NULL, "0",
+     "every N optimizer steps; 0 = at each epoch end"},
+    {NULL, "checkpoint-keep", "K", ARG_INT, F(checkpoint_keep), 1, 1 << 20, NULL, "2", NULL,
+     "keep the newest K checkpoints"},
+    {NULL, "resume", "R", ARG_STRING, F(resume), 0, 0, NULL, "auto", NULL,
+     "auto (newest valid in DIR, else scratch) | never | FILE"},
+    {"Execution:", "device", "D", ARG_INDEX, F(device), 0, 0, devices, "auto", NULL, "auto | cpu | cuda"},
+    {NULL, "no-cuda", NULL, ARG_FLAG, F(device), DEVICE_CPU, 0, NULL, NULL, "", "same as --device cpu"},
+    {NULL, "threads", "N", ARG_INT, F(threads), 1, 4096, NULL, NULL, "SLURM_CPUS_PER_TASK or 1",
+     "BLAS/OpenMP threads per rank"},
+    {NULL, "precision", "P", ARG_CHOICE, F(precision), 0, 0, precisions, "fp32", NULL,
+     "fp32 | tf32 | bf16: the GPU's GEMMs"
+     "\n(convolutions, linear layers). Storage stays fp32"
+     "\neverywhere: tf32/bf16 round each GEMM's fp32 inputs to"
+     "\n10/7 mantissa bits inside cuBLAS (tensor cores) and add"
+     "\nthe products in fp32: a GEMM's result is off by about"
+     "\n1e-3/1e-2 of its largest value. All else (BatchNorm,"
+     "\nsoftmax, sums, optimizer) is fp32 with double sums. bf16"
+     "\nis not expected to beat tf32 (the same fp32 traffic)."},
+    {NULL, "conv", "C", ARG_CHOICE, F(conv), 0, 0, convs, "auto", NULL,
+     "CPU convolutions: auto | im2col | onednn | winograd."
+     "\nonednn: oneDNN's direct convolutions; winograd: its"
+     "\nWinograd F(4,3) for 3x3 kernels on AVX-512 CPUs,"
+     "\ndirect elsewhere; both leave one-channel inputs to"
+     "\nim2col. auto: winograd where built with oneDNN, else"
+     "\nim2col"},
+    {NULL, "cuda-graph", "on|off", ARG_INDEX, F(cuda_graph), 0, 0, off_on, "on", NULL,
+     "replay each full-batch training step (accumulation 1)"
+     "\nas one CUDA graph, captured after the first step"},
+    {NULL, "bucket-mb", "F", ARG_DOUBLE, F(bucket_mb), 0, 1e4, NULL, "1", NULL,
+     "gradient all-reduce bucket size in MiB"},
+    {NULL, "bootstrap-addr", "H:P", ARG_HOSTPORT, F(bootstrap_addr), 0, 0, NULL, NULL, "",
+     "pin NCCL's bootstrap to HOST:PORT (firewalled clusters)"},
+    {NULL, "comm-timeout", "S", ARG_DOUBLE, F(comm_timeout), 0.1, 1e6, NULL, "300", NULL,
+     "seconds a rank waits on a collective before aborting, at"
+     "\nstart-up and in the first step"},
+    {NULL, "step-timeout", "S", ARG_DOUBLE, F(step_timeout), 0.1, 1e6, NULL, "60", NULL,
+     "the same after the first step (a frozen peer ends the"
+     "\njob in S s; never above --comm-timeout)"},
+    {NULL, "verbose", NULL, ARG_FLAG, F(verbose), 1, 0, NULL, NULL, "", "every rank reports, not only rank 0"},
+    {NULL, "profile", NULL, ARG_FLAG, F(profile), 1, 0, NULL, NULL, "",
+     "at the end, a table of where the time went: forward and"
+     "\nbackward per layer, loss, optimizer, batch gather,"
+     "\nall-reduce wait, evaluation, start-up, checkpoints (max"
+     "\nand mean over ranks; also in the --metrics summary). On a"
+     "\nGPU: device time from CUDA events on the compute stream,"
+     "\nsteps eager (turns --cuda-graph off)"},
+};
+#undef F
+enum { NSPECS = sizeof specs / sizeof *specs, OPT_HELP = NSPECS, OPT_VERSION };
+
+static const char usage_head[] =
     "Usage: mnist_ddp [OPTION]...\n"
     "Data-parallel MNIST training: one MPI rank per CPU socket share or GPU; gradients averaged\n"
-    "with MPI (CPU) or NCCL (GPU). Launch with mpirun -np N, srun --mpi=pmix, or alone.\n"
-    "\n"
-    "Recipe (defaults follow the PyTorch MNIST example; per-model defaults in brackets):\n"
-    "  --model NAME            net | convnet                                   [net]\n"
-    "  --batch-size N          training samples per rank per step            [64 | 100]\n"
-    "  --test-batch-size N     samples per evaluation read                        [1000]\n"
-    "  --epochs N              passes over the training set; 0 = evaluate only      [14]\n"
-    "  --lr F                  learning rate                    [1.0 | 1e-4 x world size]\n"
-    "  --gamma F               StepLR decay of the learning rate per epoch           [0.7]\n"
-    "  --optimizer NAME        adadelta | sgd                        [adadelta | sgd]\n"
-    "  --momentum F            SGD momentum                                          [0]\n"
-    "  --weight-decay F        L2 penalty added to the gradient                      [0]\n"
-    "  --accum-steps N         micro-batches per optimizer step (one all-reduce)     [1]\n"
-    "  --seed N                seed of init, shuffle and dropout                     [1]\n"
-    "  --max-steps N           stop after N optimizer steps in total (0 = no limit)   [0]\n"
-    "  --dry-run               one step, one epoch: a quick check of the setup\n"
-    "\n"
-    "Data and files:\n"
-    "  --data DIR              directory of HDF5 shards from 'make data'    [data/mnist]\n"
-    "  --save-model PATH       write the final model (HDF5, state_dict names)\n"
-    "  --load-model PATH       start from a model written by --save-model\n"
-    "  --metrics FILE          JSON lines: one per logged step and epoch, and a summary\n"
-    "  --log-interval N        steps between progress lines                         [10]\n"
-    "\n"
-    "Checkpoints (the full training state: a stopped run resumes exactly where it was):\n"
-    "  --checkpoint-dir DIR    write checkpoints to DIR (created if missing)\n"
-    "  --checkpoint-every N    every N optimizer steps; 0 = at each epoch end            [0]\n"
-    "  --checkpoint-keep K     keep the newest K checkpoints                              [2]\n"
-    "  --resume R              auto (newest valid in DIR, else scratch) | never | FILE [auto]\n"
-    "\n"
-    "Execution:\n"
-    "  --device D              auto | cpu | cuda                                   [auto]\n"
-    "  --no-cuda               same as --device cpu\n"
-    "  --threads N             BLAS/OpenMP threads per rank    [SLURM_CPUS_PER_TASK or 1]\n"
-    "  --precision P           fp32 | tf32 | bf16: the GPU's GEMMs                [fp32]\n"
-    "                          (convolutions, linear layers). Storage stays fp32\n"
-    "                          everywhere: tf32/bf16 round each GEMM's fp32 inputs to\n"
-    "                          10/7 mantissa bits inside cuBLAS (tensor cores) and add\n"
-    "                          the products in fp32: a GEMM's result is off by about\n"
-    "                          1e-3/1e-2 of its largest value. All else (BatchNorm,\n"
-    "                          softmax, sums, optimizer) is fp32 with double sums. bf16\n"
-    "                          is not expected to beat tf32 (the same fp32 traffic).\n"
-    "  --conv C                CPU convolutions: auto | im2col | onednn | winograd.\n"
-    "                          onednn: oneDNN's direct convolutions; winograd: its\n"
-    "                          Winograd F(4,3) for 3x3 kernels on AVX-512 CPUs,\n"
-    "                          direct elsewhere; both leave one-channel inputs to\n"
-    "                          im2col. auto: winograd where built with oneDNN, else\n"
-    "                          im2col                                          [auto]\n"
-    "  --cuda-graph on|off     replay each full-batch training step (accumulation 1)\n"
-    "                          as one CUDA graph, captured after the first step   [on]\n"
-    "  --bucket-mb F           gradient all-reduce bucket size in MiB                 [1]\n"
-    "  --bootstrap-addr H:P    pin NCCL's bootstrap to HOST:PORT (firewalled clusters)\n"
-    "  --comm-timeout S        seconds a rank waits on a collective before aborting, at\n"
-    "                          start-up and in the first step                       [300]\n"
-    "  --step-timeout S        the same after the first step (a frozen peer ends the\n"
-    "                          job in S s; never above --comm-timeout)               [60]\n"
-    "  --verbose               every rank reports, not only rank 0\n"
-    "  --profile               at the end, a table of where the time went: forward and\n"
-    "                          backward per layer, loss, optimizer, batch gather,\n"
-    "                          all-reduce wait, evaluation, start-up, checkpoints (max\n"
-    "                          and mean over ranks; also in the --metrics summary). On a\n"
-    "                          GPU: device time from CUDA events on the compute stream,\n"
-    "                          steps eager (turns --cuda-graph off)\n"
+    "with MPI (CPU) or NCCL (GPU). Launch with mpirun -np N, srun --mpi=pmix, or alone.\n";
+static const char usage_tail[] =
     "  --help, --version\n"
     "\n"
     "Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input, 69 device unavailable,\n"
@@ -104,12 +167,20 @@ static double parse_double(const char *opt, const char *s, double lo, double hi)
     return v;
 }
 
-static const char *parse_choice(const char *opt, const char *s, const char *const *choices)
+static const char *parse_choice_quiet(const char *s, const char *const *choices)
 {
     for (int i = 0; choices[i]; i++)
         if (strcmp(s, choices[i]) == 0)
             return choices[i];
-    die_all(EX_USAGE, "option %s: '%s' is not one of the accepted values (see --help)", opt, s);
+    return NULL;
+}
+
+static const char *parse_choice(const char *opt, const char *s, const char *const *choices)
+{
+    const char *c = parse_choice_quiet(s, choices);
+    if (!c)
+        die_all(EX_USAGE, "option %s: '%s' is not one of the accepted values (see --help)", opt, s);
+    return c;
 }
 
 static const char *parse_nonempty(const char *opt, const char *s)
@@ -119,61 +190,41 @@ static const char *parse_nonempty(const char *opt, const char *s)
     return s;
 }
 
-enum {
-    OPT_BATCH = 256, OPT_TEST_BATCH, OPT_EPOCHS, OPT_LR, OPT_GAMMA, OPT_SEED, OPT_LOG_INTERVAL,
-    OPT_SAVE, OPT_LOAD, OPT_DRY_RUN, OPT_NO_CUDA, OPT_DATA, OPT_MODEL, OPT_OPTIMIZER, OPT_MOMENTUM,
-    OPT_WD, OPT_ACCUM, OPT_MAX_STEPS, OPT_THREADS, OPT_METRICS, OPT_DEVICE, OPT_PRECISION, OPT_CONV,
-    OPT_CUDA_GRAPH,
-    OPT_BOOTSTRAP, OPT_COMM_TIMEOUT, OPT_STEP_TIMEOUT, OPT_BUCKET, OPT_VERBOSE, OPT_PROFILE, OPT_HELP, OPT_VERSION,
-    OPT_CKPT_DIR,
-    OPT_CKPT_EVERY, OPT_CKPT_KEEP, OPT_RESUME
-};
-
-static const struct option long_options[] = {
-    {"batch-size", required_argument, 0, OPT_BATCH},
-    {"test-batch-size", required_argument, 0, OPT_TEST_BATCH},
-    {"epochs", required_argument, 0, OPT_EPOCHS},
-    {"lr", required_argument, 0, OPT_LR},
-    {"gamma", required_argument, 0, OPT_GAMMA},
-    {"seed", required_argument, 0, OPT_SEED},
-    {"log-interval", required_argument, 0, OPT_LOG_INTERVAL},
-    {"save-model", required_argument, 0, OPT_SAVE},
-    {"load-model", required_argument, 0, OPT_LOAD},
-    {"dry-run", no_argument, 0, OPT_DRY_RUN},
-    {"no-cuda", no_argument, 0, OPT_NO_CUDA},
-    {"data", required_argument, 0, OPT_DATA},
-    {"model", required_argument, 0, OPT_MODEL},
-    {"optimizer", required_argument, 0, OPT_OPTIMIZER},
-    {"momentum", required_argument, 0, OPT_MOMENTUM},
-    {"weight-decay", required_argument, 0, OPT_WD},
-    {"accum-steps", required_argument, 0, OPT_ACCUM},
-    {"max-steps", required_argument, 0, OPT_MAX_STEPS},
-    {"threads", required_argument, 0, OPT_THREADS},
-    {"metrics", required_argument, 0, OPT_METRICS},
-    {"device", required_argument, 0, OPT_DEVICE},
-    {"precision", required_argument, 0, OPT_PRECISION},
-    {"conv", required_argument, 0, OPT_CONV},
-    {"cuda-graph", required_argument, 0, OPT_CUDA_GRAPH},
-    {"bootstrap-addr", required_argument, 0, OPT_BOOTSTRAP},
-    {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
-    {"step-timeout", required_argument, 0, OPT_STEP_TIMEOUT},
-    {"bucket-mb", required_argument, 0, OPT_BUCKET},
-    {"verbose", no_argument, 0, OPT_VERBOSE},
-    {"profile", no_argument, 0, OPT_PROFILE},
-    {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
-    {"checkpoint-every", required_argument, 0, OPT_CKPT_EVERY},
-    {"checkpoint-keep", required_argument, 0, OPT_CKPT_KEEP},
-    {"resume", required_argument, 0, OPT_RESUME},
-    {"help", no_argument, 0, OPT_HELP},
-    {"version", no_argument, 0, OPT_VERSION},
-    {0, 0, 0, 0},
-};
+/* --help from the table: "  --name ARG" in 24 columns, the help, and the default in brackets ending at column
+ * 88 on its first line. */
+static void print_usage(void)
+{
+    fputs(usage_head, stdout);
+    for (int i = 0; i < NSPECS; i++) {
+        const option_spec *s = &specs[i];
+        char left[64], shown[64] = "";
+        if (s->section)
+            printf("\n%s\n", s->section);
+        snprintf(left, sizeof left, "--%s%s%s", s->name, s->arg ? " " : "", s->arg ? s->arg : "");
+        const char *d = s->shown ? s->shown : s->def;
+        if (d && *d)
+            snprintf(shown, sizeof shown, "[%s]", d);
+        const char *h = s->help, *nl = strchr(h, '\n');
+        int n = nl ? (int)(nl - h) : (int)strlen(h), at = printf("  %-24s%.*s", left, n, h);
+        int pad = 88 - at - (int)strlen(shown);
+        printf("%*s%s\n", *shown ? (pad > 1 ? pad : 1) : 0, "", shown);
+        for (h = nl; h; h = nl) {
+            nl = strchr(++h, '\n');
+            printf("  %-24s%.*s\n", "", nl ? (int)(nl - h) : (int)strlen(h), h);
+        }
+    }
+    fputs(usage_tail, stdout);
+}
 
 /* --help and --version: rank 0 prints, every rank leaves cleanly. */
-static _Noreturn void print_and_exit(const char *text)
+static _Noreturn void print_and_exit(int help)
 {
-    if (world_rank() == 0)
-        fputs(text, stdout);
+    if (world_rank() == 0) {
+        if (help)
+            print_usage();
+        else
+            fputs("mnist_ddp " PACKAGE_VERSION "\n", stdout);
+    }
     exit_all(0);
 }
 
@@ -188,69 +239,83 @@ static const char *parse_hostport(const char *opt, const char *s)
     return s;
 }
 
+static int choice_index(const char *opt, const char *s, const char *const *choices)
+{
+    const char *c = parse_choice(opt, s, choices);
+    int i = 0;
+    while (choices[i] != c)
+        i++;
+    return i;
+}
+
+/* One value into its field; checked: against the range (a user's value), else as the table's default. */
+static void set_value(options *o, const option_spec *s, const char *v, int checked)
+{
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", s->name);
+    double lo = checked ? s->lo : -INFINITY, hi = checked ? s->hi : INFINITY;
+    long llo = checked ? (long)s->lo : LONG_MIN, lhi = checked && s->hi < (double)LONG_MAX ? (long)s->hi : LONG_MAX;
+    void *f = (char *)o + s->field;
+    switch (s->kind) {
+    case ARG_FLAG: *(int *)f = (int)s->lo; break;
+    case ARG_INT: *(int *)f = (int)parse_long(opt, v, llo, lhi); break;
+    case ARG_LONG: *(long *)f = parse_long(opt, v, llo, lhi); break;
+    case ARG_SEED: *(uint64_t *)f = (uint64_t)parse_long(opt, v, llo, lhi); break;
+    case ARG_DOUBLE: *(double *)f = parse_double(opt, v, lo, hi); break;
+    case ARG_STRING: *(const char **)f = parse_nonempty(opt, v); break;
+    case ARG_CHOICE: *(const char **)f = parse_choice(opt, v, s->choices); break;
+    case ARG_INDEX: *(int *)f = choice_index(opt, v, s->choices); break;
+    case ARG_HOSTPORT: *(const char **)f = parse_hostport(opt, v); break;
+    }
+}
+
+/* getopt_long's table from ours: each option's index is its value. */
+static void long_options(struct option longs[NSPECS + 3])
+{
+    for (int i = 0; i < NSPECS; i++)
+        longs[i] = (struct option){specs[i].name, specs[i].arg ? required_argument : no_argument, 0, i};
+    longs[NSPECS] = (struct option){"help", no_argument, 0, OPT_HELP};
+    longs[NSPECS + 1] = (struct option){"version", no_argument, 0, OPT_VERSION};
+    longs[NSPECS + 2] = (struct option){0};
+}
+
+device_choice options_device(int argc, char **argv)
+{
+    struct option longs[NSPECS + 3];
+    long_options(longs);
+    options o = {0};
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:", longs, NULL)) != -1) {
+        const option_spec *s = &specs[c >= 0 && c < NSPECS ? c : 0];
+        if (c >= 0 && c < NSPECS && s->field == offsetof(options, device) &&
+            (s->kind == ARG_FLAG || parse_choice_quiet(optarg, s->choices)))
+            set_value(&o, s, optarg, 1);
+    }
+    optind = 0; /* the full parse starts afresh */
+    return o.device;
+}
+
 void options_parse(int argc, char **argv, options *o)
 {
-    static const char *const models[] = {"net", "convnet", NULL};
-    static const char *const optimizers[] = {"adadelta", "sgd", NULL};
-    static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
-    static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
-    static const char *const convs[] = {"auto", "im2col", "onednn", "winograd", NULL};
-    static const char *const on_off[] = {"off", "on", NULL};
-
-    *o = (options){
-        .test_batch_size = 1000, .epochs = 14, .lr = -1, .gamma = 0.7, .seed = 1, .log_interval = 10,
-        .data_dir = "data/mnist", .model = "net", .accum_steps = 1, .device = DEVICE_AUTO,
-        .precision = "fp32", .conv = "auto", .comm_timeout = 300, .step_timeout = 60, .bucket_mb = 1,
-        .cuda_graph = 1, .checkpoint_keep = 2, .resume = "auto",
-    };
+    struct option longs[NSPECS + 3];
+    long_options(longs);
+    *o = (options){0};
+    for (int i = 0; i < NSPECS; i++)
+        if (specs[i].def)
+            set_value(o, &specs[i], specs[i].def, 0);
     opterr = 0; /* our own one-line messages instead of getopt's */
     int c;
-    while ((c = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
         const char *name = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-        switch (c) {
-        case OPT_BATCH: o->batch_size = (int)parse_long("--batch-size", optarg, 1, 1 << 20); break;
-        case OPT_TEST_BATCH: o->test_batch_size = (int)parse_long("--test-batch-size", optarg, 1, 1 << 20); break;
-        case OPT_EPOCHS: o->epochs = (int)parse_long("--epochs", optarg, 0, 100000); break;
-        case OPT_LR: o->lr = parse_double("--lr", optarg, 0, 1e6); break;
-        case OPT_GAMMA: o->gamma = parse_double("--gamma", optarg, 0, 1e6); break;
-        case OPT_SEED: o->seed = (uint64_t)parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
-        case OPT_LOG_INTERVAL: o->log_interval = (int)parse_long("--log-interval", optarg, 1, 1 << 30); break;
-        case OPT_SAVE: o->save_model = parse_nonempty("--save-model", optarg); break;
-        case OPT_LOAD: o->load_model = parse_nonempty("--load-model", optarg); break;
-        case OPT_DRY_RUN: o->dry_run = 1; break;
-        case OPT_NO_CUDA: o->device = DEVICE_CPU; break;
-        case OPT_DATA: o->data_dir = parse_nonempty("--data", optarg); break;
-        case OPT_MODEL: o->model = parse_choice("--model", optarg, models); break;
-        case OPT_OPTIMIZER: o->optimizer = parse_choice("--optimizer", optarg, optimizers); break;
-        case OPT_MOMENTUM: o->momentum = parse_double("--momentum", optarg, 0, 1); break;
-        case OPT_WD: o->weight_decay = parse_double("--weight-decay", optarg, 0, 1e3); break;
-        case OPT_ACCUM: o->accum_steps = (int)parse_long("--accum-steps", optarg, 1, 1 << 20); break;
-        case OPT_MAX_STEPS: o->max_steps = parse_long("--max-steps", optarg, 0, 1L << 40); break;
-        case OPT_THREADS: o->threads = (int)parse_long("--threads", optarg, 1, 4096); break;
-        case OPT_METRICS: o->metrics = parse_nonempty("--metrics", optarg); break;
-        case OPT_DEVICE: {
-            const char *d = parse_choice("--device", optarg, devices);
-            o->device = d == devices[1] ? DEVICE_CPU : d == devices[2] ? DEVICE_CUDA : DEVICE_AUTO;
-            break;
-        }
-        case OPT_PRECISION: o->precision = parse_choice("--precision", optarg, precisions); break;
-        case OPT_CONV: o->conv = parse_choice("--conv", optarg, convs); break;
-        case OPT_CUDA_GRAPH: o->cuda_graph = strcmp(parse_choice("--cuda-graph", optarg, on_off), "on") == 0; break;
-        case OPT_BOOTSTRAP: o->bootstrap_addr = parse_hostport("--bootstrap-addr", optarg); break;
-        case OPT_COMM_TIMEOUT: o->comm_timeout = parse_double("--comm-timeout", optarg, 0.1, 1e6); break;
-        case OPT_STEP_TIMEOUT: o->step_timeout = parse_double("--step-timeout", optarg, 0.1, 1e6); break;
-        case OPT_BUCKET: o->bucket_mb = parse_double("--bucket-mb", optarg, 0, 1e4); break;
-        case OPT_VERBOSE: o->verbose = 1; break;
-        case OPT_PROFILE: o->profile = 1; break;
-        case OPT_CKPT_DIR: o->checkpoint_dir = parse_nonempty("--checkpoint-dir", optarg); break;
-        case OPT_CKPT_EVERY: o->checkpoint_every = parse_long("--checkpoint-every", optarg, 0, 1L << 40); break;
-        case OPT_CKPT_KEEP: o->checkpoint_keep = (int)parse_long("--checkpoint-keep", optarg, 1, 1 << 20); break;
-        case OPT_RESUME: o->resume = parse_nonempty("--resume", optarg); break;
-        case OPT_HELP: print_and_exit(usage_text);
-        case OPT_VERSION: print_and_exit("mnist_ddp " PACKAGE_VERSION "\n");
-        case ':': die_all(EX_USAGE, "option %s needs a value (see --help)", name);
-        default: die_all(EX_USAGE, "unknown option '%s' (see --help)", name);
-        }
+        if (c >= 0 && c < NSPECS)
+            set_value(o, &specs[c], optarg, 1);
+        else if (c == OPT_HELP || c == OPT_VERSION)
+            print_and_exit(c == OPT_HELP);
+        else if (c == ':')
+            die_all(EX_USAGE, "option %s needs a value (see --help)", name);
+        else
+            die_all(EX_USAGE, "unknown option '%s' (see --help)", name);
     }
     if (optind < argc)
         die_all(EX_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
