@@ -1,4 +1,4 @@
-/* libFuzzer harness: the command-line parser (src/train/options.c). The input is the arguments, separated by NUL
+/* libFuzzer harness: the command-line parser (src/train/options.c), and its early read of --device. The input is the arguments, separated by NUL
  * bytes (tests/fuzz/options.dict lists the option names). */
 #include <getopt.h>
 #include <stdlib.h>
@@ -19,7 +19,10 @@ static void parse(void *arg)
     args *a = arg;
     options o;
     optind = 0; /* glibc: restart getopt's scan, as for a new process */
+    device_choice early = options_device(a->argc, a->argv); /* never stops: a bad value reads as auto */
     options_parse(a->argc, a->argv, &o);
+    if (o.device != early)
+        abort(); /* the early read (before MPI_Init) disagreed with the parse that accepted the arguments */
     if (o.checkpoint_every && !o.checkpoint_dir)
         abort(); /* accepted a combination the parser promises to refuse */
     if (o.batch_size < 0 || o.accum_steps < 1 || o.epochs < 0 || !o.data_dir || !o.model)
