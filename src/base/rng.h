@@ -4,7 +4,7 @@
 #ifndef MNIST_RNG_H
 #define MNIST_RNG_H
 #include <stdint.h>
-#include "base/hd.h"
+#include "base/host_device.h"
 
 /* SplitMix64 finaliser: a bijective 64-bit mix with good avalanche. */
 static inline HD uint64_t rng_mix(uint64_t z)

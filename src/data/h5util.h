@@ -1,4 +1,4 @@
-/* HDF5 helpers shared by the shard files (src/shard_*.c) and the model files (src/train/checkpoint.c):
+/* HDF5 helpers shared by the shard files (src/shard_*.c) and the model files (src/train/model_file.c):
  * HDF5 error capture (our own one-line messages instead of HDF5's stack dumps), scalar attributes,
  * and dataset checks.
  *

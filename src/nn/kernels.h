@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/hd.h"
+#include "base/host_device.h"
 #include "data/mnist.h"
 #include "nn/ops.h"
 

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "base/hd.h"
+#include "base/host_device.h"
 #include "base/rng.h"
 
 /* torchvision ToTensor + Normalize((0.1307,), (0.3081,)), in the same float operations. */

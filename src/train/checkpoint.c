@@ -1,256 +1,426 @@
 #include "train/checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <hdf5.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/atomic_file.h"
+#include "train/model_file.h"
+#include "base/clock.h"
+#include "comm/comm.h"
 #include "base/errors.h"
-#include "data/h5util.h"
+#include "base/log.h"
+#include "base/sha256.h"
 #include "comm/world.h"
 
-const char checkpoint_format[] = "mnist_ddp state_dict 1";
+static const char state_format[] = "mnist_ddp train_state 1";
+/* Paths are bounded (checkpoint_prepare_dir checks the directory's length), so messages built from them fit. */
+enum { NAME_DIGITS = 12, PATH_LEN = 1024, WHY_LEN = 1024, MSG_LEN = 4096 };
 
-void checkpoint_check_writable(const char *option, const char *value, const char *path)
+void checkpoint_identity_add(checkpoint_identity *id, const char *name, const char *fmt, ...)
 {
-    int err = 0;
-    if (world_rank() == 0) {
-        /* The probe is the temporary the real write will make: the same directory, flags and name. */
-        atomic_file a;
-        if ((err = af_open(&a, path)) == 0) {
-            af_abort(&a);
-            af_remove_stale(path);
-        }
+    if (id->n == TS_MAX_SETTINGS)
+        die(EX_SOFTWARE, "checkpoint identity: more than %d settings", TS_MAX_SETTINGS);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(id->s[id->n].value, TS_VALUE_LEN, fmt, ap);
+    va_end(ap);
+    id->s[id->n++].name = name;
+}
+
+/* The state on the host: what a file holds, in the model's and optimizer's flat layouts. */
+typedef struct {
+    float *params, *bufs, *opt;
+    size_t np, nb, no;
+    int parts;
+    const char *const *part_names;
+} host_state;
+
+static host_state host_alloc(const model *m, const optim *opt)
+{
+    host_state h = {.np = model_num_params(m), .nb = model_buffer_size(m)};
+    optim_state((optim *)opt, &h.no);
+    h.parts = optim_state_parts(opt, &h.part_names);
+    h.params = xmalloc(h.np * sizeof(float));
+    h.bufs = xmalloc((h.nb + 1) * sizeof(float));
+    h.opt = xmalloc((h.no + 1) * sizeof(float));
+    return h;
+}
+
+static void host_free(host_state *h)
+{
+    free(h->params);
+    free(h->bufs);
+    free(h->opt);
+}
+
+/* SHA-256 over the tensors' bytes, the position and the identity: what loading verifies. */
+static void digest(const host_state *h, const checkpoint_position *p, const checkpoint_identity *id, char hex[SHA256_HEX_LEN + 1])
+{
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, h->params, h->np * sizeof(float));
+    sha256_update(&c, h->bufs, h->nb * sizeof(float));
+    sha256_update(&c, h->opt, h->no * sizeof(float));
+    char line[TS_VALUE_LEN + 128];
+    int n = snprintf(line, sizeof line, "%ld %d %ld %d\n", p->step, p->epoch, p->epoch_step, p->restarts);
+    sha256_update(&c, line, (size_t)n);
+    for (int i = 0; i < id->n; i++) {
+        n = snprintf(line, sizeof line, "%s=%s\n", id->s[i].name, id->s[i].value);
+        sha256_update(&c, line, (size_t)n);
     }
+    sha256_final_hex(&c, hex);
+}
+
+static char *file_path(char *buf, size_t len, const char *dir, long step)
+{
+    snprintf(buf, len, "%s/ckpt-%0*ld.h5", dir, NAME_DIGITS, step);
+    return buf;
+}
+
+/* The steps of DIR's checkpoint files, newest first; returns how many (*steps: malloc'd). */
+static int list_checkpoints(const char *dir, long **steps)
+{
+    int n = 0, cap = 16;
+    *steps = xmalloc((size_t)cap * sizeof **steps);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const char *s = e->d_name;
+        if (strlen(s) != 5 + NAME_DIGITS + 3 || strncmp(s, "ckpt-", 5) != 0 || strcmp(s + 5 + NAME_DIGITS, ".h5"))
+            continue;
+        if (strspn(s + 5, "0123456789") != NAME_DIGITS)
+            continue;
+        if (n == cap)
+            *steps = realloc(*steps, (size_t)(cap *= 2) * sizeof **steps);
+        if (!*steps)
+            die(EX_OSERR, "out of memory listing %s", dir);
+        long v = strtol(s + 5, NULL, 10);
+        int i = n++;
+        for (; i > 0 && (*steps)[i - 1] < v; i--) /* insertion: newest first */
+            (*steps)[i] = (*steps)[i - 1];
+        (*steps)[i] = v;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+void checkpoint_prepare_dir(const char *dir)
+{
+    if (strlen(dir) > PATH_LEN - 64)
+        die_all(EX_USAGE, "--checkpoint-dir: a path of at most %d characters, please", PATH_LEN - 64);
+    int err = 0;
+    if (world_rank() == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
+        err = errno;
     world_verdict(&err, sizeof err);
     if (err)
-        die_all(EX_CANTCREAT, "%s %s: cannot create a file there: %s", option, value, strerror(err));
-}
-
-/* fill's file built in memory (HDF5's core driver, nothing on disk): its image, malloc'd, or NULL. HDF5
- * never writes to the disk itself, so a full disk is an ordinary write error of ours, with its errno
- * (HDF5 1.10 crashes at exit after a failed H5Fclose on a full disk), and HDF5 never opens a name in a
- * shared directory. */
-static void *hdf5_image(int (*fill)(hid_t f, const void *arg), const void *arg, size_t *len)
-{
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    hid_t f = fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0
-                  ? -1 : H5Fcreate("mnist_ddp-image", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    void *image = NULL;
-    ssize_t n = -1;
-    if (f >= 0 && fill(f, arg) == 0 && H5Fflush(f, H5F_SCOPE_LOCAL) >= 0 &&
-        (n = H5Fget_file_image(f, NULL, 0)) > 0) {
-        image = xmalloc((size_t)n);
-        if (H5Fget_file_image(f, image, (size_t)n) != n) {
-            free(image);
-            image = NULL;
-        }
+        die_all(EX_CANTCREAT, "--checkpoint-dir %s: cannot create it: %s", dir, strerror(err));
+    char probe[PATH_LEN];
+    model_file_check_writable("--checkpoint-dir", dir, file_path(probe, sizeof probe, dir, 0));
+    if (world_rank() == 0) {
+        snprintf(probe, sizeof probe, "%s/ckpt-", dir);
+        af_remove_stale(probe);
     }
-    if (f >= 0)
-        H5Fclose(f);
-    if (fapl >= 0)
-        H5Pclose(fapl);
-    *len = image ? (size_t)n : 0;
-    return image;
 }
 
-int checkpoint_write_sealed(const char *path, int (*fill)(hid_t f, const void *arg), const void *arg)
+static int write_long(hid_t loc, const char *name, long v)
 {
-    size_t len;
-    void *image = hdf5_image(fill, arg, &len);
-    if (!image)
-        return EIO;
-    atomic_file a;
-    int err = af_open(&a, path);
-    if (!err && (err = af_write_sealed(&a, image, len)) != 0)
-        af_abort(&a);
-    else if (!err)
-        err = af_commit(&a);
-    free(image);
-    return err;
+    return model_file_write_attr(loc, name, H5T_NATIVE_LONG, &v);
 }
 
-int checkpoint_write_attr(hid_t loc, const char *name, hid_t type, const void *value)
+/* The optimizer group: one subgroup per state part, a tensor per parameter. Returns 0, or -1. */
+static int write_optimizer(hid_t f, const model *m, const host_state *h)
 {
-    return h5_write_attr(loc, name, type, type, value) < 0 ? -1 : 0;
-}
-
-int checkpoint_write_string_attr(hid_t loc, const char *name, const char *value)
-{
-    return h5_write_str_attr(loc, name, value) < 0 ? -1 : 0;
-}
-
-/* One tensor as a dataset of its shape; PyTorch's num_batches_tracked is an int64 scalar. */
-int checkpoint_write_tensor(hid_t file, const tensor_desc *t, const float *base)
-{
-    hsize_t dims[4];
-    for (int d = 0; d < t->ndim; d++)
-        dims[d] = (hsize_t)t->shape[d];
-    int is_count = strstr(t->name, "num_batches_tracked") != NULL;
-    hid_t space = is_count ? H5Screate(H5S_SCALAR) : H5Screate_simple(t->ndim, dims, NULL);
-    hid_t type = is_count ? H5T_STD_I64LE : H5T_IEEE_F32LE;
-    hid_t d = H5Dcreate2(file, t->name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = -1;
-    if (d >= 0) {
-        if (is_count) {
-            long long v = (long long)base[t->offset];
-            rc = H5Dwrite(d, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v);
-        } else {
-            rc = H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, base + t->offset);
-        }
-        H5Dclose(d);
+    hid_t g = H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int bad = g < 0;
+    for (int k = 0; k < h->parts && !bad; k++) {
+        hid_t part = H5Gcreate2(g, h->part_names[k], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        bad = part < 0;
+        for (int i = 0; i < model_num_tensors(m) && !bad; i++)
+            bad = model_file_write_tensor(part, model_tensor(m, i), h->opt + (size_t)k * h->np);
+        if (part >= 0)
+            H5Gclose(part);
     }
-    H5Sclose(space);
+    if (g >= 0)
+        H5Gclose(g);
+    return bad ? -1 : 0;
+}
+
+/* What a checkpoint file holds, for fill_file. */
+typedef struct {
+    const model *m;
+    const host_state *h;
+    const checkpoint_position *p;
+    const checkpoint_identity *id;
+} state_file;
+
+/* The attributes after the tensors: format, position, identity and the digest over all of it. */
+static int write_attrs(hid_t f, const state_file *s)
+{
+    char hex[SHA256_HEX_LEN + 1], name[64];
+    digest(s->h, s->p, s->id, hex);
+    int bad = model_file_write_string_attr(f, "format", model_file_format) ||
+              model_file_write_string_attr(f, "model", model_name(s->m)) ||
+              model_file_write_string_attr(f, "model_file_format", state_format) ||
+              write_long(f, "global_step", s->p->step) || write_long(f, "epoch", s->p->epoch) ||
+              write_long(f, "epoch_step", s->p->epoch_step) || write_long(f, "restarts", s->p->restarts);
+    for (int i = 0; i < s->id->n && !bad; i++)
+        bad = model_file_write_string_attr(f, strcat(strcpy(name, "setting."), s->id->s[i].name), s->id->s[i].value);
+    return bad || model_file_write_string_attr(f, "sha256", hex) ? -1 : 0;
+}
+
+static int fill_file(hid_t f, const void *arg)
+{
+    const state_file *s = arg;
+    int bad = 0;
+    for (int i = 0; i < model_num_tensors(s->m) && !bad; i++)
+        bad = model_file_write_tensor(f, model_tensor(s->m, i), s->h->params);
+    for (int i = 0; i < model_num_buffers(s->m) && !bad; i++)
+        bad = model_file_write_tensor(f, model_buffer(s->m, i), s->h->bufs);
+    return bad || write_optimizer(f, s->m, s->h) || write_attrs(f, s) ? -1 : 0;
+}
+
+/* Rank 0: the file written and renamed into place durably (model_file_write_sealed); then the oldest
+ * beyond keep removed. Dies 74 on any failure (nothing left behind, older checkpoints intact). */
+static void write_durably(const checkpoint_config *c, const model *m, const host_state *h, const checkpoint_position *p)
+{
+    char path[PATH_LEN];
+    state_file s = {m, h, p, &c->id};
+    int err = model_file_write_sealed(file_path(path, sizeof path, c->dir, p->step), fill_file, &s);
+    if (err)
+        die(EX_IOERR, "--checkpoint-dir %s: writing checkpoint '%s' failed: %s", c->dir, path, strerror(err));
+    long *steps;
+    int n = list_checkpoints(c->dir, &steps);
+    for (int i = c->keep; i < n; i++)
+        if (unlink(file_path(path, sizeof path, c->dir, steps[i])) != 0)
+            warn("--checkpoint-dir %s: cannot remove old checkpoint '%s': %s", c->dir, path, strerror(errno));
+    free(steps);
+}
+
+void checkpoint_save(const checkpoint_config *c, model *m, optim *opt, const checkpoint_position *p)
+{
+    double t0 = clock_now();
+    host_state h = host_alloc(m, opt);
+    size_t count;
+    model_download(m, h.params, h.bufs);
+    /* BatchNorm statistics differ per rank inside an epoch; their mean is what the run ends with. */
+    if (h.nb)
+        comm_average(MPI_COMM_WORLD, h.bufs, h.nb);
+    if (world_rank() == 0) {
+        model_backend(m)->download(h.opt, optim_state(opt, &count), h.no * sizeof(float));
+        write_durably(c, m, &h, p);
+    }
+    host_free(&h);
+    /* The other ranks wait here, so the job goes on only with the checkpoint in place; a rank 0 that
+     * froze in the write must not hang them. */
+    double done = 0;
+    comm_allreduce_within(MPI_COMM_WORLD, &done, 1, MPI_SUM, c->timeout_s, "--comm-timeout", "checkpoint write",
+                          p->step);
+    char path[PATH_LEN];
+    say("checkpoint: step %ld (epoch %d, step %ld of it) written to %s in %.3f s", p->step, p->epoch, p->epoch_step,
+        file_path(path, sizeof path, c->dir, p->step), clock_now() - t0);
+}
+
+enum { LOAD_OK, LOAD_CORRUPT, LOAD_MISMATCH };
+
+static int read_long(hid_t loc, const char *name, long *v)
+{
+    if (H5Aexists(loc, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Aread(a, H5T_NATIVE_LONG, v);
+    if (a >= 0)
+        H5Aclose(a);
     return rc < 0 ? -1 : 0;
 }
 
-typedef struct {
-    model *m;
-    int epoch;
-    double test_accuracy;
-} model_file;
-
-static int fill_model(hid_t f, const void *arg)
+/* The position attributes; 0, or -1 when one is missing. */
+static int read_position(hid_t f, checkpoint_position *p)
 {
-    const model_file *mf = arg;
-    model *m = mf->m;
-    int bad = 0;
-    float *params = xmalloc(model_num_params(m) * sizeof *params);
-    float *bufs = xmalloc((model_buffer_size(m) + 1) * sizeof *bufs);
-    model_download(m, params, bufs);
-    for (int i = 0; i < model_num_tensors(m) && !bad; i++)
-        bad = checkpoint_write_tensor(f, model_tensor(m, i), params);
-    for (int i = 0; i < model_num_buffers(m) && !bad; i++)
-        bad = checkpoint_write_tensor(f, model_buffer(m, i), bufs);
-    free(params);
-    free(bufs);
-    if (bad || checkpoint_write_string_attr(f, "format", checkpoint_format) ||
-        checkpoint_write_string_attr(f, "model", model_name(m)) ||
-        checkpoint_write_attr(f, "epoch", H5T_NATIVE_INT, &mf->epoch) ||
-        checkpoint_write_attr(f, "test_accuracy", H5T_NATIVE_DOUBLE, &mf->test_accuracy))
+    long epoch, restarts;
+    if (read_long(f, "global_step", &p->step) || read_long(f, "epoch", &epoch) ||
+        read_long(f, "epoch_step", &p->epoch_step) || read_long(f, "restarts", &restarts))
         return -1;
+    p->epoch = (int)epoch;
+    p->restarts = (int)restarts;
     return 0;
 }
 
-void checkpoint_save_model(const char *path, model *m, int epoch, double test_accuracy)
+/* The file's identity against id; why gets the first setting that differs from id (LOAD_MISMATCH). */
+static int read_identity(hid_t f, const checkpoint_identity *id, char *why, size_t len)
 {
-    model_file mf = {m, epoch, test_accuracy};
-    int err = checkpoint_write_sealed(path, fill_model, &mf);
-    if (err)
-        die(EX_IOERR, "--save-model %s: writing it failed: %s", path, strerror(err));
-}
-
-char *checkpoint_read_string_attr(hid_t loc, const char *name)
-{
-    if (H5Aexists(loc, name) <= 0)
-        return NULL;
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    hid_t t = H5Aget_type(a);
-    char *s = NULL;
-    if (H5Tget_class(t) == H5T_STRING && !H5Tis_variable_str(t)) {
-        size_t n = H5Tget_size(t);
-        s = xcalloc(n + 1, 1);
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, n + 1);
-        if (H5Aread(a, mt, s) < 0)
-            s[0] = 0;
-        H5Tclose(mt);
+    int rc = LOAD_OK;
+    char name[64];
+    for (int i = 0; i < id->n; i++) {
+        char *v = model_file_read_string_attr(f, strcat(strcpy(name, "setting."), id->s[i].name));
+        if (!v) {
+            snprintf(why, len, "setting '%s' is missing", id->s[i].name);
+            return LOAD_CORRUPT;
+        }
+        if (rc == LOAD_OK && strcmp(v, id->s[i].value) != 0) {
+            snprintf(why, len, "it was written with %s %s, this run has %s %s", id->s[i].name, v, id->s[i].name,
+                     id->s[i].value);
+            rc = LOAD_MISMATCH;
+        }
+        free(v);
     }
-    H5Tclose(t);
-    H5Aclose(a);
-    return s;
+    return rc;
 }
 
-const char *checkpoint_read_tensor(hid_t f, const tensor_desc *t, float *base)
+/* Every tensor into h; NULL, or why not. */
+static const char *read_tensors(hid_t f, const model *m, host_state *h, char *why, size_t len)
 {
-    if (H5Lexists(f, t->name, H5P_DEFAULT) <= 0)
-        return "is missing";
-    hid_t d = H5Dopen2(f, t->name, H5P_DEFAULT);
-    if (d < 0)
-        return "cannot be opened";
-    int is_count = strstr(t->name, "num_batches_tracked") != NULL;
-    hsize_t dims[8] = {0};
-    int ndim = h5_dims(d, dims);
-    int ok = is_count ? ndim == 0 : ndim == t->ndim;
-    for (int i = 0; ok && !is_count && i < ndim; i++)
-        ok = dims[i] == (hsize_t)t->shape[i];
-    if (!ok) {
-        H5Dclose(d);
-        return "has another shape than this model's";
+    const char *err = NULL;
+    for (int i = 0; i < model_num_tensors(m) && !err; i++)
+        if ((err = model_file_read_tensor(f, model_tensor(m, i), h->params)))
+            snprintf(why, len, "tensor '%s' %s", model_tensor(m, i)->name, err);
+    for (int i = 0; i < model_num_buffers(m) && !err; i++)
+        if ((err = model_file_read_tensor(f, model_buffer(m, i), h->bufs)))
+            snprintf(why, len, "tensor '%s' %s", model_buffer(m, i)->name, err);
+    for (int k = 0; k < h->parts && !err; k++) {
+        char group[128];
+        snprintf(group, sizeof group, "optimizer/%s", h->part_names[k]);
+        hid_t g = H5Lexists(f, "optimizer", H5P_DEFAULT) > 0 && H5Lexists(f, group, H5P_DEFAULT) > 0
+                      ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
+        if (g < 0) {
+            snprintf(why, len, "optimizer state '%s' is missing", h->part_names[k]);
+            return why;
+        }
+        for (int i = 0; i < model_num_tensors(m) && !err; i++)
+            if ((err = model_file_read_tensor(g, model_tensor(m, i), h->opt + (size_t)k * h->np)))
+                snprintf(why, len, "optimizer tensor '%s/%s' %s", group, model_tensor(m, i)->name, err);
+        H5Gclose(g);
     }
-    herr_t rc;
-    if (is_count) {
-        long long v = 0;
-        rc = H5Dread(d, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v);
-        base[t->offset] = (float)v;
-    } else {
-        rc = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, base + t->offset);
+    return err ? why : NULL;
+}
+
+/* Reads and verifies path into h and *p: LOAD_OK, LOAD_CORRUPT or LOAD_MISMATCH with why. A file of another
+ * identity is a mismatch even when its tensors do not fit this model. */
+static int load_file(const char *path, const checkpoint_config *c, const model *m, host_state *h, checkpoint_position *p, char *why,
+                     size_t len)
+{
+    /* Only mnist_ddp writes checkpoints: one without its seal is as damaged as one with a wrong seal. */
+    int sealed = af_verify(path, why, len);
+    if (sealed != AF_SEALED) {
+        if (sealed == AF_UNSEALED)
+            snprintf(why, len, "no mnist_ddp checksum header (not written by mnist_ddp, or damaged)");
+        return LOAD_CORRUPT;
     }
-    H5Dclose(d);
-    return rc < 0 ? "cannot be read" : NULL;
-}
-
-static void read_tensor(hid_t f, const char *path, const tensor_desc *t, float *base)
-{
-    const char *why = checkpoint_read_tensor(f, t, base);
-    if (why)
-        die(EX_DATAERR, "--load-model %s: tensor '%s' %s", path, t->name, why);
-}
-
-void checkpoint_load_model(const char *path, model *m)
-{
-    char why[512];
-    if (access(path, R_OK) != 0)
-        die(EX_NOINPUT, "--load-model %s: %s", path, strerror(errno));
-    if (af_verify(path, why, sizeof why) == AF_BAD)
-        die(EX_DATAERR, "--load-model %s: %s", path, why);
-    if (H5Fis_hdf5(path) <= 0)
-        die(EX_DATAERR, "--load-model %s: not an HDF5 file", path);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0)
-        die(EX_DATAERR, "--load-model %s: cannot open as HDF5", path);
-    char *fmt = checkpoint_read_string_attr(f, "format"), *name = checkpoint_read_string_attr(f, "model");
-    if (!fmt || strcmp(fmt, checkpoint_format) != 0 || !name)
-        die(EX_DATAERR, "--load-model %s: not a model file written by mnist_ddp --save-model", path);
-    if (strcmp(name, model_name(m)) != 0)
-        die(EX_DATAERR, "--load-model %s: holds model '%s', but this run trains '%s' (use --model %s)", path, name,
-            model_name(m), name);
-    float *params = xmalloc(model_num_params(m) * sizeof *params);
-    float *bufs = xmalloc((model_buffer_size(m) + 1) * sizeof *bufs);
-    for (int i = 0; i < model_num_tensors(m); i++)
-        read_tensor(f, path, model_tensor(m, i), params);
-    for (int i = 0; i < model_num_buffers(m); i++)
-        read_tensor(f, path, model_buffer(m, i), bufs);
-    model_upload(m, params, bufs);
-    free(params);
-    free(bufs);
-    free(fmt);
-    free(name);
-    H5Fclose(f);
-}
-
-void checkpoint_verify_model(const char *path)
-{
-    struct {
-        int code, rc;
-        char why[512];
-    } v = {0, AF_SEALED, ""};
-    if (world_rank() == 0) {
-        if (access(path, R_OK) != 0) {
-            v.code = EX_NOINPUT;
-            snprintf(v.why, sizeof v.why, "%s", strerror(errno));
-        } else if ((v.rc = af_verify(path, v.why, sizeof v.why)) == AF_BAD) {
-            v.code = EX_DATAERR;
-        } else if (v.rc == AF_UNSEALED) {
-            warn("--load-model %s: no mnist_ddp checksum header (written by another tool?): only HDF5's own "
-                 "checks apply", path);
+    hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    if (f < 0) {
+        snprintf(why, len, "not a readable HDF5 file");
+        return LOAD_CORRUPT;
+    }
+    char *fmt = model_file_read_string_attr(f, "model_file_format"), *sum = model_file_read_string_attr(f, "sha256");
+    int rc = LOAD_CORRUPT;
+    if (!fmt || strcmp(fmt, state_format) != 0 || !sum)
+        snprintf(why, len, "not a mnist_ddp checkpoint (no '%s' format attribute and checksum)", state_format);
+    else if (read_position(f, p) != 0)
+        snprintf(why, len, "its position attributes are missing");
+    else if ((rc = read_identity(f, &c->id, why, len)) == LOAD_OK) {
+        char hex[SHA256_HEX_LEN + 1];
+        if (read_tensors(f, m, h, why, len))
+            rc = LOAD_CORRUPT;
+        else if (digest(h, p, &c->id, hex), strcmp(hex, sum) != 0) {
+            snprintf(why, len, "checksum mismatch: the file says %.12s..., its content hashes to %.12s...", sum, hex);
+            rc = LOAD_CORRUPT;
         }
     }
-    world_verdict(&v, sizeof v);
-    if (v.code)
-        die_all(v.code, "--load-model %s: %s", path, v.why);
+    free(fmt);
+    free(sum);
+    H5Fclose(f);
+    return rc;
+}
+
+/* Rank 0's choice, shared with every rank: code 0 scratch, 1 resume, else the exit status of msg. */
+typedef struct {
+    int code;
+    checkpoint_position pos;
+    char msg[MSG_LEN];
+} decision;
+
+/* The newest valid checkpoint of c->dir into h (rank 0); corrupt ones are skipped with a warning. */
+static decision choose_in_dir(const checkpoint_config *c, const model *m, host_state *h)
+{
+    decision d = {0};
+    long *steps;
+    int n = list_checkpoints(c->dir, &steps);
+    char path[PATH_LEN], why[WHY_LEN], skipped[MSG_LEN / 2] = "";
+    for (int i = 0; i < n && d.code == 0; i++) {
+        int rc = load_file(file_path(path, sizeof path, c->dir, steps[i]), c, m, h, &d.pos, why, sizeof why);
+        if (rc == LOAD_OK) {
+            d.code = 1;
+            snprintf(d.msg, sizeof d.msg, "%s", path);
+        } else if (rc == LOAD_MISMATCH) {
+            d.code = EX_DATAERR;
+            snprintf(d.msg, sizeof d.msg, "--checkpoint-dir %s: %s: %s (another run's checkpoint: use another "
+                     "--checkpoint-dir, or --resume never)", c->dir, path, why);
+        } else {
+            warn("skipping corrupt checkpoint %s: %s", path, why);
+            size_t used = strlen(skipped);
+            snprintf(skipped + used, sizeof skipped - used, "%s%s", used ? ", " : "", path);
+        }
+    }
+    free(steps);
+    if (d.code == 0 && n > 0) {
+        d.code = EX_DATAERR;
+        snprintf(d.msg, sizeof d.msg, "--checkpoint-dir %s: no valid checkpoint among %s", c->dir, skipped);
+    } else if (d.code == 0) {
+        snprintf(d.msg, sizeof d.msg, "resume: no checkpoint in %s, starting from scratch", c->dir);
+    }
+    return d;
+}
+
+static decision choose(const checkpoint_config *c, const model *m, host_state *h)
+{
+    decision d = {0};
+    char why[WHY_LEN];
+    if (strcmp(c->resume, "auto") == 0)
+        return c->dir ? choose_in_dir(c, m, h) : d;
+    if (strcmp(c->resume, "never") == 0) {
+        if (c->dir)
+            snprintf(d.msg, sizeof d.msg, "resume: --resume never, starting from scratch");
+    } else if (access(c->resume, R_OK) != 0) {
+        d.code = EX_NOINPUT;
+        snprintf(d.msg, sizeof d.msg, "--resume %s: %s", c->resume, strerror(errno));
+    } else if (load_file(c->resume, c, m, h, &d.pos, why, sizeof why) != LOAD_OK) {
+        d.code = EX_DATAERR;
+        snprintf(d.msg, sizeof d.msg, "--resume %s: %s", c->resume, why);
+    } else {
+        d.code = 1;
+        snprintf(d.msg, sizeof d.msg, "%s", c->resume);
+    }
+    return d;
+}
+
+int checkpoint_resume(const checkpoint_config *c, model *m, optim *opt, checkpoint_position *pos)
+{
+    decision d = {0};
+    if (world_rank() == 0) {
+        host_state h = host_alloc(m, opt);
+        d = choose(c, m, &h);
+        if (d.code == 1) {
+            size_t count;
+            model_upload(m, h.params, h.bufs);
+            model_backend(m)->upload(optim_state(opt, &count), h.opt, h.no * sizeof(float));
+            d.pos.restarts++;
+        }
+        host_free(&h);
+    }
+    world_verdict(&d, sizeof d);
+    if (d.code > 1)
+        die_all(d.code, "%s", d.msg);
+    if (d.code == 1)
+        say("resumed from step %ld (restart %d): %s, epoch %d after %ld of its steps", d.pos.step, d.pos.restarts,
+            d.msg, d.pos.epoch, d.pos.epoch_step);
+    else if (d.msg[0])
+        say("%s", d.msg);
+    *pos = d.pos;
+    return d.code == 1;
 }

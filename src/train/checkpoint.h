@@ -1,35 +1,64 @@
-/* Model files: HDF5 with one float32 dataset per tensor, named and shaped like the PyTorch state_dict
- * ("conv1.weight" [32,1,3,3], ...), so h5py + torch.load_state_dict read them directly. */
+/* Training-state checkpoints: everything a run's trajectory depends on, so a stopped run resumes exactly.
+ *
+ * One HDF5 file per checkpoint, DIR/ckpt-<global step, 12 digits>.h5:
+ *   /<state_dict name>          parameters and BatchNorm buffers, as --save-model writes them (so
+ *                               --load-model and PyTorch read the model part unchanged); buffers are the
+ *                               average over ranks, as at an epoch end
+ *   /optimizer/<part>/<name>    the optimizer state per parameter, parts named as torch.optim names them
+ *                               (Adadelta: square_avg, acc_delta; SGD with momentum: momentum_buffer)
+ *   attributes                  format, model (as --save-model), model_file_format, global_step, epoch
+ *                               (in progress, 1-based), epoch_step (its optimizer steps done), restarts,
+ *                               setting.<name> (the run's identity, below) and sha256 over all of these
+ *                               and the tensors' bytes.
+ * Rank 0 writes it sealed through an atomic_file (temporary name in DIR, fsync, rename, fsync of DIR; a
+ * checksum header checked before HDF5 parses the file); older files beyond --checkpoint-keep go only after
+ * that. A file without the seal is not a checkpoint. The identity is what must match to resume: model, optimizer and
+ * its hyper-parameters, global batch, seed, precision and the training set (samples, source checksum). */
 #ifndef MNIST_CHECKPOINT_H
 #define MNIST_CHECKPOINT_H
-#include <hdf5.h>
+#include <stdarg.h>
 
 #include "nn/model.h"
+#include "nn/optim.h"
 
-/* Fails early (73, naming option and value) if path's directory cannot take the file, before hours of
- * training, and removes the temporaries of path that a killed writer of this host left behind. Collective. */
-void checkpoint_check_writable(const char *option, const char *value, const char *path);
-/* Written through an atomic_file (see atomic_file.h), sealed: a crash never leaves a file that looks complete,
- * and a damaged copy is refused before HDF5 parses it. Dies 74 when the write fails (disk full). Rank 0. */
-void checkpoint_save_model(const char *path, model *m, int epoch, double test_accuracy);
-/* Collective, before checkpoint_load_model: rank 0 checks the file's seal; every rank stops with 66 when it
- * is missing, 65 when it is damaged; a file without a seal (h5py, other tools) is loaded with a warning. */
-void checkpoint_verify_model(const char *path);
-/* Dies 66 if missing, 65 if it is damaged, not a model file or holds another model / other shapes. */
-void checkpoint_load_model(const char *path, model *m);
-/* Writes path as a sealed HDF5 file whose content fill(file, arg) makes (0, or -1 when HDF5 fails), built
- * in memory and written by us. 0, or an errno value (EIO: fill or HDF5 failed), with nothing left behind. */
-int checkpoint_write_sealed(const char *path, int (*fill)(hid_t f, const void *arg), const void *arg);
+enum { TS_MAX_SETTINGS = 16, TS_VALUE_LEN = 96 };
+typedef struct {
+    int n;
+    struct {
+        const char *name;
+        char value[TS_VALUE_LEN];
+    } s[TS_MAX_SETTINGS];
+} checkpoint_identity;
 
-/* The pieces of that layout, for files that hold more than a model (train_state.c). */
-extern const char checkpoint_format[]; /* the "format" attribute --load-model expects */
-/* A tensor from the flat buffer base at loc under its state_dict name; 0, or -1 when HDF5 fails. */
-int checkpoint_write_tensor(hid_t loc, const tensor_desc *t, const float *base);
-/* The tensor into base; NULL, or why it failed ("is missing", ...) for the caller's message. */
-const char *checkpoint_read_tensor(hid_t loc, const tensor_desc *t, float *base);
-/* Scalar attributes; writing returns 0, or -1 when HDF5 fails. Reading returns a malloc'd string, NULL if
- * absent. */
-int checkpoint_write_attr(hid_t loc, const char *name, hid_t type, const void *value);
-int checkpoint_write_string_attr(hid_t loc, const char *name, const char *value);
-char *checkpoint_read_string_attr(hid_t loc, const char *name);
+/* Adds one setting, its value formatted by printf. */
+void checkpoint_identity_add(checkpoint_identity *id, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+typedef struct {
+    long step;       /* optimizer steps done */
+    int epoch;       /* the epoch in progress, 1-based */
+    long epoch_step; /* optimizer steps of that epoch done */
+    int restarts;    /* how many times the run was resumed */
+} checkpoint_position;
+
+typedef struct {
+    const char *dir;    /* NULL: no checkpoints */
+    const char *resume; /* "auto", "never" or a checkpoint file */
+    int keep;
+    double timeout_s;   /* how long the other ranks wait for rank 0's write (--comm-timeout) */
+    checkpoint_identity id;
+} checkpoint_config;
+
+/* Collective: creates DIR if missing and stops the job (73) before any training when it cannot take files. */
+void checkpoint_prepare_dir(const char *dir);
+
+/* Collective. Finds the checkpoint to start from (the named file, or the newest valid one in dir for "auto"),
+ * says which in one line, and on rank 0 loads it into m and opt; *pos gets its position on every rank
+ * (the others then take the state by broadcast). Returns 1 when resuming, 0 when starting from scratch.
+ * Stops the job with 65 for a checkpoint of another identity or when no checkpoint in dir is valid (a
+ * corrupt one is skipped with a warning when an older one is valid), 66 for a missing file. */
+int checkpoint_resume(const checkpoint_config *c, model *m, optim *opt, checkpoint_position *pos);
+
+/* Collective (the buffers are averaged over ranks): rank 0 writes the checkpoint at pos and keeps the newest
+ * c->keep. Says where and how long it took. */
+void checkpoint_save(const checkpoint_config *c, model *m, optim *opt, const checkpoint_position *pos);
 #endif

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/checkpoint.h"
+#include "train/model_file.h"
 #include "base/clock.h"
 #include "comm/comm.h"
 #include "nn/cpu/conv_onednn.h"
@@ -26,7 +26,7 @@
 #include "data/sampler.h"
 #include "data/shards.h"
 #include "train/step_graph.h"
-#include "train/train_state.h"
+#include "train/checkpoint.h"
 
 /* Domain separation of the seed: shuffles and dropout masks draw from unrelated streams. */
 #define DROPOUT_SALT 0x64726f706f757421ULL
@@ -105,15 +105,15 @@ static void comm_start(run *r)
 /* Rank 0's state (resumed from a checkpoint, or parameters initialised or loaded) becomes everyone's. */
 static void init_model(run *r)
 {
-    int resumed = ts_resume(&r->ckpt, r->m, r->opt, &r->start);
+    int resumed = checkpoint_resume(&r->ckpt, r->m, r->opt, &r->start);
     if (!resumed)
-        r->start = (ts_position){.epoch = 1};
+        r->start = (checkpoint_position){.epoch = 1};
     r->step = r->saved_step = r->start.step;
     if (!resumed && r->o->load_model)
-        checkpoint_verify_model(r->o->load_model);
+        model_file_verify(r->o->load_model);
     if (r->env->rank == 0 && !resumed) {
         if (r->o->load_model)
-            checkpoint_load_model(r->o->load_model, r->m);
+            model_file_load(r->o->load_model, r->m);
         else
             model_init_params(r->m, r->o->seed);
     }
@@ -130,19 +130,19 @@ static void init_model(run *r)
 static void describe_run(run *r)
 {
     const options *o = r->o;
-    ts_identity *id = &r->ckpt.id;
-    ts_identity_add(id, "model", "%s", o->model);
-    ts_identity_add(id, "optimizer", "%s", r->rc.opt.kind == OPTIM_SGD ? "sgd" : "adadelta");
-    ts_identity_add(id, "lr", "%.17g", r->rc.lr);
-    ts_identity_add(id, "gamma", "%.17g", o->gamma);
-    ts_identity_add(id, "momentum", "%.9g", (double)r->rc.opt.momentum);
-    ts_identity_add(id, "weight_decay", "%.9g", (double)r->rc.opt.weight_decay);
-    ts_identity_add(id, "global_batch", "%llu", (unsigned long long)r->env->world * (unsigned long long)r->rc.batch *
+    checkpoint_identity *id = &r->ckpt.id;
+    checkpoint_identity_add(id, "model", "%s", o->model);
+    checkpoint_identity_add(id, "optimizer", "%s", r->rc.opt.kind == OPTIM_SGD ? "sgd" : "adadelta");
+    checkpoint_identity_add(id, "lr", "%.17g", r->rc.lr);
+    checkpoint_identity_add(id, "gamma", "%.17g", o->gamma);
+    checkpoint_identity_add(id, "momentum", "%.9g", (double)r->rc.opt.momentum);
+    checkpoint_identity_add(id, "weight_decay", "%.9g", (double)r->rc.opt.weight_decay);
+    checkpoint_identity_add(id, "global_batch", "%llu", (unsigned long long)r->env->world * (unsigned long long)r->rc.batch *
                     (unsigned long long)o->accum_steps);
-    ts_identity_add(id, "seed", "%llu", (unsigned long long)o->seed);
-    ts_identity_add(id, "precision", "%s", o->precision);
-    ts_identity_add(id, "train_samples", "%llu", (unsigned long long)r->n_train);
-    ts_identity_add(id, "train_source_sha256", "%s", r->train_sha);
+    checkpoint_identity_add(id, "seed", "%llu", (unsigned long long)o->seed);
+    checkpoint_identity_add(id, "precision", "%s", o->precision);
+    checkpoint_identity_add(id, "train_samples", "%llu", (unsigned long long)r->n_train);
+    checkpoint_identity_add(id, "train_source_sha256", "%s", r->train_sha);
 }
 
 /* A checkpoint after optimizer step epoch_step of epoch (once per step). */
@@ -150,10 +150,10 @@ static void save_state(run *r, int epoch, uint64_t epoch_step)
 {
     if (r->step == r->saved_step)
         return;
-    ts_position p = {.step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
+    checkpoint_position p = {.step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
     profile_lap("progress, stop checks");
     double t0 = clock_now();
-    ts_save(&r->ckpt, r->m, r->opt, &p);
+    checkpoint_save(&r->ckpt, r->m, r->opt, &p);
     r->ckpt_s = clock_now() - t0;
     profile_mark(); /* the write is counted apart, not as training */
     r->ckpt_total_s += r->ckpt_s;
@@ -330,16 +330,16 @@ static void run_setup(run *r, int gpu)
     r->be = gpu ? nn_cuda() : train_cpu_backend(o->conv, NULL, 0);
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
-        checkpoint_check_writable("--save-model", o->save_model, o->save_model);
+        model_file_check_writable("--save-model", o->save_model, o->save_model);
     if (o->checkpoint_dir) {
-        ts_prepare_dir(o->checkpoint_dir);
+        checkpoint_prepare_dir(o->checkpoint_dir);
         preempt_install();
         if ((r->job_end = preempt_job_end()))
             say("the job ends in %.0f s: stopping with a checkpoint %.0f s plus a few steps and a checkpoint "
                 "write before that", r->job_end - (double)time(NULL), STOP_SAFETY_S);
     }
     load_data(r);
-    r->ckpt = (ts_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep,
+    r->ckpt = (checkpoint_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep,
                           .timeout_s = o->comm_timeout};
     describe_run(r);
     int capacity = r->rc.batch > o->test_batch_size ? r->rc.batch : o->test_batch_size;

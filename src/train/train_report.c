@@ -5,7 +5,7 @@
 #include <math.h>
 #include <sys/resource.h>
 
-#include "train/checkpoint.h"
+#include "train/model_file.h"
 #include "base/clock.h"
 #include "base/errors.h"
 #include "base/log.h"
@@ -160,7 +160,7 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
     if (o->verbose)
         say("replica fingerprint %016llx", (unsigned long long)fingerprint);
     if (o->save_model && r->env->rank == 0) {
-        checkpoint_save_model(o->save_model, r->m, epochs, ev->accuracy);
+        model_file_save(o->save_model, r->m, epochs, ev->accuracy);
         say("model saved to %s", o->save_model);
     }
 }

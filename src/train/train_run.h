@@ -12,7 +12,7 @@
 #include "nn/optim.h"
 #include "train/options.h"
 #include "train/step_graph.h"
-#include "train/train_state.h"
+#include "train/checkpoint.h"
 
 /* The recipe of each model (PyTorch examples); options override it. */
 typedef struct {
@@ -40,8 +40,8 @@ typedef struct {
     float *host_params;    /* staging for replica checks and the fingerprint */
     long step;             /* optimizer steps so far */
     char train_sha[80];    /* the training set's source checksum, its identity in checkpoints */
-    ts_config ckpt;
-    ts_position start;     /* where this run began: step 0 of epoch 1, or a checkpoint's position */
+    checkpoint_config ckpt;
+    checkpoint_position start;     /* where this run began: step 0 of epoch 1, or a checkpoint's position */
     long saved_step;       /* the step of the newest checkpoint */
     int signal;            /* the signal that stopped the run (preempt.h), 0 if none */
     double signal_age, signal_seen; /* seconds from the signal to the step that saw it; when that was */

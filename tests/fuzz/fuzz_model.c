@@ -1,17 +1,17 @@
 /* libFuzzer harness: the readers of files mnist_ddp writes, on the input as that file: --load-model
- * (checkpoint_load_model, into both models) and --resume FILE (ts_resume, into convnet with SGD, the
- * smallest training state). ts_resume is collective, so the harness is a one-rank MPI job. */
+ * (model_file_load, into both models) and --resume FILE (checkpoint_resume, into convnet with SGD, the
+ * smallest training state). checkpoint_resume is collective, so the harness is a one-rank MPI job. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "fuzz_common.h"
 #include "data/h5util.h"
-#include "train/checkpoint.h"
+#include "train/model_file.h"
 #include "nn/model.h"
 #include "nn/cpu/nn_cpu.h"
 #include "nn/optim.h"
-#include "train/train_state.h"
+#include "train/checkpoint.h"
 
 static model *net, *convnet;
 static optim *sgd;
@@ -29,12 +29,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void load_net(void *path) { checkpoint_load_model(path, net); }
-static void load_convnet(void *path) { checkpoint_load_model(path, convnet); }
+static void load_net(void *path) { model_file_load(path, net); }
+static void load_convnet(void *path) { model_file_load(path, convnet); }
 
 /* The run's identity as the file states it (the names src/train/train.c gives), so that an intact checkpoint passes
  * the identity and checksum checks and the fuzzer reaches the paths past them. */
-static void identity_of(const char *path, ts_identity *id)
+static void identity_of(const char *path, checkpoint_identity *id)
 {
     static const char *const names[] = {"model", "optimizer", "lr", "gamma", "momentum", "weight_decay",
                                         "global_batch", "seed", "precision", "train_samples", "train_source_sha256"};
@@ -42,8 +42,8 @@ static void identity_of(const char *path, ts_identity *id)
     for (size_t i = 0; f >= 0 && i < sizeof names / sizeof names[0]; i++) {
         char attr[64], *v;
         snprintf(attr, sizeof attr, "setting.%s", names[i]);
-        if ((v = checkpoint_read_string_attr(f, attr)))
-            ts_identity_add(id, names[i], "%.*s", TS_VALUE_LEN - 1, v);
+        if ((v = model_file_read_string_attr(f, attr)))
+            checkpoint_identity_add(id, names[i], "%.*s", TS_VALUE_LEN - 1, v);
         free(v);
     }
     if (f >= 0)
@@ -52,10 +52,10 @@ static void identity_of(const char *path, ts_identity *id)
 
 static void resume(void *path)
 {
-    ts_config c = {.resume = path, .keep = 1, .timeout_s = 10};
-    ts_position pos;
+    checkpoint_config c = {.resume = path, .keep = 1, .timeout_s = 10};
+    checkpoint_position pos;
     identity_of(path, &c.id);
-    ts_resume(&c, convnet, sgd, &pos);
+    checkpoint_resume(&c, convnet, sgd, &pos);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Training-state checkpoints (src/train/train_state.c): a run stopped by --max-steps and started again with the
+# Training-state checkpoints (src/train/checkpoint.c): a run stopped by --max-steps and started again with the
 # same command ends with the same parameters, bit for bit, as one that never stopped, whether it stopped
 # inside an epoch or at its end; a checkpoint resumes on another world size with the same global batch
 # (SGD: equal up to summation order); checkpoints of another run are refused (65) naming the setting and
