@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2154,SC2034 # $tmp, skip and hard come from the caller; munged_pid goes back to it
+# shellcheck shell=bash disable=SC2154,SC2034 # $tmp, $srcdir, skip and hard come from the caller; munged_pid, bin, data go back to it
 # A private Slurm cluster for tests, sourced by bash scripts that define skip() and hard() and set $tmp (a
 # directory of their own, removed by them; slurm_one_node makes it): tests/slurm/slurm-ddp.sh and
 # .ci/install-check (one node on 127.0.0.1) and tests/multinode/slurm-nodes.sh (emulated nodes). Every path, port and key is under $tmp; %n in a path is
@@ -14,6 +14,8 @@
 #   slurm_one_node [FIRST]    all of the above for one node on 127.0.0.1, with its cleanup; job IDs from FIRST
 #                             (default 1): two clusters at once must not both run "job 2", whose Open MPI
 #                             shared-memory segments would collide
+#   slurm_template_test FIRST the templates' tests' start: slurm_one_node FIRST for the built binary and data,
+#                             the checks' helpers (pass, fail, job_id, fingerprint), $tmp/jobs as the directory
 
 slurm_packages() {
     local pkgs=(munge slurmctld slurmd slurm-client libpmix-dev) missing=() p apt_log
@@ -196,4 +198,33 @@ EOF
     slurm_wait_idle "$node"
     echo "cluster up: node $node, slurmctld on 127.0.0.1:$ctld_port, slurmd on 127.0.0.1:$slurmd_port"
     srun --mpi=list 2>&1 | grep -q pmix || hard "Slurm has no mpi/pmix plugin (srun --mpi=list)"
+}
+
+# slurm_template_test FIRST: for slurm-ddp.sh and slurm-array.sh, which set $srcdir: $bin and $data from the
+# build (a hard error without them), the one-node cluster with job IDs from FIRST, the templates' environment
+# (jobs inherit sbatch's), the checks' counters and helpers, and $tmp/jobs as the working directory. (The
+# helpers are defined here, not at the top: other callers have a fail of their own, tests/lib.sh's.)
+slurm_template_test() {
+    local builddir=${abs_top_builddir:-$srcdir}
+    bin=${MNIST_DDP:-$builddir/src/mnist_ddp}
+    data=${MNIST_DATA:-$builddir/data/mnist}
+    [ -x "$bin" ] || hard "no mnist_ddp at $bin: build first (make)"
+    [ -n "$(find "$data" -maxdepth 1 -name 'train-*.h5' -print -quit 2>/dev/null)" ] ||
+        hard "no MNIST shards in $data: run 'make data'"
+    slurm_one_node "$1"
+    cd "$tmp/jobs" || hard "cd $tmp/jobs"
+    export MNIST_DDP_ROOT=$srcdir MNIST_DDP=$bin MNIST_DATA=$data
+    passes=0 failures=0
+    pass() { echo "ok (${SECONDS}s): $*"; passes=$((passes + 1)); }
+    # fail WHAT FILE...: the failure and the end of each file that tells why.
+    fail() {
+        echo "FAIL (${SECONDS}s): $1"
+        shift
+        for f in "$@"; do echo "---- $f (last 25 lines)"; tail -n 25 "$f" 2> /dev/null; done
+        failures=$((failures + 1))
+    }
+    # The job ID that sbatch printed into FILE.
+    job_id() { sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$1" 2> /dev/null; }
+    # The parameter fingerprint of a --metrics file's summary line.
+    fingerprint() { sed -n 's/.*"type":"summary".*"fingerprint":"\([0-9a-f]*\)".*/\1/p' "$1" 2> /dev/null; }
 }

@@ -17,33 +17,11 @@
 set -u
 
 srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
-builddir=${abs_top_builddir:-$srcdir}
-bin=${MNIST_DDP:-$builddir/src/mnist_ddp}
-data=${MNIST_DATA:-$builddir/data/mnist}
-
 skip() { echo "SKIP: $*"; exit 77; }
 hard() { echo "ERROR: $*"; exit 99; }
-
-[ -x "$bin" ] || hard "no mnist_ddp at $bin: build first (make)"
-[ -n "$(find "$data" -maxdepth 1 -name 'train-*.h5' -print -quit 2>/dev/null)" ] ||
-    hard "no MNIST shards in $data: run 'make data'"
 # shellcheck source-path=SCRIPTDIR source=cluster.sh
 . "$srcdir/tests/slurm/cluster.sh"
-slurm_one_node 700001
-
-passes=0 failures=0
-pass() { echo "ok (${SECONDS}s): $*"; passes=$((passes + 1)); }
-fail() {
-    echo "FAIL (${SECONDS}s): $1"
-    shift
-    for f in "$@"; do echo "---- $f (last 25 lines)"; tail -n 25 "$f" 2> /dev/null; done
-    failures=$((failures + 1))
-}
-job_id() { sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$1" 2> /dev/null; }
-fingerprint() { sed -n 's/.*"type":"summary".*"fingerprint":"\([0-9a-f]*\)".*/\1/p' "$1" 2> /dev/null; }
-
-cd "$tmp/jobs" || hard "cd $tmp/jobs"
-export MNIST_DDP_ROOT=$srcdir MNIST_DDP=$bin MNIST_DATA=$data
+slurm_template_test 700001
 res=(--nodes=1 --gpus-per-node=0 --cpus-per-task=1 --mem=1G)
 seeds=(1 2 3) # the first three rows of slurm/sweep.tsv, all at --lr 1.0
 

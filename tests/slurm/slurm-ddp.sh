@@ -10,36 +10,12 @@
 set -u
 
 srcdir=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
-builddir=${abs_top_builddir:-$srcdir}
-bin=${MNIST_DDP:-$builddir/src/mnist_ddp}
-data=${MNIST_DATA:-$builddir/data/mnist}
-
 skip() { echo "SKIP: $*"; exit 77; }
 hard() { echo "ERROR: $*"; exit 99; }
-
-[ -x "$bin" ] || hard "no mnist_ddp at $bin: build first (make)"
-[ -n "$(find "$data" -maxdepth 1 -name 'train-*.h5' -print -quit 2>/dev/null)" ] ||
-    hard "no MNIST shards in $data: run 'make data'"
 # shellcheck source-path=SCRIPTDIR source=cluster.sh
 . "$srcdir/tests/slurm/cluster.sh"
-slurm_one_node
+slurm_template_test 1
 
-# --- Checks ---------------------------------------------------------------------------------
-passes=0 failures=0
-pass() { echo "ok (${SECONDS}s): $*"; passes=$((passes + 1)); }
-# fail WHAT FILE...: the failure and the end of each file that tells why.
-fail() {
-    echo "FAIL (${SECONDS}s): $1"
-    shift
-    for f in "$@"; do echo "---- $f (last 25 lines)"; tail -n 25 "$f" 2> /dev/null; done
-    failures=$((failures + 1))
-}
-# The job ID that sbatch printed into FILE.
-job_id() { sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$1" 2> /dev/null; }
-
-cd "$tmp/jobs" || hard "cd $tmp/jobs"
-# The templates find the checkout, binary and data through these (jobs inherit sbatch's environment).
-export MNIST_DDP_ROOT=$srcdir MNIST_DDP=$bin MNIST_DATA=$data
 # The templates' resource numbers, scaled down to this node and without GPUs.
 cpu=(--nodes=1 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --mem=1G --time=15)
 train=(--device cpu --max-steps 20)
@@ -183,7 +159,6 @@ note_state() {
     [ -n "$states" ] || [ "$1" != PENDING ] || return
     [ "$1" = "${states##* }" ] || states="$states $1"
 }
-fingerprint() { sed -n 's/.*"type":"summary".*"fingerprint":"\([0-9a-f]*\)".*/\1/p' "$1" 2> /dev/null; }
 timeout -k 10 300 sbatch --wait "${cpu[@]}" "$srcdir/slurm/run-ddp.sbatch" "${train[@]}" "${pre[@]}" \
     --metrics ref.jsonl --save-model ref.h5 > ref.submit 2>&1
 rc=$? job=$(job_id ref.submit) log=mnist-ddp-$job.out
