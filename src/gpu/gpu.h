@@ -65,7 +65,7 @@ typedef struct {
  * Creates no context. CPU-only build: 0, "this build has no GPU path (configure --with-cuda)". */
 int gpu_available(char *why, size_t len);
 
-/* Before MPI_Init (bootstrap_init): binds device local % visible, local being the launcher's local rank
+/* Before MPI_Init, in main: binds device local % visible, local being the launcher's local rank
  * (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID or PMI_LOCAL_RANK, the first set), so a
  * CUDA-aware MPI that creates a context inside MPI_Init creates it on this rank's GPU, not on GPU 0.
  * Nothing when no variable is set or no GPU is usable. CPU-only build: a no-op. */

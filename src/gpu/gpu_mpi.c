@@ -47,7 +47,7 @@ int gpu_decide(const ddp_env *env, int want_cuda)
     return 0;
 }
 
-/* The device bound before MPI_Init (gpu_choose_early) must be the one MPI's node-local rank chooses: else
+/* The device bound before MPI_Init by gpu_choose_early must be the one MPI's node-local rank chooses: else
  * the launcher numbered the ranks of a node differently from MPI, and a CUDA-aware MPI set up this rank's
  * context on another rank's GPU. Stops every rank (78) with the first such rank's line. */
 static void check_early_device(const ddp_env *env, const gpu_info *info)

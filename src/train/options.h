@@ -43,7 +43,7 @@ typedef struct {
 /* Parses argv; on --help/--version prints to stdout and exits 0; on a bad value exits 64 naming the
  * option (every rank parses the same argv, so every rank stops the same way). */
 void options_parse(int argc, char **argv, options *o);
-/* Before MPI_Init (whose CUDA-aware kind may create a GPU context): --device or --no-cuda as options_parse
+/* Before MPI_Init, whose CUDA-aware kind may create a GPU context: --device or --no-cuda as options_parse
  * reads them, from the same table; a bad value reads as auto here and stops the run in options_parse. */
 device_choice options_device(int argc, char **argv);
 #endif
