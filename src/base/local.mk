@@ -1,9 +1,6 @@
 # base: what every layer uses: fatal errors and warnings, logging and the metrics file, clocks and the
-# per-phase profile, files written whole (temporary name, then rename), SHA-256 (with the x86 SHA extensions
-# where configure found them), the counter-based RNG, the host/device macros, thread counts.
+# per-phase profile, files written whole (temporary name, then rename), SHA-256 (OpenSSL's libcrypto),
+# the counter-based RNG, the host/device macros, thread counts.
 src_libmnistddp_a_SOURCES += src/base/errors.c src/base/errors.h src/base/log.c src/base/log.h src/base/clock.h \
 	src/base/profile.c src/base/profile.h src/base/profile_clock.h src/base/atomic_file.c src/base/atomic_file.h \
-	src/base/sha256.c src/base/sha256.h src/base/sha256_blocks.h src/base/rng.h src/base/host_device.h src/base/threads.h
-if HAVE_SHA_NI
-src_libmnistddp_a_SOURCES += src/base/sha256_shani.c
-endif
+	src/base/sha256.c src/base/sha256.h src/base/rng.h src/base/host_device.h src/base/threads.h

@@ -113,6 +113,8 @@ static void reader_close(idx_reader *r, char *sha256_hex)
     r->f = NULL;
     if (sha256_hex)
         sha256_final_hex(&r->sha, sha256_hex);
+    else
+        sha256_abandon(&r->sha);
 }
 
 uint8_t *idx_read_images(const char *path, uint64_t *count, char *sha256_hex)

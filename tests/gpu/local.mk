@@ -13,7 +13,7 @@ if HAVE_CUDA
 # control flow, stream/event ordering (race detector), deadlines, error and abort paths, device agreement
 # and the bootstrap address, on machines without a GPU.
 mock_sources = tests/gpu/gpu_mock.c tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock.h
-mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(ONEDNN_LIBS) $(BLAS_LIBS) -lm
+mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(CRYPTO_LIBS) $(ONEDNN_LIBS) $(BLAS_LIBS) -lm
 check_PROGRAMS += tests/gpu/gpu_mock_host
 tests_gpu_gpu_mock_host_SOURCES = tests/gpu/gpu_mock_host.c $(mock_sources)
 tests_gpu_gpu_mock_host_LDADD = $(mock_ldadd)

@@ -16,7 +16,6 @@
 #include "base/errors.h"
 #include "data/idx.h"
 #include "base/sha256.h"
-#include "base/sha256_blocks.h"
 #include "../check_run.h"
 
 static char *g_dir; /* created in the parent (unchecked fixture), shared by the forked tests */
@@ -44,33 +43,6 @@ START_TEST(sha256_vectors)
                        "mnopqrstnopqrstu";
     sha256_hex(m896, strlen(m896), hex);
     ck_assert_str_eq(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
-}
-END_TEST
-
-/* The two compression engines agree: the x86 SHA extensions' (which the vectors above ran where the CPU has
- * them) and the portable one, on random blocks from random states. */
-START_TEST(sha256_engines)
-{
-    enum { MAX = 33 };
-    static uint8_t data[64 * MAX];
-    uint64_t x = 88172645463325252ULL;
-    for (size_t i = 0; i < sizeof data; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        data[i] = (uint8_t)x;
-    }
-    if (!sha256_shani_usable())
-        printf("check_idx: no x86 SHA extensions in this build or CPU: only the portable engine runs\n");
-    for (size_t n = 1; n <= MAX; n++) {
-        uint32_t c[8], hw[8];
-        for (int i = 0; i < 8; i++)
-            c[i] = hw[i] = (uint32_t)(x = x * 6364136223846793005ULL + n);
-        sha256_blocks_c(c, data + 64 * (MAX - n), n);
-        if (sha256_shani_usable())
-            sha256_blocks_shani(hw, data + 64 * (MAX - n), n);
-        else
-            sha256_blocks_c(hw, data + 64 * (MAX - n), n);
-        ck_assert_msg(memcmp(c, hw, sizeof c) == 0, "the engines differ after %zu blocks", n);
-    }
 }
 END_TEST
 
@@ -491,7 +463,6 @@ static Suite *idx_suite(void)
     TCase *tc = tcase_create("sha256");
     tcase_add_test(tc, sha256_vectors);
     tcase_add_test(tc, sha256_incremental);
-    tcase_add_test(tc, sha256_engines);
     tcase_add_test(tc, sha256_file_from_offset);
     suite_add_tcase(s, tc);
 
