@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     bootstrap_init(&argc, &argv, &env);
     options_parse(argc, argv, &o);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our own one-line messages instead of HDF5's stack dumps */
-    int err = log_init(env.rank, o.verbose, o.metrics);
+    int err = log_init(o.verbose, o.metrics);
     world_verdict(&err, sizeof err);
     if (err)
         die_all(EX_CANTCREAT, "--metrics %s: cannot create: %s", o.metrics, strerror(err));

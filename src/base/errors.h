@@ -50,7 +50,7 @@ void error_set_exit_hook(void (*hook)(int code));
         }                                                                                  \
     } while (0)
 
-/* Rank in MPI_COMM_WORLD, 0 when MPI is not running. */
+/* This process's rank in MPI_COMM_WORLD (0 before MPI_Init): the one way every layer knows it. */
 int world_rank(void);
 /* Finalise MPI if it is running, then exit: the clean way out for a decision all ranks share. */
 MNIST_NORETURN void exit_all(int code);

@@ -13,7 +13,7 @@
 #include "base/atomic_file.h"
 #include "base/errors.h"
 
-static int log_rank, log_verbose;
+static int log_verbose;
 static int updating_lines; /* progress lines replace each other: a user's terminal, without --verbose */
 static int progress_open; /* a terminal's progress line is on screen without its newline */
 static int metrics_fd = -1; /* written with write(2): no stdio buffer left to flush half a line at exit */
@@ -34,9 +34,8 @@ void log_use_terminal(int own_tty)
     updating_lines = own_tty && !log_verbose && isatty(STDOUT_FILENO);
 }
 
-int log_init(int rank, int verbose, const char *metrics_path)
+int log_init(int verbose, const char *metrics_path)
 {
-    log_rank = rank;
     log_verbose = verbose;
     /* A write past RLIMIT_FSIZE (ulimit -f) fails with EFBIG, reported like a full disk, instead of a
      * SIGXFSZ that would end the process mid-write. */
@@ -46,17 +45,17 @@ int log_init(int rank, int verbose, const char *metrics_path)
     metrics_name = metrics_path;
     /* A log, not a result: written in place as the run goes (not through a temporary and a rename), so a
      * killed job keeps what it reached and tail -f works. Mode 0666: the umask applies. */
-    if (rank == 0 && (metrics_fd = open(metrics_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
+    if (world_rank() == 0 && (metrics_fd = open(metrics_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
         return errno;
     return 0;
 }
 
 static void vsay(const char *fmt, va_list ap, int updating)
 {
-    if (log_rank != 0 && !log_verbose)
+    if (world_rank() != 0 && !log_verbose)
         return;
     if (log_verbose)
-        printf("[rank %d] ", log_rank);
+        printf("[rank %d] ", world_rank());
     else if (updating)
         fputs("\r", stdout);
     else if (progress_open)

@@ -6,7 +6,7 @@
 
 /* Rank 0 opens the metrics file (metrics_path NULL: none): 0, or on rank 0 the errno why it cannot (the caller
  * shares rank 0's verdict and stops every rank). */
-int log_init(int rank, int verbose, const char *metrics_path);
+int log_init(int verbose, const char *metrics_path);
 /* After log_init: own_tty says that stdout, when a terminal, is the user's (a process started alone), not
  * one an MPI launcher made for its ranks (mpirun gives them pseudo-terminals even when its own output goes
  * to a file). Only then do progress lines update in place. */

@@ -48,7 +48,7 @@ static void cross_check(ddp_env *e)
          * mpirun's daemons, not the ranks). */
         e->launcher = "mpirun";
         expect("OMPI_COMM_WORLD_SIZE", ompi_size, e->world, "the world size");
-        expect("OMPI_COMM_WORLD_RANK", env_long("OMPI_COMM_WORLD_RANK"), e->rank, "this rank");
+        expect("OMPI_COMM_WORLD_RANK", env_long("OMPI_COMM_WORLD_RANK"), world_rank(), "this rank");
         expect("OMPI_COMM_WORLD_LOCAL_RANK", env_long("OMPI_COMM_WORLD_LOCAL_RANK"), e->local_rank, "the local rank");
     } else if (srun_step && slurm_ntasks >= 0) {
         e->launcher = "srun";
@@ -56,9 +56,9 @@ static void cross_check(ddp_env *e)
             die(EX_CONFIG, "Slurm started %ld tasks but MPI sees each as a world of 1 (no PMI wire-up): " PMI_HINT,
                 slurm_ntasks, slurm_ntasks);
         expect("SLURM_NTASKS", slurm_ntasks, e->world, "the world size");
-        expect("SLURM_PROCID", env_long("SLURM_PROCID"), e->rank, "this rank");
+        expect("SLURM_PROCID", env_long("SLURM_PROCID"), world_rank(), "this rank");
         long localid = env_long("SLURM_LOCALID");
-        if (localid >= 0 && localid != e->local_rank && e->rank == 0)
+        if (localid >= 0 && localid != e->local_rank && world_rank() == 0)
             warn("SLURM_LOCALID=%ld differs from the node-local MPI rank %d; using MPI's (GPU choice follows it)",
                  localid, e->local_rank);
     } else {
@@ -101,7 +101,6 @@ void bootstrap_init(int *argc, char ***argv, ddp_env *e)
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     memset(e, 0, sizeof *e);
     e->start_s = t0;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &e->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &e->world));
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &e->local));
     MPI_CHECK(MPI_Comm_set_errhandler(e->local, MPI_ERRORS_RETURN));
@@ -116,7 +115,7 @@ void bootstrap_init(int *argc, char ***argv, ddp_env *e)
     MPI_CHECK(MPI_Allreduce(&leader, &e->nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Allreduce(&e->local_size, &min_local, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Allreduce(&e->local_size, &max_local, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    if (min_local != max_local && e->rank == 0)
+    if (min_local != max_local && world_rank() == 0)
         warn("uneven ranks per node (%d to %d on %d nodes): with '--ntasks=N' Slurm may pack tasks unevenly; "
              "'--nodes=K --ntasks-per-node=M' gives every node M ranks (one per GPU), which GPU jobs need",
              min_local, max_local, e->nodes);
@@ -139,10 +138,10 @@ void bootstrap_report(const ddp_env *e, const char *device, int threads)
 {
     enum { LINE = 320 };
     char line[LINE];
-    snprintf(line, sizeof line, "%6d  %-24.24s %6d  %-32.32s %7d", e->rank, e->host, e->local_rank, device, threads);
-    char *all = e->rank == 0 ? xmalloc((size_t)e->world * LINE) : NULL;
+    snprintf(line, sizeof line, "%6d  %-24.24s %6d  %-32.32s %7d", world_rank(), e->host, e->local_rank, device, threads);
+    char *all = world_rank() == 0 ? xmalloc((size_t)e->world * LINE) : NULL;
     MPI_CHECK(MPI_Gather(line, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, MPI_COMM_WORLD));
-    if (e->rank == 0) {
+    if (world_rank() == 0) {
         printf("mnist_ddp %s: %d rank%s on %d node%s (launched by %s)\n", PACKAGE_VERSION, e->world,
                e->world == 1 ? "" : "s", e->nodes, e->nodes == 1 ? "" : "s", e->launcher);
         printf("%6s  %-24s %6s  %-32s %7s\n", "rank", "host", "local", "device", "threads");

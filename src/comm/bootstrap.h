@@ -6,7 +6,7 @@
 #include <mpi.h>
 
 typedef struct {
-    int rank, world;
+    int world;              /* the rank: world_rank() (base/errors.h) */
     int local_rank, local_size;
     int nodes;              /* distinct hosts in the job */
     MPI_Comm local;         /* ranks sharing this node's memory */

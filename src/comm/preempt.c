@@ -85,10 +85,8 @@ static double find_job_end(const char **source)
 
 double preempt_job_end(void)
 {
-    int rank;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     double end = 0;
-    if (rank == 0) {
+    if (world_rank() == 0) {
         const char *source;
         end = find_job_end(&source);
         double now = (double)time(NULL);

@@ -18,9 +18,9 @@
 #include "comm/world.h"
 
 /* The lowest world rank for which bad is set, INT_MAX when none: every rank learns the same one. */
-static int first_rank_where(int bad, const ddp_env *env)
+static int first_rank_where(int bad)
 {
-    int first = bad ? env->rank : INT_MAX;
+    int first = bad ? world_rank() : INT_MAX;
     world_min_ints(&first, 1);
     return first;
 }
@@ -29,16 +29,16 @@ int gpu_decide(const ddp_env *env, int want_cuda)
 {
     char why[GPU_MSG_LEN], line[GPU_MSG_LEN + 320];
     int ok = gpu_available(why, sizeof why), total_missing = !ok;
-    int first = first_rank_where(!ok, env);
+    int first = first_rank_where(!ok);
     if (first == INT_MAX)
         return 1;
     world_sum_ints(&total_missing, 1);
-    if (env->rank == first) {
+    if (world_rank() == first) {
         if (total_missing > 1)
-            snprintf(line, sizeof line, "rank %d on %s (and %d other rank%s): %s", env->rank, env->host,
+            snprintf(line, sizeof line, "rank %d on %s (and %d other rank%s): %s", world_rank(), env->host,
                      total_missing - 1, total_missing == 2 ? "" : "s", why);
         else
-            snprintf(line, sizeof line, "rank %d on %s: %s", env->rank, env->host, why);
+            snprintf(line, sizeof line, "rank %d on %s: %s", world_rank(), env->host, why);
     }
     world_bcast(line, sizeof line, first);
     if (want_cuda)
@@ -55,15 +55,15 @@ static void check_early_device(const ddp_env *env, const gpu_info *info)
     const char *var;
     long local;
     int early = gpu_early_device(&var, &local);
-    int first = first_rank_where(early >= 0 && early != info->device, env);
+    int first = first_rank_where(early >= 0 && early != info->device);
     if (first == INT_MAX)
         return;
     char line[GPU_MSG_LEN];
-    if (env->rank == first)
+    if (world_rank() == first)
         snprintf(line, sizeof line, "rank %d on %s: %s=%ld chose GPU %d before MPI_Init, but its node-local MPI rank "
                  "%d chooses GPU %d: the launcher and MPI number the ranks of a node differently (a wrapper script "
                  "changing %s? mixed MPI installations?); launch with 'srun --mpi=pmix' or 'mpirun' directly",
-                 env->rank, env->host, var, local, early, env->local_rank, info->device, var);
+                 world_rank(), env->host, var, local, early, env->local_rank, info->device, var);
     world_bcast(line, sizeof line, first);
     die_all(EX_CONFIG, "%s", line);
 }
@@ -77,7 +77,7 @@ gpu_node_verdict gpu_select_try(const ddp_env *env, gpu_info *info, char *why, s
 
     gpu_slot mine;
     memset(&mine, 0, sizeof mine);
-    mine.rank = env->rank;
+    mine.rank = world_rank();
     mine.local_rank = env->local_rank;
     mine.visible = info->visible;
     mine.device = info->device;
@@ -89,7 +89,7 @@ gpu_node_verdict gpu_select_try(const ddp_env *env, gpu_info *info, char *why, s
     free(all);
 
     /* Every rank of a bad node reached the same verdict; its local rank 0 speaks for it. */
-    int first = first_rank_where(v != GPU_NODE_OK && env->local_rank == 0, env);
+    int first = first_rank_where(v != GPU_NODE_OK && env->local_rank == 0);
     if (first == INT_MAX) {
         gpu_bind(info);
         if (why && len)
@@ -101,7 +101,7 @@ gpu_node_verdict gpu_select_try(const ddp_env *env, gpu_info *info, char *why, s
         char msg[GPU_MSG_LEN];
     } out;
     memset(&out, 0, sizeof out);
-    if (env->rank == first) {
+    if (world_rank() == first) {
         out.verdict = (int)v;
         snprintf(out.msg, sizeof out.msg, "%s", msg);
     }
@@ -125,11 +125,11 @@ void gpu_report(const ddp_env *env, const gpu_info *info)
     gpu_plan_cuda_version_string(info->driver_version, drv, sizeof drv);
     gpu_plan_cuda_version_string(info->runtime_version, rt, sizeof rt);
     gpu_plan_nccl_version_string(info->nccl_version, nccl, sizeof nccl);
-    snprintf(line, sizeof line, "%6d  %-20.20s %4d  %-26.26s %-13.13s %-22.22s %-7s %-8s %s", env->rank, env->host,
+    snprintf(line, sizeof line, "%6d  %-20.20s %4d  %-26.26s %-13.13s %-22.22s %-7s %-8s %s", world_rank(), env->host,
              info->device, info->name, info->pci_bus_id, info->visible_devices, drv, rt, nccl);
-    char *all = env->rank == 0 ? xmalloc((size_t)env->world * LINE) : NULL;
+    char *all = world_rank() == 0 ? xmalloc((size_t)env->world * LINE) : NULL;
     world_gather(line, all, LINE);
-    if (env->rank == 0) {
+    if (world_rank() == 0) {
         printf("%6s  %-20s %4s  %-26s %-13s %-22s %-7s %-8s %s\n", "rank", "host", "gpu", "name", "pci bus id",
                "CUDA_VISIBLE_DEVICES", "driver", "runtime", "nccl");
         for (int r = 0; r < env->world; r++)
@@ -141,14 +141,14 @@ void gpu_report(const ddp_env *env, const gpu_info *info)
 
 /* Rank 0 checks that NCCL's bootstrap root will be able to listen on the address; every rank learns
  * the outcome, so a taken port stops the job at once instead of NCCL failing or waiting for the deadline. */
-static void check_bootstrap_addr(const ddp_env *env, const gpu_comm_id_plan *plan)
+static void check_bootstrap_addr(const gpu_comm_id_plan *plan)
 {
     struct {
         int code;
         char msg[GPU_MSG_LEN + 320];
     } r;
     memset(&r, 0, sizeof r);
-    if (env->rank == 0) {
+    if (world_rank() == 0) {
         const char *src = plan->source == GPU_COMM_ID_ENV ? "NCCL_COMM_ID=" : "--bootstrap-addr ";
         char host[256], msg[GPU_MSG_LEN];
         const char *err = NULL;
@@ -179,17 +179,17 @@ gpu_comm *gpu_comm_create(const ddp_env *env, const char *bootstrap_addr, double
     gpu_plan_comm_id_describe(&plan, bootstrap_addr, line, sizeof line);
     say("%s", line);
     if (plan.addr)
-        check_bootstrap_addr(env, &plan);
+        check_bootstrap_addr(&plan);
     if (plan.source == GPU_COMM_ID_OPTION && setenv("NCCL_COMM_ID", plan.addr, 1) != 0)
         die(EX_OSERR, "cannot set NCCL_COMM_ID=%s: %s", plan.addr, strerror(errno));
 
     unsigned char id[GPU_NCCL_ID_BYTES];
     memset(id, 0, sizeof id);
-    if (env->rank == 0)
+    if (world_rank() == 0)
         gpu_nccl_unique_id(id);
     world_bcast(id, GPU_NCCL_ID_BYTES, 0);
     double t = world_time();
-    gpu_comm *c = gpu_comm_init(id, env->world, env->rank, timeout_s);
+    gpu_comm *c = gpu_comm_init(id, env->world, world_rank(), timeout_s);
     say("NCCL communicator: %d rank%s ready in %.2f s (non-blocking init, --comm-timeout %.0f s)", env->world,
         env->world == 1 ? "" : "s", world_time() - t, timeout_s);
     return c;

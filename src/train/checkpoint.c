@@ -134,7 +134,7 @@ static int write_long(hid_t loc, const char *name, long v)
     return model_file_write_attr(loc, name, H5T_NATIVE_LONG, &v);
 }
 
-/* The optimizer group: one subgroup per state part, a tensor per parameter. Returns 0, or -1. */
+/* The optimizer group: one subgroup per state part, a tensor per parameter. Returns 0, or EIO. */
 static int write_optimizer(hid_t f, const model *m, const host_state *h)
 {
     hid_t g = H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -149,7 +149,7 @@ static int write_optimizer(hid_t f, const model *m, const host_state *h)
     }
     if (g >= 0)
         H5Gclose(g);
-    return bad ? -1 : 0;
+    return bad ? EIO : 0;
 }
 
 /* What a checkpoint file holds, for fill_file. */
@@ -172,7 +172,7 @@ static int write_attrs(hid_t f, const state_file *s)
               write_long(f, "epoch_step", s->p->epoch_step) || write_long(f, "restarts", s->p->restarts);
     for (int i = 0; i < s->id->n && !bad; i++)
         bad = model_file_write_string_attr(f, strcat(strcpy(name, "setting."), s->id->s[i].name), s->id->s[i].value);
-    return bad || model_file_write_string_attr(f, "sha256", hex) ? -1 : 0;
+    return bad || model_file_write_string_attr(f, "sha256", hex) ? EIO : 0;
 }
 
 static int fill_file(hid_t f, const void *arg)
@@ -183,7 +183,7 @@ static int fill_file(hid_t f, const void *arg)
         bad = model_file_write_tensor(f, model_tensor(s->m, i), s->h->params);
     for (int i = 0; i < model_num_buffers(s->m) && !bad; i++)
         bad = model_file_write_tensor(f, model_buffer(s->m, i), s->h->bufs);
-    return bad || write_optimizer(f, s->m, s->h) || write_attrs(f, s) ? -1 : 0;
+    return bad || write_optimizer(f, s->m, s->h) || write_attrs(f, s) ? EIO : 0;
 }
 
 /* Rank 0: the file written and renamed into place durably (model_file_write_sealed); then the oldest
@@ -232,21 +232,21 @@ enum { LOAD_OK, LOAD_CORRUPT, LOAD_MISMATCH };
 static int read_long(hid_t loc, const char *name, long *v)
 {
     if (H5Aexists(loc, name) <= 0)
-        return -1;
+        return ENOENT;
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
     herr_t rc = a < 0 ? -1 : H5Aread(a, H5T_NATIVE_LONG, v);
     if (a >= 0)
         H5Aclose(a);
-    return rc < 0 ? -1 : 0;
+    return rc < 0 ? EIO : 0;
 }
 
-/* The position attributes; 0, or -1 when one is missing. */
+/* The position attributes; 0, or ENOENT when one is missing (EIO: unreadable). */
 static int read_position(hid_t f, checkpoint_position *p)
 {
     long epoch, restarts;
     if (read_long(f, "global_step", &p->step) || read_long(f, "epoch", &epoch) ||
         read_long(f, "epoch_step", &p->epoch_step) || read_long(f, "restarts", &restarts))
-        return -1;
+        return ENOENT;
     p->epoch = (int)epoch;
     p->restarts = (int)restarts;
     return 0;
@@ -273,16 +273,16 @@ static int read_identity(hid_t f, const checkpoint_identity *id, char *why, size
     return rc;
 }
 
-/* Every tensor into h; NULL, or why not. */
-static const char *read_tensors(hid_t f, const model *m, host_state *h, char *why, size_t len)
+/* Every tensor into h; 0, or an errno value with why said. */
+static int read_tensors(hid_t f, const model *m, host_state *h, char *why, size_t len)
 {
-    const char *err = NULL;
+    int err = 0;
     for (int i = 0; i < model_num_tensors(m) && !err; i++)
         if ((err = model_file_read_tensor(f, model_tensor(m, i), h->params)))
-            snprintf(why, len, "tensor '%s' %s", model_tensor(m, i)->name, err);
+            snprintf(why, len, "tensor '%s' %s", model_tensor(m, i)->name, model_file_problem(err));
     for (int i = 0; i < model_num_buffers(m) && !err; i++)
         if ((err = model_file_read_tensor(f, model_buffer(m, i), h->bufs)))
-            snprintf(why, len, "tensor '%s' %s", model_buffer(m, i)->name, err);
+            snprintf(why, len, "tensor '%s' %s", model_buffer(m, i)->name, model_file_problem(err));
     for (int k = 0; k < h->parts && !err; k++) {
         char group[128];
         snprintf(group, sizeof group, "optimizer/%s", h->part_names[k]);
@@ -290,14 +290,15 @@ static const char *read_tensors(hid_t f, const model *m, host_state *h, char *wh
                       ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
         if (g < 0) {
             snprintf(why, len, "optimizer state '%s' is missing", h->part_names[k]);
-            return why;
+            return ENOENT;
         }
         for (int i = 0; i < model_num_tensors(m) && !err; i++)
             if ((err = model_file_read_tensor(g, model_tensor(m, i), h->opt + (size_t)k * h->np)))
-                snprintf(why, len, "optimizer tensor '%s/%s' %s", group, model_tensor(m, i)->name, err);
+                snprintf(why, len, "optimizer tensor '%s/%s' %s", group, model_tensor(m, i)->name,
+                         model_file_problem(err));
         H5Gclose(g);
     }
-    return err ? why : NULL;
+    return err;
 }
 
 /* Reads and verifies path into h and *p: LOAD_OK, LOAD_CORRUPT or LOAD_MISMATCH with why. A file of another

@@ -76,12 +76,12 @@ int model_file_write_sealed(const char *path, int (*fill)(hid_t f, const void *a
 
 int model_file_write_attr(hid_t loc, const char *name, hid_t type, const void *value)
 {
-    return h5_write_attr(loc, name, type, type, value) < 0 ? -1 : 0;
+    return h5_write_attr(loc, name, type, type, value) < 0 ? EIO : 0;
 }
 
 int model_file_write_string_attr(hid_t loc, const char *name, const char *value)
 {
-    return h5_write_str_attr(loc, name, value) < 0 ? -1 : 0;
+    return h5_write_str_attr(loc, name, value) < 0 ? EIO : 0;
 }
 
 /* One tensor as a dataset of its shape; PyTorch's num_batches_tracked is an int64 scalar. */
@@ -105,7 +105,7 @@ int model_file_write_tensor(hid_t file, const tensor_desc *t, const float *base)
         H5Dclose(d);
     }
     H5Sclose(space);
-    return rc < 0 ? -1 : 0;
+    return rc < 0 ? EIO : 0;
 }
 
 typedef struct {
@@ -132,7 +132,7 @@ static int fill_model(hid_t f, const void *arg)
         model_file_write_string_attr(f, "model", model_name(m)) ||
         model_file_write_attr(f, "epoch", H5T_NATIVE_INT, &mf->epoch) ||
         model_file_write_attr(f, "test_accuracy", H5T_NATIVE_DOUBLE, &mf->test_accuracy))
-        return -1;
+        return EIO;
     return 0;
 }
 
@@ -165,13 +165,18 @@ char *model_file_read_string_attr(hid_t loc, const char *name)
     return s;
 }
 
-const char *model_file_read_tensor(hid_t f, const tensor_desc *t, float *base)
+const char *model_file_problem(int err)
+{
+    return err == ENOENT ? "is missing" : err == EINVAL ? "has another shape than this model's" : "cannot be read";
+}
+
+int model_file_read_tensor(hid_t f, const tensor_desc *t, float *base)
 {
     if (H5Lexists(f, t->name, H5P_DEFAULT) <= 0)
-        return "is missing";
+        return ENOENT;
     hid_t d = H5Dopen2(f, t->name, H5P_DEFAULT);
     if (d < 0)
-        return "cannot be opened";
+        return EIO;
     int is_count = strstr(t->name, "num_batches_tracked") != NULL;
     hsize_t dims[8] = {0};
     int ndim = h5_dims(d, dims);
@@ -180,7 +185,7 @@ const char *model_file_read_tensor(hid_t f, const tensor_desc *t, float *base)
         ok = dims[i] == (hsize_t)t->shape[i];
     if (!ok) {
         H5Dclose(d);
-        return "has another shape than this model's";
+        return EINVAL;
     }
     herr_t rc;
     if (is_count) {
@@ -191,14 +196,14 @@ const char *model_file_read_tensor(hid_t f, const tensor_desc *t, float *base)
         rc = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, base + t->offset);
     }
     H5Dclose(d);
-    return rc < 0 ? "cannot be read" : NULL;
+    return rc < 0 ? EIO : 0;
 }
 
 static void read_tensor(hid_t f, const char *path, const tensor_desc *t, float *base)
 {
-    const char *why = model_file_read_tensor(f, t, base);
-    if (why)
-        die(EX_DATAERR, "--load-model %s: tensor '%s' %s", path, t->name, why);
+    int err = model_file_read_tensor(f, t, base);
+    if (err)
+        die(EX_DATAERR, "--load-model %s: tensor '%s' %s", path, t->name, model_file_problem(err));
 }
 
 void model_file_load(const char *path, model *m)

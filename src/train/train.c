@@ -73,7 +73,7 @@ static void load_data(run *r)
                 (unsigned long long)r->n_train);
     /* Every rank may need any training sample during an epoch: read the set once (47 MB for MNIST). */
     uint64_t first;
-    evaluate_share(r->n_test, r->env->world, r->env->rank, &first, &r->test_count);
+    evaluate_share(r->n_test, r->env->world, world_rank(), &first, &r->test_count);
     /* One staging buffer for both reads: sized for the larger (a small training subset may sit beside the
      * full test set). */
     uint64_t most = r->n_train > r->test_count ? r->n_train : r->test_count;
@@ -111,7 +111,7 @@ static void init_model(run *r)
     r->step = r->saved_step = r->start.step;
     if (!resumed && r->o->load_model)
         model_file_verify(r->o->load_model);
-    if (r->env->rank == 0 && !resumed) {
+    if (world_rank() == 0 && !resumed) {
         if (r->o->load_model)
             model_file_load(r->o->load_model, r->m);
         else
@@ -164,7 +164,7 @@ static void save_state(run *r, int epoch, uint64_t epoch_step)
 static int batch_ids(run *r, uint64_t micro)
 {
     uint64_t first, count, global;
-    sampler_slice(r->n_train, r->env->world, r->rc.batch, r->env->rank, micro, &first, &count, &global);
+    sampler_slice(r->n_train, r->env->world, r->rc.batch, world_rank(), micro, &first, &count, &global);
     r->be->copy(r->ids, r->perm + first, count * sizeof *r->ids);
     return (int)count;
 }
@@ -268,7 +268,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         double images = 0;
         for (uint64_t j = 0; j < k; j++) {
             uint64_t f, c, g;
-            sampler_slice(r->n_train, r->env->world, r->rc.batch, r->env->rank, micro0 + j, &f, &c, &g);
+            sampler_slice(r->n_train, r->env->world, r->rc.batch, world_rank(), micro0 + j, &f, &c, &g);
             w.shape.total += g;
             images += (double)c;
         }

@@ -159,7 +159,7 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
             (unsigned long long)fingerprint, prof);
     if (o->verbose)
         say("replica fingerprint %016llx", (unsigned long long)fingerprint);
-    if (o->save_model && r->env->rank == 0) {
+    if (o->save_model && world_rank() == 0) {
         model_file_save(o->save_model, r->m, epochs, ev->accuracy);
         say("model saved to %s", o->save_model);
     }

@@ -32,7 +32,7 @@ static ddp_env env;
 static int local_port(int keep_listening, int *fd_out)
 {
     int port = 0, fd = -1;
-    if (env.rank == 0) {
+    if (world_rank() == 0) {
         fd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in a;
         memset(&a, 0, sizeof a);
@@ -121,7 +121,7 @@ int main(int argc, char **argv)
 {
     error_set_program("gpu_mock_host");
     bootstrap_init(&argc, &argv, &env);
-    log_init(env.rank, 0, NULL);
+    log_init(0, NULL);
     if (argc != 2)
         die_all(EX_USAGE, "usage: gpu_mock_host SCENARIO");
     const char *sc = argv[1];
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
             setenv("CUDA_VISIBLE_DEVICES", "0", 1);
         select_and_connect(NULL);
     } else if (strcmp(sc, "auto-no-gpu") == 0 || strcmp(sc, "cuda-no-gpu") == 0) {
-        if (env.rank == 1) {
+        if (world_rank() == 1) {
             mock.count_err = cudaErrorInsufficientDriver;
             mock.driver = 0;
         }

@@ -33,12 +33,12 @@ static ddp_env env;
 /* Every rank skips when one has to; the first such rank says why, in one line. */
 static void skip_if(int bad, const char *why)
 {
-    int key = bad ? env.rank : INT_MAX, first = INT_MAX;
+    int key = bad ? world_rank() : INT_MAX, first = INT_MAX;
     MPI_CHECK(MPI_Allreduce(&key, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first == INT_MAX)
         return;
-    if (env.rank == first)
-        printf("SKIP: rank %d on %s: %s\n", env.rank, env.host, why);
+    if (world_rank() == first)
+        printf("SKIP: rank %d on %s: %s\n", world_rank(), env.host, why);
     fflush(stdout);
     bootstrap_finalize(&env);
     exit(77);
@@ -83,7 +83,7 @@ static void test_grad_comm(gpu_comm *c, size_t bucket_bytes, float *dgrads, floa
             long launched = gpu_grad_comm_get_stats(g).launched;
             CK(cudaStreamSynchronize(s)); /* host is about to refill the pinned source */
             for (size_t i = 0; i < n; i++)
-                host[i] = value(env.rank, i, step + 100 * !armed);
+                host[i] = value(world_rank(), i, step + 100 * !armed);
             CK(cudaMemsetAsync(dgrads, 0xff, n * sizeof(float), s)); /* NaN poison */
             /* Back to front; at step 1 one layer reports late (non-adjacent range). */
             int order[NT];
@@ -135,7 +135,7 @@ static void test_broadcast_average(gpu_comm *c, float *dbuf, float *host)
     cudaStream_t s = (cudaStream_t)gpu_compute_stream();
     enum { M = 4099 };
     for (size_t i = 0; i < M; i++)
-        host[i] = env.rank == 0 ? (float)i : -1.0f;
+        host[i] = world_rank() == 0 ? (float)i : -1.0f;
     CK(cudaMemcpyAsync(dbuf, host, M * sizeof(float), cudaMemcpyHostToDevice, s));
     gpu_comm_broadcast(c, dbuf, M, 0, "test buffer");
     CK(cudaMemcpyAsync(host, dbuf, M * sizeof(float), cudaMemcpyDeviceToHost, s));
@@ -144,7 +144,7 @@ static void test_broadcast_average(gpu_comm *c, float *dbuf, float *host)
         if (host[i] != (float)i)
             die(EX_SOFTWARE, "broadcast: element %zu is %g, expected %g", i, (double)host[i], (double)i);
     for (size_t i = 0; i < M; i++)
-        host[i] = (float)(env.rank + 1);
+        host[i] = (float)(world_rank() + 1);
     CK(cudaMemcpyAsync(dbuf, host, M * sizeof(float), cudaMemcpyHostToDevice, s));
     gpu_comm_average(c, dbuf, M, "test buffer");
     CK(cudaMemcpyAsync(host, dbuf, M * sizeof(float), cudaMemcpyDeviceToHost, s));
@@ -176,7 +176,7 @@ int main(int argc, char **argv)
 {
     error_set_program("mpi_gpu_allreduce");
     bootstrap_init(&argc, &argv, &env);
-    log_init(env.rank, 0, NULL);
+    log_init(0, NULL);
     skip_if(env.world < 2, "needs 2 or more ranks (make check runs mpirun -np 2)");
     char why[GPU_MSG_LEN];
     int ok = gpu_available(why, sizeof why);

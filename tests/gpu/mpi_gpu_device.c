@@ -20,7 +20,7 @@ static ddp_env env;
 /* Rank 0 prints "WORD: text", every rank leaves with code. */
 static _Noreturn void leave(int code, const char *word, const char *text)
 {
-    if (env.rank == 0)
+    if (world_rank() == 0)
         printf("%s: %s\n", word, text);
     bootstrap_finalize(&env);
     exit(code);
@@ -36,7 +36,7 @@ int main(int argc, char **argv)
 {
     error_set_program("mpi_gpu_device");
     bootstrap_init(&argc, &argv, &env);
-    log_init(env.rank, 0, NULL);
+    log_init(0, NULL);
     int pair = env.local_size == 2, all_pairs = 0; /* decided together: no rank may wait for one that left */
     MPI_CHECK(MPI_Allreduce(&pair, &all_pairs, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (!all_pairs)
@@ -53,11 +53,11 @@ int main(int argc, char **argv)
         die(EX_OSERR, "setenv CUDA_VISIBLE_DEVICES failed");
 
     char why[GPU_MSG_LEN];
-    int ok = gpu_available(why, sizeof why), key = ok ? INT_MAX : env.rank, first_bad = INT_MAX;
+    int ok = gpu_available(why, sizeof why), key = ok ? INT_MAX : world_rank(), first_bad = INT_MAX;
     MPI_CHECK(MPI_Allreduce(&key, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first_bad != INT_MAX) { /* every rank skips; the first without a GPU says why, in one line */
-        if (env.rank == first_bad)
-            printf("SKIP: rank %d on %s: no usable GPU: %s\n", env.rank, env.host, why);
+        if (world_rank() == first_bad)
+            printf("SKIP: rank %d on %s: no usable GPU: %s\n", world_rank(), env.host, why);
         bootstrap_finalize(&env);
         return 77;
     }

@@ -78,7 +78,7 @@ int main(int argc, char **argv)
     ddp_env env;
     error_set_program("comm_fail");
     bootstrap_init(&argc, &argv, &env);
-    rank = env.rank;
+    rank = world_rank();
     world = env.world;
     const char *mode = argc == 3 ? argv[1] : "";
     if (!strcmp(mode, "diverge"))

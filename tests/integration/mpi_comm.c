@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../check_run.h"
+#include "base/errors.h"
 #include "comm/bootstrap.h"
 #include "comm/comm.h"
 
@@ -305,7 +306,7 @@ int main(int argc, char **argv)
         nbc_expected = atoi(preset);
     ddp_env env;
     bootstrap_init(&argc, &argv, &env);
-    rank = env.rank, world = env.world;
+    rank = world_rank(), world = env.world;
     if (world < 2) {
         fprintf(stderr, "mpi_comm: needs 2 or more ranks: run it through make check (tests/run-test), or "
                 "under mpirun -np 2\n");
