@@ -115,9 +115,9 @@ typedef struct {
 /* A network: its state_dict tables and passes. forward applies dropout (if the network has any, keyed
  * by ids and key) only when train; backward follows a forward with train set. */
 typedef struct {
-    const char *name;
     const tensor_spec *params, *buffers;
     int nlayers, nstats;
+    model_recipe recipe;
     void (*alloc)(model *m); /* activations and im2col scratch */
     void (*forward)(model *m, const float *x, int n, const uint64_t *ids, uint64_t key, int train);
     void (*backward)(model *m, const float *x, int n);
@@ -135,6 +135,7 @@ typedef struct {
 struct model {
     const nn_backend *be;
     const architecture *arch;
+    model_kind kind;
     int capacity, chunk;
     int ntensors, nbuffers;
     tensor_desc tensors[LAYER_TENSORS * MAX_LAYERS], buffers[STATS_TENSORS * MAX_STATS];
@@ -436,33 +437,41 @@ static void convnet_backward(model *m, const float *x, int n)
     profile_lap("layer1.0 backward");
 }
 
-static const architecture architectures[] = {
-    {.name = "net", .params = net_params, .nlayers = NET_LAYERS, .alloc = net_alloc, .forward = net_forward,
-     .backward = net_backward},
-    {.name = "convnet", .params = convnet_params, .buffers = convnet_buffers, .nlayers = CNN_LAYERS,
-     .nstats = CNN_STATS, .alloc = convnet_alloc, .forward = convnet_forward, .backward = convnet_backward},
+const char *const model_kind_names[] = {"net", "convnet", NULL};
+
+/* By model_kind. The recipes: PyTorch's MNIST example (net) and the convnet example's. */
+static const architecture architectures[MODEL_KINDS] = {
+    [MODEL_NET] = {.params = net_params, .nlayers = NET_LAYERS, .alloc = net_alloc, .forward = net_forward,
+                   .backward = net_backward, .recipe = {.batch = 64, .optimizer = OPTIM_ADADELTA, .lr = 1.0}},
+    [MODEL_CONVNET] = {.params = convnet_params, .buffers = convnet_buffers, .nlayers = CNN_LAYERS,
+                       .nstats = CNN_STATS, .alloc = convnet_alloc, .forward = convnet_forward,
+                       .backward = convnet_backward,
+                       .recipe = {.batch = 100, .optimizer = OPTIM_SGD, .lr = 1e-4, .lr_times_world = 1}},
 };
 _Static_assert(NET_LAYERS <= MAX_LAYERS && CNN_LAYERS <= MAX_LAYERS && CNN_STATS <= MAX_STATS,
                "model tables too small");
 
-static const architecture *find_architecture(const char *name)
+int model_kind_of(const char *name)
 {
-    for (size_t i = 0; i < sizeof architectures / sizeof *architectures; i++)
-        if (strcmp(name, architectures[i].name) == 0)
-            return &architectures[i];
-    return NULL;
+    for (int k = 0; name && k < MODEL_KINDS; k++)
+        if (strcmp(name, model_kind_names[k]) == 0)
+            return k;
+    return -1;
 }
 
-model *model_create_on(const nn_backend *be, const char *name, int capacity)
+const model_recipe *model_recipe_of(model_kind kind) { return &architectures[kind].recipe; }
+
+model *model_create_on(const nn_backend *be, model_kind kind, int capacity)
 {
-    const architecture *arch = find_architecture(name);
-    if (!arch)
+    if ((int)kind < 0 || kind >= MODEL_KINDS)
         return NULL;
+    const architecture *arch = &architectures[kind];
     if (capacity < 1)
         die(EX_SOFTWARE, "model capacity must be positive, not %d", capacity);
     model *m = xcalloc(1, sizeof *m);
     m->be = be;
     m->arch = arch;
+    m->kind = kind;
     m->capacity = capacity;
     m->chunk = capacity < be->chunk ? capacity : be->chunk;
     m->ntensors = LAYER_TENSORS * arch->nlayers;
@@ -494,7 +503,7 @@ void model_free(model *m)
     free(m);
 }
 
-const char *model_name(const model *m) { return m->arch->name; }
+const char *model_name(const model *m) { return model_kind_names[m->kind]; }
 const nn_backend *model_backend(const model *m) { return m->be; }
 int model_capacity(const model *m) { return m->capacity; }
 int model_num_tensors(const model *m) { return m->ntensors; }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "nn/backend.h"
+#include "nn/optim.h"
 
 typedef struct {
     const char *name; /* PyTorch state_dict name, e.g. "conv1.weight" */
@@ -18,16 +19,32 @@ typedef struct {
 
 typedef struct model model;
 
+/* The networks, named in options, files and messages by model_kind_names (this order, NULL-terminated). */
+typedef enum { MODEL_NET, MODEL_CONVNET, MODEL_KINDS } model_kind;
+extern const char *const model_kind_names[];
+/* The kind a name means, or -1 when it names none. */
+int model_kind_of(const char *name);
+
+/* The recipe of the PyTorch example each network comes from: the defaults of --batch-size, --optimizer
+ * and --lr. */
+typedef struct {
+    int batch;
+    optim_kind optimizer;
+    double lr;
+    int lr_times_world; /* the linear scaling rule: lr x world size */
+} model_recipe;
+const model_recipe *model_recipe_of(model_kind kind);
+
 /* Called during backward, back to front, as soon as a layer's parameter gradients (one contiguous
  * range, e.g. fc2.weight + fc2.bias) are final, so the trainer can start all-reducing that bucket.
  * The ranges of one backward pass are disjoint, descending, and cover all parameters. */
 typedef void (*grad_ready_fn)(void *ctx, size_t offset, size_t count);
 
-/* "net" (the PyTorch MNIST example) or "convnet" on a backend (nn_cpu, nn_cuda); NULL for an unknown name.
+/* "net" (the PyTorch MNIST example) or "convnet" on a backend (nn_cpu, nn_cuda); NULL for a kind out of range.
  * capacity = the most samples one forward call takes; activation memory grows with it (about 0.6 MB per
  * sample for net). Parameters, gradients, buffers and activations are the backend's memory: model_params()
  * and friends return its pointers, and the host reaches them through model_upload/model_download. */
-model *model_create_on(const nn_backend *be, const char *name, int capacity);
+model *model_create_on(const nn_backend *be, model_kind kind, int capacity);
 const nn_backend *model_backend(const model *m);
 void model_free(model *m);
 const char *model_name(const model *m);

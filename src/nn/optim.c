@@ -5,6 +5,8 @@
 
 #include "base/errors.h"
 
+const char *const optim_kind_names[] = {"adadelta", "sgd", NULL};
+
 struct optim {
     optim_cfg cfg;
     const nn_backend *be;

@@ -6,7 +6,9 @@
 
 #include "nn/backend.h"
 
-typedef enum { OPTIM_ADADELTA, OPTIM_SGD } optim_kind;
+typedef enum { OPTIM_ADADELTA, OPTIM_SGD, OPTIM_KINDS } optim_kind;
+/* Their names in options, checkpoints and messages, in optim_kind's order; NULL-terminated. */
+extern const char *const optim_kind_names[];
 /* PyTorch defaults: rho 0.9, eps 1e-6 (Adadelta); momentum and weight_decay 0. */
 typedef struct {
     optim_kind kind;

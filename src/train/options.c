@@ -13,6 +13,7 @@
 
 #include "base/errors.h"
 #include "gpu/gpu_plan.h"
+#include "nn/model.h"
 
 /* How an option's value is read and where it goes. */
 typedef enum {
@@ -23,7 +24,7 @@ typedef enum {
     ARG_DOUBLE,   /* double in [lo, hi] */
     ARG_STRING,   /* a non-empty string */
     ARG_CHOICE,   /* one of choices: the field points at it */
-    ARG_INDEX,    /* one of choices: the int field gets its index */
+    ARG_INDEX,    /* one of choices: the int field gets its index (-1 without a default: none chosen) */
     ARG_HOSTPORT, /* HOST:PORT (gpu_plan.c's rule) */
 } arg_kind;
 
@@ -36,31 +37,31 @@ typedef struct {
     double lo, hi;
     const char *const *choices;
     const char *def;   /* the default, read like a value (without the range check), or NULL: zero */
-    const char *shown; /* the default as --help shows it; NULL: def; "": none */
+    const char *shown; /* the default as --help shows it; NULL: def; "": none; per_model: the model table's */
     const char *help;  /* lines after the first start with '\n' */
 } option_spec;
 
-static const char *const models[] = {"net", "convnet", NULL};
-static const char *const optimizers[] = {"adadelta", "sgd", NULL};
 static const char *const devices[] = {"auto", "cpu", "cuda", NULL}; /* device_choice's order */
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
 static const char *const convs[] = {"auto", "im2col", "onednn", "winograd", NULL};
 static const char *const off_on[] = {"off", "on", NULL};
 
+static const char per_model[] = "per model"; /* a shown default that model_recipe_of gives, model by model */
+
 #define F(member) offsetof(options, member)
 static const option_spec specs[] = {
     {"Recipe (defaults follow the PyTorch MNIST example; per-model defaults in brackets):", "model", "NAME",
-     ARG_CHOICE, F(model), 0, 0, models, "net", NULL, "net | convnet"},
-    {NULL, "batch-size", "N", ARG_INT, F(batch_size), 1, 1 << 20, NULL, NULL, "64 | 100",
+     ARG_INDEX, F(model), 0, 0, model_kind_names, "net", NULL, "net | convnet"},
+    {NULL, "batch-size", "N", ARG_INT, F(batch_size), 1, 1 << 20, NULL, NULL, per_model,
      "training samples per rank per step"},
     {NULL, "test-batch-size", "N", ARG_INT, F(test_batch_size), 1, 1 << 20, NULL, "1000", NULL,
      "samples per evaluation read"},
     {NULL, "epochs", "N", ARG_INT, F(epochs), 0, 100000, NULL, "14", NULL,
      "passes over the training set; 0 = evaluate only"},
-    {NULL, "lr", "F", ARG_DOUBLE, F(lr), 0, 1e6, NULL, "-1", "1.0 | 1e-4 x world size", "learning rate"},
+    {NULL, "lr", "F", ARG_DOUBLE, F(lr), 0, 1e6, NULL, "-1", per_model, "learning rate"},
     {NULL, "gamma", "F", ARG_DOUBLE, F(gamma), 0, 1e6, NULL, "0.7", NULL,
      "StepLR decay of the learning rate per epoch"},
-    {NULL, "optimizer", "NAME", ARG_CHOICE, F(optimizer), 0, 0, optimizers, NULL, "adadelta | sgd",
+    {NULL, "optimizer", "NAME", ARG_INDEX, F(optimizer), 0, 0, optim_kind_names, NULL, per_model,
      "adadelta | sgd"},
     {NULL, "momentum", "F", ARG_DOUBLE, F(momentum), 0, 1, NULL, NULL, "0", "SGD momentum"},
     {NULL, "weight-decay", "F", ARG_DOUBLE, F(weight_decay), 0, 1e3, NULL, NULL, "0",
@@ -190,6 +191,22 @@ static const char *parse_nonempty(const char *opt, const char *s)
     return s;
 }
 
+/* The per-model default of --batch-size, --lr or --optimizer, model by model: "64 | 100". */
+static void shown_per_model(const char *name, char *buf, size_t len)
+{
+    size_t at = 0;
+    for (int k = 0; k < MODEL_KINDS && at < len; k++) {
+        const model_recipe *r = model_recipe_of((model_kind)k);
+        const char *sep = k ? " | " : "";
+        if (strcmp(name, "batch-size") == 0)
+            at += (size_t)snprintf(buf + at, len - at, "%s%d", sep, r->batch);
+        else if (strcmp(name, "lr") == 0)
+            at += (size_t)snprintf(buf + at, len - at, "%s%g%s", sep, r->lr, r->lr_times_world ? " x world size" : "");
+        else
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", sep, optim_kind_names[r->optimizer]);
+    }
+}
+
 /* --help from the table: "  --name ARG" in 24 columns, the help, and the default in brackets ending at column
  * 88 on its first line. */
 static void print_usage(void)
@@ -201,7 +218,10 @@ static void print_usage(void)
         if (s->section)
             printf("\n%s\n", s->section);
         snprintf(left, sizeof left, "--%s%s%s", s->name, s->arg ? " " : "", s->arg ? s->arg : "");
+        char model_defaults[48];
         const char *d = s->shown ? s->shown : s->def;
+        if (d == per_model)
+            shown_per_model(s->name, model_defaults, sizeof model_defaults), d = model_defaults;
         if (d && *d)
             snprintf(shown, sizeof shown, "[%s]", d);
         const char *h = s->help, *nl = strchr(h, '\n');
@@ -304,6 +324,8 @@ void options_parse(int argc, char **argv, options *o)
     for (int i = 0; i < NSPECS; i++)
         if (specs[i].def)
             set_value(o, &specs[i], specs[i].def, 0);
+        else if (specs[i].kind == ARG_INDEX)
+            *(int *)((char *)o + specs[i].field) = -1;
     opterr = 0; /* our own one-line messages instead of getopt's */
     int c;
     while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {

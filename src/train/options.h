@@ -3,6 +3,8 @@
 #define MNIST_OPTIONS_H
 #include <stdint.h>
 
+#include "nn/model.h"
+
 typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA } device_choice;
 
 typedef struct {
@@ -17,8 +19,8 @@ typedef struct {
     const char *load_model;
     int dry_run;
     const char *data_dir;
-    const char *model;
-    const char *optimizer; /* NULL: the recipe default */
+    model_kind model;
+    int optimizer;         /* an optim_kind; -1: the model's recipe default */
     double momentum, weight_decay;
     int accum_steps;
     long max_steps;        /* 0: no limit */

@@ -35,13 +35,11 @@
 
 static recipe resolve_recipe(const options *o, int world)
 {
-    int convnet = strcmp(o->model, "convnet") == 0;
-    recipe r = {.batch = o->batch_size ? o->batch_size : convnet ? 100 : 64};
-    const char *opt = o->optimizer ? o->optimizer : convnet ? "sgd" : "adadelta";
-    r.opt = (optim_cfg){.kind = strcmp(opt, "sgd") == 0 ? OPTIM_SGD : OPTIM_ADADELTA, .rho = 0.9f, .eps = 1e-6f,
+    const model_recipe *d = model_recipe_of(o->model);
+    recipe r = {.batch = o->batch_size ? o->batch_size : d->batch};
+    r.opt = (optim_cfg){.kind = o->optimizer >= 0 ? (optim_kind)o->optimizer : d->optimizer, .rho = 0.9f, .eps = 1e-6f,
                         .momentum = (float)o->momentum, .weight_decay = (float)o->weight_decay};
-    /* The convnet recipe scales its learning rate with the world size (linear scaling rule). */
-    r.lr = o->lr >= 0 ? o->lr : convnet ? 1e-4 * world : 1.0;
+    r.lr = o->lr >= 0 ? o->lr : d->lr_times_world ? d->lr * world : d->lr;
     return r;
 }
 
@@ -131,8 +129,8 @@ static void describe_run(run *r)
 {
     const options *o = r->o;
     checkpoint_identity *id = &r->ckpt.id;
-    checkpoint_identity_add(id, "model", "%s", o->model);
-    checkpoint_identity_add(id, "optimizer", "%s", r->rc.opt.kind == OPTIM_SGD ? "sgd" : "adadelta");
+    checkpoint_identity_add(id, "model", "%s", model_kind_names[o->model]);
+    checkpoint_identity_add(id, "optimizer", "%s", optim_kind_names[r->rc.opt.kind]);
     checkpoint_identity_add(id, "lr", "%.17g", r->rc.lr);
     checkpoint_identity_add(id, "gamma", "%.17g", o->gamma);
     checkpoint_identity_add(id, "momentum", "%.9g", (double)r->rc.opt.momentum);
@@ -362,8 +360,8 @@ static void run_setup(run *r, int gpu)
     uint64_t steps = (sampler_steps(r->n_train, world, r->rc.batch) + (uint64_t)o->accum_steps - 1) /
                      (uint64_t)o->accum_steps;
     say("model %s: %zu parameters; optimizer %s lr %g gamma %g; batch %d per rank x %d rank%s x %d accum = %llu "
-        "per step; %llu steps per epoch", o->model, model_num_params(r->m),
-        r->rc.opt.kind == OPTIM_SGD ? "sgd" : "adadelta", r->rc.lr, o->gamma, r->rc.batch, world,
+        "per step; %llu steps per epoch", model_name(r->m), model_num_params(r->m),
+        optim_kind_names[r->rc.opt.kind], r->rc.lr, o->gamma, r->rc.batch, world,
         world == 1 ? "" : "s", o->accum_steps, (unsigned long long)per_step, (unsigned long long)steps);
 }
 

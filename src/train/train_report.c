@@ -152,7 +152,7 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
             "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
             "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
-            o->model, r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
+            model_name(r->m), r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
             1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->startup_s, r->data_s, r->eval_s, r->ckpt_total_s,
             cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, step_graph_launches(r->graph),
             step_graph_captures(r->graph), rss,

@@ -37,7 +37,7 @@ int main(int argc, char **argv)
     const nn_backend *be = nn_cpu_conv(conv);
     openblas_set_num_threads(1);
     omp_set_num_threads(1);
-    model *m = be ? model_create_on(be, name, batch > 0 ? batch : 1) : NULL;
+    model *m = be ? model_create_on(be, model_kind_of(name), batch > 0 ? batch : 1) : NULL;
     if (!m || batch < 1 || iters < 1)
         die(EX_USAGE, "usage: bench_model [net|convnet [BATCH [ITERATIONS [adadelta|sgd [im2col|onednn|winograd|auto]]]]]"
                       " (onednn, winograd: where built with oneDNN)");

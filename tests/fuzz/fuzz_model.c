@@ -23,8 +23,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     MPI_Init(NULL, NULL);
     h5_quiet(); /* HDF5's error stack printing off, as the program's readers have it */
-    net = model_create_on(&nn_cpu, "net", 1);
-    convnet = model_create_on(&nn_cpu, "convnet", 1);
+    net = model_create_on(&nn_cpu, MODEL_NET, 1);
+    convnet = model_create_on(&nn_cpu, MODEL_CONVNET, 1);
     sgd = optim_create_on(&nn_cpu, &(optim_cfg){.kind = OPTIM_SGD, .momentum = 0.5f}, model_num_params(convnet));
     return 0;
 }

@@ -25,7 +25,8 @@ static void parse(void *arg)
         abort(); /* the early read (before MPI_Init) disagreed with the parse that accepted the arguments */
     if (o.checkpoint_every && !o.checkpoint_dir)
         abort(); /* accepted a combination the parser promises to refuse */
-    if (o.batch_size < 0 || o.accum_steps < 1 || o.epochs < 0 || !o.data_dir || !o.model)
+    if (o.batch_size < 0 || o.accum_steps < 1 || o.epochs < 0 || !o.data_dir || (int)o.model < 0 ||
+        o.model >= MODEL_KINDS || o.optimizer < -1 || o.optimizer >= OPTIM_KINDS)
         abort();
 }
 

@@ -114,7 +114,7 @@ void test_model(const char *name, int n, const tolerances *t)
     char what[128];
     model *m[2];
     for (int s = 0; s < 2; s++)
-        m[s] = model_create_on(bk[s], name, n);
+        m[s] = model_create_on(bk[s], model_kind_of(name), n);
     size_t np = model_num_params(m[0]), nb = model_buffer_size(m[0]);
     model_init_params(m[0], seed);
     float *init = xmalloc(np * sizeof *init);

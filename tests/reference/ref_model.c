@@ -69,7 +69,7 @@ int main(int argc, char **argv)
         printf("ref_model: built without oneDNN\n");
         return 77;
     }
-    model *m = model_create_on(be, argv[1], n > 0 ? n : 1);
+    model *m = model_create_on(be, model_kind_of(argv[1]), n > 0 ? n : 1);
     if (!m || n < 1)
         die(EX_USAGE, "unknown model '%s' or bad batch size '%s'", argv[1], argv[3]);
     model_init_params(m, seed);

@@ -397,7 +397,7 @@ static double model_loss(void *p)
 
 static void model_setup(model_ctx *c, const char *name, uint64_t seed)
 {
-    c->m = model_create_on(&nn_cpu, name, MN);
+    c->m = model_create_on(&nn_cpu, model_kind_of(name), MN);
     ck_assert_ptr_nonnull(c->m);
     model_init_params(c->m, seed);
     random_batch(seed, MN, c->x, c->labels, c->ids);

@@ -58,9 +58,9 @@ START_TEST(test_tables)
       bufs[] = {{"layer1.1.running_mean", 1, {16}}, {"layer1.1.running_var", 1, {16}},
                 {"layer1.1.num_batches_tracked", 0, {0}}, {"layer2.1.running_mean", 1, {32}},
                 {"layer2.1.running_var", 1, {32}}, {"layer2.1.num_batches_tracked", 0, {0}}};
-    ck_assert_ptr_null(model_create_on(&nn_cpu, "resnet", 4));
+    ck_assert_ptr_null(model_create_on(&nn_cpu, model_kind_of("resnet"), 4));
     for (int k = 0; k < 2; k++) {
-        model *m = model_create_on(&nn_cpu, models[k], 5);
+        model *m = model_create_on(&nn_cpu, model_kind_of(models[k]), 5);
         ck_assert_str_eq(model_name(m), models[k]);
         ck_assert_int_eq(model_capacity(m), 5);
         int nt = k ? 10 : 8;
@@ -101,7 +101,7 @@ END_TEST
 /* Tensor t, element j: (2 rng_uniform(rng_key(seed, t), j) - 1) / sqrt(fan_in); BatchNorm 1/0. */
 START_TEST(test_init)
 {
-    model *m = model_create_on(&nn_cpu, "convnet", 2);
+    model *m = model_create_on(&nn_cpu, MODEL_CONVNET, 2);
     float *p = model_params(m), *b = model_buffers(m);
     const int fan_in[10] = {25, 25, 0, 0, 400, 400, 0, 0, 1568, 1568};
     b[0] = 5.0f;
@@ -148,7 +148,7 @@ START_TEST(test_grad_hook)
 {
     batch b;
     make_batch(&b, 3);
-    model *m = model_create_on(&nn_cpu, models[_i], NB);
+    model *m = model_create_on(&nn_cpu, model_kind_of(models[_i]), NB);
     size_t np = model_num_params(m);
     hook_log h = {.m = m, .snap = calloc(np, sizeof(float))};
     model_set_grad_hook(m, record, &h);
@@ -180,7 +180,7 @@ START_TEST(test_accumulate)
 {
     batch b;
     make_batch(&b, 4);
-    model *m = model_create_on(&nn_cpu, models[_i], NB);
+    model *m = model_create_on(&nn_cpu, model_kind_of(models[_i]), NB);
     size_t np = model_num_params(m);
     float *g1 = malloc(np * sizeof *g1), *twice = malloc(np * sizeof *twice);
     memset(model_grads(m), 0, np * sizeof(float));
@@ -208,7 +208,7 @@ START_TEST(test_batch_invariance)
         r.labels[i] = b.labels[NB - 1 - i];
         r.ids[i] = b.ids[NB - 1 - i];
     }
-    model *m = model_create_on(&nn_cpu, models[_i], NB);
+    model *m = model_create_on(&nn_cpu, model_kind_of(models[_i]), NB);
     size_t np = model_num_params(m);
     float *g = malloc(np * sizeof *g);
     memset(model_grads(m), 0, np * sizeof(float));
@@ -238,7 +238,7 @@ START_TEST(test_evaluate)
 {
     batch b;
     make_batch(&b, 6);
-    model *m = model_create_on(&nn_cpu, models[_i], NB);
+    model *m = model_create_on(&nn_cpu, model_kind_of(models[_i]), NB);
     size_t np = model_num_params(m), nb = model_buffer_size(m);
     memset(model_grads(m), 0, np * sizeof(float));
     float *bufs = malloc((nb + 1) * sizeof *bufs);
@@ -278,7 +278,7 @@ START_TEST(test_capacity)
 {
     batch b;
     make_batch(&b, 7);
-    model *m = model_create_on(&nn_cpu, "net", 2);
+    model *m = model_create_on(&nn_cpu, MODEL_NET, 2);
     model_forward_backward(m, b.x, b.labels, b.ids, 3, 1, 1.0f);
 }
 END_TEST
@@ -313,7 +313,7 @@ START_TEST(test_keep_col)
         be.im2col = counting_im2col;
         be.conv_forward = NULL; /* layers.c's composition on any thread count (conv_cpu.h shares conv1 otherwise) */
         be.conv_backward = NULL;
-        model *m = model_create_on(&be, models[_i], NB);
+        model *m = model_create_on(&be, model_kind_of(models[_i]), NB);
         np = model_num_params(m);
         long correct = 0;
         model_evaluate(m, e.x, e.labels, NB - 1, &correct); /* another batch's im2col left in the buffer */
