@@ -18,5 +18,5 @@ void sync_and_check(run *r, const char *when)
         r->cb->average(r->comm, model_buffers(r->m), model_buffer_size(r->m), "BatchNorm statistics");
     model_download(r->m, r->host_params, NULL);
     comm_check_replicas(MPI_COMM_WORLD, r->host_params, model_num_params(r->m), when);
-    r->eval_s += clock_now() - t0;
+    r->times.eval_s += clock_now() - t0;
 }

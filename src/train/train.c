@@ -61,34 +61,34 @@ static void load_data(run *r)
         die_all(EX_NOINPUT, "--data %s: no such directory; prepare MNIST with 'make data' (or pass --data DIR)", dir);
     shard_set *train = shards_open(dir, "train");
     shard_set *test = shards_open(dir, "test");
-    r->n_train = shards_total(train);
-    r->n_test = shards_total(test);
-    snprintf(r->train_sha, sizeof r->train_sha, "%s", shards_source_sha256(train));
+    r->data.n_train = shards_total(train);
+    r->data.n_test = shards_total(test);
+    snprintf(r->data.train_sha, sizeof r->data.train_sha, "%s", shards_source_sha256(train));
     uint64_t need = (uint64_t)r->env->world * (uint64_t)r->rc.batch;
-    if (r->n_train < need)
+    if (r->data.n_train < need)
         die_all(EX_USAGE, "--batch-size %d: %d ranks x %d = %llu samples per step, but %s holds only %llu "
                 "training samples", r->rc.batch, r->env->world, r->rc.batch, (unsigned long long)need, dir,
-                (unsigned long long)r->n_train);
+                (unsigned long long)r->data.n_train);
     /* Every rank may need any training sample during an epoch: read the set once (47 MB for MNIST). */
     uint64_t first;
-    evaluate_share(r->n_test, r->env->world, world_rank(), &first, &r->test_count);
+    evaluate_share(r->data.n_test, r->env->world, world_rank(), &first, &r->data.test_count);
     /* One staging buffer for both reads: sized for the larger (a small training subset may sit beside the
      * full test set). */
-    uint64_t most = r->n_train > r->test_count ? r->n_train : r->test_count;
+    uint64_t most = r->data.n_train > r->data.test_count ? r->data.n_train : r->data.test_count;
     uint8_t *images = xmalloc_aligned(most * MNIST_PIXELS), *labels = xmalloc(most);
-    shards_read_range(train, 0, r->n_train, images, labels);
-    r->train_images = to_backend(r->be, images, r->n_train * MNIST_PIXELS);
-    r->train_labels = to_backend(r->be, labels, r->n_train);
-    shards_read_range(test, first, r->test_count, images, labels);
-    r->test_images = to_backend(r->be, images, r->test_count * MNIST_PIXELS);
-    r->test_labels = to_backend(r->be, labels, r->test_count);
+    shards_read_range(train, 0, r->data.n_train, images, labels);
+    r->data.train_images = to_backend(r->be, images, r->data.n_train * MNIST_PIXELS);
+    r->data.train_labels = to_backend(r->be, labels, r->data.n_train);
+    shards_read_range(test, first, r->data.test_count, images, labels);
+    r->data.test_images = to_backend(r->be, images, r->data.test_count * MNIST_PIXELS);
+    r->data.test_labels = to_backend(r->be, labels, r->data.test_count);
     free(images);
     free(labels);
-    say("data: %s: %llu training samples in %d shard%s, %llu test samples", dir, (unsigned long long)r->n_train,
-        shards_files(train), shards_files(train) == 1 ? "" : "s", (unsigned long long)r->n_test);
+    say("data: %s: %llu training samples in %d shard%s, %llu test samples", dir, (unsigned long long)r->data.n_train,
+        shards_files(train), shards_files(train) == 1 ? "" : "s", (unsigned long long)r->data.n_test);
     shards_close(train);
     shards_close(test);
-    r->data_s = clock_now() - t0;
+    r->times.data_s = clock_now() - t0;
 }
 
 static void comm_start(run *r)
@@ -106,7 +106,7 @@ static void init_model(run *r)
     int resumed = checkpoint_resume(&r->ckpt, r->m, r->opt, &r->start);
     if (!resumed)
         r->start = (checkpoint_position){.epoch = 1};
-    r->step = r->saved_step = r->start.step;
+    r->step = r->stop.saved_step = r->start.step;
     if (!resumed && r->o->load_model)
         model_file_verify(r->o->load_model);
     if (world_rank() == 0 && !resumed) {
@@ -139,31 +139,31 @@ static void describe_run(run *r)
                     (unsigned long long)o->accum_steps);
     checkpoint_identity_add(id, "seed", "%llu", (unsigned long long)o->seed);
     checkpoint_identity_add(id, "precision", "%s", o->precision);
-    checkpoint_identity_add(id, "train_samples", "%llu", (unsigned long long)r->n_train);
-    checkpoint_identity_add(id, "train_source_sha256", "%s", r->train_sha);
+    checkpoint_identity_add(id, "train_samples", "%llu", (unsigned long long)r->data.n_train);
+    checkpoint_identity_add(id, "train_source_sha256", "%s", r->data.train_sha);
 }
 
 /* A checkpoint after optimizer step epoch_step of epoch (once per step). */
 static void save_state(run *r, int epoch, uint64_t epoch_step)
 {
-    if (r->step == r->saved_step)
+    if (r->step == r->stop.saved_step)
         return;
     checkpoint_position p = {.step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
     profile_lap("progress, stop checks");
     double t0 = clock_now();
     checkpoint_save(&r->ckpt, r->m, r->opt, &p);
-    r->ckpt_s = clock_now() - t0;
+    r->stop.ckpt_s = clock_now() - t0;
     profile_mark(); /* the write is counted apart, not as training */
-    r->ckpt_total_s += r->ckpt_s;
-    r->saved_step = r->step;
+    r->times.ckpt_total_s += r->stop.ckpt_s;
+    r->stop.saved_step = r->step;
 }
 
-/* Copies the sample ids of this rank's slice of global batch `micro` into r->ids. Returns its size. */
+/* Copies the sample ids of this rank's slice of global batch `micro` into r->batch.ids. Returns its size. */
 static int batch_ids(run *r, uint64_t micro)
 {
     uint64_t first, count, global;
-    sampler_slice(r->n_train, r->env->world, r->rc.batch, world_rank(), micro, &first, &count, &global);
-    r->be->copy(r->ids, r->perm + first, count * sizeof *r->ids);
+    sampler_slice(r->data.n_train, r->env->world, r->rc.batch, world_rank(), micro, &first, &count, &global);
+    r->be->copy(r->batch.ids, r->batch.perm + first, count * sizeof *r->batch.ids);
     return (int)count;
 }
 
@@ -184,11 +184,11 @@ static void queue_step(void *ctx)
     profile_lap("optimizer"); /* zeroing the gradients, as PyTorch's optimizer does */
     for (uint64_t j = 0; j < w->k; j++) {
         int n = j == 0 ? w->n0 : batch_ids(r, w->micro0 + j);
-        r->be->gather(r->train_images, r->train_labels, r->ids, n, r->x, r->y);
+        r->be->gather(r->data.train_images, r->data.train_labels, r->batch.ids, n, r->batch.x, r->batch.y);
         profile_lap("batch gather");
         r->cb->arm(r->comm, j + 1 == w->k, r->step);
         /* The loss stays on the device: nothing waits between backward and finish's last bucket. */
-        model_train_batch(r->m, r->x, r->y, r->ids, n, w->shape.dropout_key, 1.0f / (float)w->shape.total);
+        model_train_batch(r->m, r->batch.x, r->batch.y, r->batch.ids, n, w->shape.dropout_key, 1.0f / (float)w->shape.total);
     }
     r->cb->finish(r->comm);
     profile_lap("all-reduce wait");
@@ -200,12 +200,12 @@ static void queue_step(void *ctx)
  * write and a fixed safety (a step may run long, and the write must end before Slurm's kill). */
 static int time_up(const run *r)
 {
-    if (!r->job_end)
+    if (!r->stop.job_end)
         return 0;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    double margin = STOP_SAFETY_S + 3 * r->step_max_s + r->ckpt_s;
-    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec + margin >= r->job_end;
+    double margin = STOP_SAFETY_S + 3 * r->stop.step_max_s + r->stop.ckpt_s;
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec + margin >= r->stop.job_end;
 }
 
 /* After a step: whether a rank caught a signal or the time limit is near (only with checkpoints, which it
@@ -216,9 +216,9 @@ static int preempted(run *r, int epoch, uint64_t epoch_step)
         return 0;
     const char *option;
     double timeout = wait_deadline(r, &option);
-    if (!(r->signal = preempt_agree(&r->signal_age, time_up(r), timeout, option, r->step)))
+    if (!(r->stop.signal = preempt_agree(&r->stop.signal_age, time_up(r), timeout, option, r->step)))
         return 0;
-    r->signal_seen = clock_now();
+    r->stop.signal_seen = clock_now();
     save_state(r, epoch, epoch_step);
     return 1;
 }
@@ -242,16 +242,16 @@ static void add_counts(const run *r, nn_counts *sum, nn_counts from)
 static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 {
     const options *o = r->o;
-    uint64_t micro_steps = sampler_steps(r->n_train, r->env->world, r->rc.batch);
+    uint64_t micro_steps = sampler_steps(r->data.n_train, r->env->world, r->rc.batch);
     uint64_t opt_steps = (micro_steps + (uint64_t)o->accum_steps - 1) / (uint64_t)o->accum_steps;
     uint64_t dropout_key = rng_key(rng_key(o->seed ^ DROPOUT_SALT, 0), (uint64_t)epoch);
-    sampler_permutation(o->seed, (uint64_t)epoch, r->n_train, r->host_perm);
-    r->be->upload(r->perm, r->host_perm, r->n_train * sizeof *r->perm);
+    sampler_permutation(o->seed, (uint64_t)epoch, r->data.n_train, r->batch.host_perm);
+    r->be->upload(r->batch.perm, r->batch.host_perm, r->data.n_train * sizeof *r->batch.perm);
 
     int stop = o->max_steps && r->step >= o->max_steps;
     /* A resumed epoch goes on after the steps its checkpoint had done. */
     epoch_log L = {.first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0, .steps = opt_steps,
-                   .t0 = clock_now(), .ckpt0 = r->ckpt_total_s};
+                   .t0 = clock_now(), .ckpt0 = r->times.ckpt_total_s};
     L.t_log = L.t0;
     nn_counts c0 = counts_now(r);
     long step0 = r->step;
@@ -266,7 +266,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         double images = 0;
         for (uint64_t j = 0; j < k; j++) {
             uint64_t f, c, g;
-            sampler_slice(r->n_train, r->env->world, r->rc.batch, world_rank(), micro0 + j, &f, &c, &g);
+            sampler_slice(r->data.n_train, r->env->world, r->rc.batch, world_rank(), micro0 + j, &f, &c, &g);
             w.shape.total += g;
             images += (double)c;
         }
@@ -275,8 +275,8 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         int replayable = o->accum_steps == 1 && w.shape.total == (uint64_t)r->rc.batch * (uint64_t)r->env->world;
         step_graph_step(r->graph, &w.shape, replayable, r->step, queue_step, &w);
         r->step++;
-        if (clock_now() - t_step > r->step_max_s)
-            r->step_max_s = clock_now() - t_step;
+        if (clock_now() - t_step > r->stop.step_max_s)
+            r->stop.step_max_s = clock_now() - t_step;
         L.images_log += images; /* this rank's samples: summed over ranks in the report */
         stop = (o->max_steps && r->step >= o->max_steps) || o->dry_run;
         if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop)
@@ -290,10 +290,10 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             stop = 2;
         profile_lap("progress, stop checks");
     }
-    r->train_s += clock_now() - L.t0 - (r->ckpt_total_s - L.ckpt0); /* checkpoint writes are counted apart */
-    add_counts(r, &r->step_counts, c0);
-    r->counted_steps += r->step - step0;
-    r->images += L.images_epoch;
+    r->times.train_s += clock_now() - L.t0 - (r->times.ckpt_total_s - L.ckpt0); /* checkpoint writes are counted apart */
+    add_counts(r, &r->times.step_counts, c0);
+    r->times.counted_steps += r->step - step0;
+    r->times.images += L.images_epoch;
     *mean_loss = L.images_epoch ? L.loss_epoch / L.images_epoch : 0;
     return stop;
 }
@@ -302,8 +302,8 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 static eval_result run_evaluate(run *r)
 {
     double t0 = clock_now();
-    eval_result ev = evaluate(r->m, r->test_images, r->test_labels, r->test_count, r->x);
-    r->eval_s += clock_now() - t0;
+    eval_result ev = evaluate(r->m, r->data.test_images, r->data.test_labels, r->data.test_count, r->batch.x);
+    r->times.eval_s += clock_now() - t0;
     return ev;
 }
 
@@ -332,9 +332,9 @@ static void run_setup(run *r, int gpu)
     if (o->checkpoint_dir) {
         checkpoint_prepare_dir(o->checkpoint_dir);
         preempt_install();
-        if ((r->job_end = preempt_job_end()))
+        if ((r->stop.job_end = preempt_job_end()))
             say("the job ends in %.0f s: stopping with a checkpoint %.0f s plus a few steps and a checkpoint "
-                "write before that", r->job_end - (double)time(NULL), STOP_SAFETY_S);
+                "write before that", r->stop.job_end - (double)time(NULL), STOP_SAFETY_S);
     }
     load_data(r);
     r->ckpt = (checkpoint_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep,
@@ -347,17 +347,17 @@ static void run_setup(run *r, int gpu)
     comm_start(r);
     r->opt = optim_create_on(r->be, &r->rc.opt, model_num_params(r->m));
     init_model(r);
-    r->x = r->be->alloc((size_t)capacity * MNIST_PIXELS * sizeof(float));
-    r->y = r->be->alloc((size_t)capacity);
-    r->perm = r->be->alloc(r->n_train * sizeof *r->perm);
-    r->ids = r->be->alloc((size_t)r->rc.batch * sizeof *r->ids);
+    r->batch.x = r->be->alloc((size_t)capacity * MNIST_PIXELS * sizeof(float));
+    r->batch.y = r->be->alloc((size_t)capacity);
+    r->batch.perm = r->be->alloc(r->data.n_train * sizeof *r->batch.perm);
+    r->batch.ids = r->be->alloc((size_t)r->rc.batch * sizeof *r->batch.ids);
     r->graph = step_graph_create(r->be, r->cb, r->comm, o->cuda_graph, o->comm_timeout);
-    r->host_perm = xmalloc(r->n_train * sizeof *r->host_perm);
+    r->batch.host_perm = xmalloc(r->data.n_train * sizeof *r->batch.host_perm);
     r->host_params = xmalloc(model_num_params(r->m) * sizeof *r->host_params);
 
     int world = r->env->world;
     uint64_t per_step = (uint64_t)r->rc.batch * (uint64_t)world * (uint64_t)o->accum_steps;
-    uint64_t steps = (sampler_steps(r->n_train, world, r->rc.batch) + (uint64_t)o->accum_steps - 1) /
+    uint64_t steps = (sampler_steps(r->data.n_train, world, r->rc.batch) + (uint64_t)o->accum_steps - 1) /
                      (uint64_t)o->accum_steps;
     say("model %s: %zu parameters; optimizer %s lr %g gamma %g; batch %d per rank x %d rank%s x %d accum = %llu "
         "per step; %llu steps per epoch", model_name(r->m), model_num_params(r->m),
@@ -370,7 +370,7 @@ static void run_setup(run *r, int gpu)
 static int run_epoch(run *r, int epoch, eval_result *ev)
 {
     double lr = r->rc.lr * pow(r->o->gamma, epoch - 1), train_loss, t0 = clock_now();
-    double s0 = r->train_s, i0 = r->images;
+    double s0 = r->times.train_s, i0 = r->times.images;
     int stop = train_epoch(r, epoch, lr, &train_loss);
     if (stop == 2)
         return stop; /* preempted: out at once, the checkpoint holds the rest */
@@ -378,7 +378,7 @@ static int run_epoch(run *r, int epoch, eval_result *ev)
     snprintf(when, sizeof when, "after epoch %d", epoch);
     sync_and_check(r, when);
     *ev = run_evaluate(r);
-    double epoch_s = clock_now() - t0, ips = (r->images - i0) / (r->train_s - s0);
+    double epoch_s = clock_now() - t0, ips = (r->times.images - i0) / (r->times.train_s - s0);
     say("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%ld/%ld), %.1f s, %.0f images/s",
         epoch, train_loss, ev->loss, 100 * ev->accuracy, ev->correct, ev->total, epoch_s, ips);
     metrics("{\"type\":\"epoch\",\"epoch\":%d,\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_accuracy\":%.6f,"
@@ -396,10 +396,10 @@ static void run_teardown(run *r)
     r->cb->destroy(r->comm);
     optim_free(r->opt);
     model_free(r->m);
-    void *device[] = {r->x, r->y, r->perm, r->ids, r->train_images, r->train_labels, r->test_images, r->test_labels};
+    void *device[] = {r->batch.x, r->batch.y, r->batch.perm, r->batch.ids, r->data.train_images, r->data.train_labels, r->data.test_images, r->data.test_labels};
     for (size_t i = 0; i < sizeof device / sizeof *device; i++)
         be->free(device[i]);
-    free(r->host_perm);
+    free(r->batch.host_perm);
     free(r->host_params);
 }
 
@@ -409,7 +409,7 @@ int train_run(const options *o, const ddp_env *env, int gpu)
     profile_enable(o->profile);
     run_setup(&r, gpu);
     double t_start = clock_now();
-    r.startup_s = t_start - env->start_s - r.data_s;
+    r.times.startup_s = t_start - env->start_s - r.times.data_s;
     eval_result ev = {0};
     int epoch = r.start.epoch - 1;
     if (epoch >= o->epochs) { /* nothing to train: --epochs 0, or a resumed run that had finished */
@@ -419,16 +419,16 @@ int train_run(const options *o, const ddp_env *env, int gpu)
     }
     while (epoch < o->epochs && !run_epoch(&r, ++epoch, &ev))
         ;
-    if (!r.signal)
+    if (!r.stop.signal)
         run_summary(&r, &ev, epoch, clock_now() - t_start);
     run_teardown(&r);
-    if (!r.signal)
+    if (!r.stop.signal)
         return 0;
-    if (r.signal == PREEMPT_TIME_LIMIT)
+    if (r.stop.signal == PREEMPT_TIME_LIMIT)
         say("stopped before the job's time limit at step %ld (%.0f s left): checkpoint written, exit 75 (run the same "
-            "command to resume)", r.step, r.job_end - (double)time(NULL));
+            "command to resume)", r.step, r.stop.job_end - (double)time(NULL));
     else
         say("stopped by %s at step %ld: checkpoint written, exit 75 (run the same command to resume); %.2f s from "
-            "the signal to the exit", preempt_name(r.signal), r.step, r.signal_age + clock_now() - r.signal_seen);
+            "the signal to the exit", preempt_name(r.stop.signal), r.step, r.stop.signal_age + clock_now() - r.stop.signal_seen);
     return EX_TEMPFAIL;
 }

@@ -37,7 +37,7 @@ void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr)
     double timeout = wait_deadline(r, &option);
     comm_allreduce_within(MPI_COMM_WORLD, sums, 2, MPI_SUM, timeout, option, "progress-line sum", r->step);
     double t = clock_now(), loss = sums[0] / sums[1], ips = sums[1] / (t - L->t_log);
-    double step_s = (t - L->t0 - (r->ckpt_total_s - L->ckpt0)) / (double)(s + 1 - L->first);
+    double step_s = (t - L->t0 - (r->times.ckpt_total_s - L->ckpt0)) / (double)(s + 1 - L->first);
     uint64_t left_run = steps_left(r, epoch, s, L->steps), left_epoch = L->steps - (s + 1);
     if (left_epoch > left_run)
         left_epoch = left_run;
@@ -61,10 +61,10 @@ void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr)
 static void report_time(const run *r, double comm_exposed_s)
 {
     double wall = clock_now() - r->env->start_s;
-    double other = wall - r->startup_s - r->data_s - r->train_s - r->eval_s - r->ckpt_total_s;
+    double other = wall - r->times.startup_s - r->times.data_s - r->times.train_s - r->times.eval_s - r->times.ckpt_total_s;
     say("time: %.1f s wall: start-up %.1f s, data loading %.1f s, training %.1f s (communication exposed %.1f s), "
-        "evaluation %.1f s, checkpoints %.1f s, other %.1f s", wall, r->startup_s, r->data_s, r->train_s,
-        comm_exposed_s, r->eval_s, r->ckpt_total_s, other);
+        "evaluation %.1f s, checkpoints %.1f s, other %.1f s", wall, r->times.startup_s, r->times.data_s, r->times.train_s,
+        comm_exposed_s, r->times.eval_s, r->times.ckpt_total_s, other);
 }
 
 /* The largest peak resident set size of the ranks, in MiB (collective). */
@@ -111,12 +111,12 @@ static void report_profile(const run *r, char *json, size_t len)
     *json = 0;
     if (!r->o->profile)
         return;
-    profile_record("start-up", r->startup_s);
-    profile_record("data load", r->data_s);
-    profile_record("evaluation", r->eval_s);
-    profile_record("checkpoint writes", r->ckpt_total_s);
+    profile_record("start-up", r->times.startup_s);
+    profile_record("data load", r->times.data_s);
+    profile_record("evaluation", r->times.eval_s);
+    profile_record("checkpoint writes", r->times.ckpt_total_s);
     profile_table t;
-    gather_profile(r->train_s, &t);
+    gather_profile(r->times.train_s, &t);
     profile_print(&t);
     int at = snprintf(json, len, ",\"profile\":");
     profile_json(&t, json + at, len - (size_t)at);
@@ -130,21 +130,21 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
     uint64_t fingerprint = buffer_fingerprint(r->host_params, model_num_params(r->m));
     comm_stats cs = r->cb->stats(r->comm);
     double exposed = comm_exposed_per_step(&cs), hidden = comm_hidden_fraction(exposed, cs.blocking_s);
-    double ips = r->train_s > 0 ? r->images / r->train_s : 0, rss = peak_rss_mib(r);
+    double ips = r->times.train_s > 0 ? r->times.images / r->times.train_s : 0, rss = peak_rss_mib(r);
     if (world > 1)
         say("all-reduce: %.2f ms blocking for %.1f MB, %.2f ms exposed per step in %d bucket%s: %.0f%% hidden behind "
             "backward", 1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r->m), 1e3 * exposed, cs.buckets,
             cs.buckets == 1 ? "" : "s", 100 * hidden);
     report_time(r, cs.exposed_s);
-    double per = r->counted_steps ? 1.0 / (double)r->counted_steps : 0.0, kps = per * (double)r->step_counts.kernels,
-           gps = per * (double)r->step_counts.gemms, wps = per * (double)r->step_counts.waits;
+    double per = r->times.counted_steps ? 1.0 / (double)r->times.counted_steps : 0.0, kps = per * (double)r->times.step_counts.kernels,
+           gps = per * (double)r->times.step_counts.gemms, wps = per * (double)r->times.step_counts.waits;
     if (r->be->counts)
         say("device work per step: %.1f kernel launches, %.1f GEMMs, %.3f host waits; %ld steps replayed as a CUDA "
             "graph (%ld captures)", kps, gps, wps, step_graph_launches(r->graph), step_graph_captures(r->graph));
     static char prof[8192];
     report_profile(r, prof, sizeof prof);
     say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s, "
-        "peak memory %.0f MiB per rank", 100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->train_s,
+        "peak memory %.0f MiB per rank", 100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->times.train_s,
         total_s, ips, world, world == 1 ? "" : "s", rss);
     metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
             "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
@@ -152,8 +152,8 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
             "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
             "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
-            model_name(r->m), r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->train_s, total_s, ips,
-            1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->startup_s, r->data_s, r->eval_s, r->ckpt_total_s,
+            model_name(r->m), r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->times.train_s, total_s, ips,
+            1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->times.startup_s, r->times.data_s, r->times.eval_s, r->times.ckpt_total_s,
             cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, step_graph_launches(r->graph),
             step_graph_captures(r->graph), rss,
             (unsigned long long)fingerprint, prof);

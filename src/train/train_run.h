@@ -21,38 +21,57 @@ typedef struct {
     double lr;
 } recipe;
 
+/* The data set in the device's memory, and its identity. */
+typedef struct {
+    uint8_t *train_images, *train_labels, *test_images, *test_labels;
+    uint64_t n_train, n_test, test_count; /* test_count: this rank's share of the test set */
+    char train_sha[80]; /* the training set's source checksum, its identity in checkpoints */
+} run_data;
+
+/* One step's inputs in the device's memory, at fixed places (a replayed step reads them). */
+typedef struct {
+    float *x;
+    uint8_t *y;
+    uint64_t *perm, *host_perm;
+    uint64_t *ids; /* the micro-batch's sample ids */
+} run_batch;
+
+/* What decides when a run stops before its last epoch: signals and the Slurm job's end. */
+typedef struct {
+    long saved_step;                /* the step of the newest checkpoint */
+    int signal;                     /* the signal that stopped the run (preempt.h), 0 if none */
+    double signal_age, signal_seen; /* seconds from the signal to the step that saw it; when that was */
+    double job_end;                 /* the Slurm job's end (epoch seconds), 0 if unknown or without checkpoints */
+    double step_max_s, ckpt_s;      /* the longest step and the last checkpoint write, for the stop margin */
+} run_stop;
+
+/* Where the wall-clock time went (seconds): training (without checkpoint writes), reading the data,
+ * evaluations with their replica checks, and checkpoint writes; the backend's counts in the training loops. */
+typedef struct {
+    double train_s, images;
+    double startup_s, data_s, eval_s, ckpt_total_s;
+    nn_counts step_counts; /* checkpoint writes in the training loops included */
+    long counted_steps;    /* the steps they cover */
+} run_times;
+
 typedef struct {
     const options *o;
     const ddp_env *env;
-    const nn_backend *be;  /* the device: every array below but the host_* ones is its memory */
+    const nn_backend *be; /* the device: every array but the host_* ones is its memory */
     recipe rc;
     model *m;
     optim *opt;
     const comm_backend *cb; /* the collectives of the device: comm_mpi or comm_nccl() */
     void *comm;
-    uint8_t *train_images, *train_labels, *test_images, *test_labels;
-    uint64_t n_train, n_test, test_count;
-    float *x;
-    uint8_t *y;
-    uint64_t *perm, *host_perm;
-    uint64_t *ids;         /* the micro-batch's sample ids (a fixed place: a replayed step reads it) */
     step_graph *graph;
-    float *host_params;    /* staging for replica checks and the fingerprint */
-    long step;             /* optimizer steps so far */
-    char train_sha[80];    /* the training set's source checksum, its identity in checkpoints */
+    float *host_params; /* staging for replica checks and the fingerprint */
+    long step;          /* optimizer steps so far */
     checkpoint_config ckpt;
-    checkpoint_position start;     /* where this run began: step 0 of epoch 1, or a checkpoint's position */
-    long saved_step;       /* the step of the newest checkpoint */
-    int signal;            /* the signal that stopped the run (preempt.h), 0 if none */
-    double signal_age, signal_seen; /* seconds from the signal to the step that saw it; when that was */
-    double job_end;        /* the Slurm job's end (epoch seconds), 0 if unknown or without checkpoints */
-    double step_max_s, ckpt_s; /* the longest step and the last checkpoint write, for the stop margin */
-    double train_s, images;
-    /* Where the wall-clock time went (seconds): reading the data, evaluations with their replica checks, and
-     * checkpoint writes (which train_s leaves out). */
-    double startup_s, data_s, eval_s, ckpt_total_s;
-    nn_counts step_counts; /* the backend's counts in the training loops (checkpoint writes in them included) */
-    long counted_steps;    /* the steps they cover */
+    checkpoint_position start; /* where this run began: step 0 of epoch 1, or a checkpoint's position */
+    run_data data;
+    run_batch batch;
+    run_stop stop;
+    run_times times;
 } run;
 
 /* One epoch's progress reports: the sums since the last line and over the epoch. */
