@@ -28,16 +28,16 @@ static_assert(sizeof(ncclUniqueId) == GPU_NCCL_ID_BYTES, "ncclUniqueId size chan
 struct gpu_comm {
     ncclComm_t comm;
     int rank, world, device;
-    double timeout_s;          // the bound of each wait now: startup_s, then comm_wait_deadline() after a step
+    double timeout_s;                 // the bound of each wait now: startup_s, then comm_wait_deadline() after a step
     double startup_s, step_timeout_s; // --comm-timeout, --step-timeout
-    const char *option;        // the option that set timeout_s, for messages
-    long step;                 // the last armed step, for messages; -1 before the first
-    int initialised;           // ncclCommInitRankConfig completed (selects the hint of a timeout)
-    cudaStream_t compute;      // the trainer's (not owned)
-    cudaStream_t stream;       // communication stream (owned)
-    cudaEvent_t ready, done;   // ordering (timing disabled)
-    cudaEvent_t t0, t1;        // timing
-    float *dev_scalar, *host_scalar; // one float for max-over-ranks (host side pinned: no blocking copy)
+    const char *option;               // the option that set timeout_s, for messages
+    long step;                        // the last armed step, for messages; -1 before the first
+    int initialised;                  // ncclCommInitRankConfig completed (selects the hint of a timeout)
+    cudaStream_t compute;             // the trainer's (not owned)
+    cudaStream_t stream;              // communication stream (owned)
+    cudaEvent_t ready, done;          // ordering (timing disabled)
+    cudaEvent_t t0, t1;               // timing
+    float *dev_scalar, *host_scalar;  // one float for max-over-ranks (host side pinned: no blocking copy)
 };
 
 // Timed steps in flight: the host may run this many steps ahead of the GPU before finish() waits for the
@@ -50,8 +50,8 @@ struct gpu_grad_comm {
     size_t n;
     bucket_plan plan;
     int armed, pass_buckets;
-    cudaEvent_t ready;          // end of the kernels of a bucket (timing disabled)
-    cudaEvent_t settled;        // end of the compute stream's queue at gpu_grad_comm_settle (timing disabled)
+    cudaEvent_t ready;   // end of the kernels of a bucket (timing disabled)
+    cudaEvent_t settled; // end of the compute stream's queue at gpu_grad_comm_settle (timing disabled)
     // Per step, a ring: end of backward / of the last bucket (timed: exposed time). Steps posted, timed.
     cudaEvent_t bwd_end[TIMING_SLOTS], done[TIMING_SLOTS];
     long posted, timed;
@@ -93,8 +93,10 @@ static void abort_comm(gpu_comm *c)
     snprintf(last, sizeof last, "%s", c->comm ? ncclGetLastError(c->comm) : ncclGetLastError(nullptr));
     when(c, w, sizeof w);
     abort_comm(c);
-    die_at(file, line, nccl_exit_code(r), "NCCL %s %s failed: %s%s%s; rerun with NCCL_DEBUG=INFO "
-           "(NCCL_DEBUG_SUBSYS=INIT,NET) to see why", op, w, ncclGetErrorString(r), *last ? ": " : "", last);
+    die_at(file, line, nccl_exit_code(r),
+           "NCCL %s %s failed: %s%s%s; rerun with NCCL_DEBUG=INFO "
+           "(NCCL_DEBUG_SUBSYS=INIT,NET) to see why",
+           op, w, ncclGetErrorString(r), *last ? ": " : "", last);
 }
 
 [[noreturn]] static void nccl_timeout(gpu_comm *c, const char *op, const char *file, int line)
@@ -103,12 +105,15 @@ static void abort_comm(gpu_comm *c)
     when(c, w, sizeof w);
     abort_comm(c);
     if (!c->initialised)
-        die_at(file, line, EX_UNAVAILABLE, "NCCL %s %s did not complete within %s %g s: a rank did not start, or "
+        die_at(file, line, EX_UNAVAILABLE,
+               "NCCL %s %s did not complete within %s %g s: a rank did not start, or "
                "this rank cannot reach rank 0's bootstrap address (firewall? NCCL_SOCKET_IFNAME? see "
-               "--bootstrap-addr); rerun with NCCL_DEBUG=INFO to see where it waits", op, w, c->option, c->timeout_s);
-    die_at(file, line, EX_UNAVAILABLE, "NCCL %s %s did not complete within %s %g s: a peer rank died, stalled or "
-           "diverged in its step count; rerun with NCCL_DEBUG=INFO to see where it waits", op, w, c->option,
-           c->timeout_s);
+               "--bootstrap-addr); rerun with NCCL_DEBUG=INFO to see where it waits",
+               op, w, c->option, c->timeout_s);
+    die_at(file, line, EX_UNAVAILABLE,
+           "NCCL %s %s did not complete within %s %g s: a peer rank died, stalled or "
+           "diverged in its step count; rerun with NCCL_DEBUG=INFO to see where it waits",
+           op, w, c->option, c->timeout_s);
 }
 
 // After an NCCL call on the communicator: its result, then the communicator's state until it leaves

@@ -72,8 +72,8 @@ static inline const char *cuda_hint(cudaError_t e)
 
 [[noreturn]] static inline void cublas_check_fail(cublasStatus_t s, const char *call, const char *file, int line)
 {
-    die_at(file, line, s == CUBLAS_STATUS_ALLOC_FAILED || s == CUBLAS_STATUS_NOT_INITIALIZED ? EX_UNAVAILABLE
-                                                                                               : EX_SOFTWARE,
+    die_at(file, line,
+           s == CUBLAS_STATUS_ALLOC_FAILED || s == CUBLAS_STATUS_NOT_INITIALIZED ? EX_UNAVAILABLE : EX_SOFTWARE,
            "%s failed: %s (%s)", call, cublasGetStatusName(s), cublasGetStatusString(s));
 }
 
@@ -89,24 +89,24 @@ static inline int nccl_exit_code(ncclResult_t r)
            ncclGetErrorString(r), ncclGetLastError(NULL));
 }
 
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t cuda_rc_ = (call);                                                      \
-        if (cuda_rc_ != cudaSuccess)                                                        \
-            cuda_check_fail(cuda_rc_, #call, __FILE__, __LINE__);                           \
+#define CUDA_CHECK(call)                                          \
+    do {                                                          \
+        cudaError_t cuda_rc_ = (call);                            \
+        if (cuda_rc_ != cudaSuccess)                              \
+            cuda_check_fail(cuda_rc_, #call, __FILE__, __LINE__); \
     } while (0)
 
-#define CUBLAS_CHECK(call)                                                                  \
-    do {                                                                                    \
-        cublasStatus_t cublas_rc_ = (call);                                                 \
-        if (cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                            \
-            cublas_check_fail(cublas_rc_, #call, __FILE__, __LINE__);                       \
+#define CUBLAS_CHECK(call)                                            \
+    do {                                                              \
+        cublasStatus_t cublas_rc_ = (call);                           \
+        if (cublas_rc_ != CUBLAS_STATUS_SUCCESS)                      \
+            cublas_check_fail(cublas_rc_, #call, __FILE__, __LINE__); \
     } while (0)
 
-#define NCCL_CHECK(call)                                                                    \
-    do {                                                                                    \
-        ncclResult_t nccl_rc_ = (call);                                                     \
-        if (nccl_rc_ != ncclSuccess)                                                        \
-            nccl_check_fail(nccl_rc_, #call, __FILE__, __LINE__);                           \
+#define NCCL_CHECK(call)                                          \
+    do {                                                          \
+        ncclResult_t nccl_rc_ = (call);                           \
+        if (nccl_rc_ != ncclSuccess)                              \
+            nccl_check_fail(nccl_rc_, #call, __FILE__, __LINE__); \
     } while (0)
 #endif

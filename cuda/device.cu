@@ -134,7 +134,8 @@ extern "C" void gpu_bind(const gpu_info *info)
     if (e == cudaSuccess)
         e = cudaFree(nullptr); // and older runtimes here
     if (e == cudaErrorDevicesUnavailable)
-        die(EX_UNAVAILABLE, "GPU %d (%s, %s) is unavailable: it is in exclusive-process compute mode and another "
+        die(EX_UNAVAILABLE,
+            "GPU %d (%s, %s) is unavailable: it is in exclusive-process compute mode and another "
             "process holds it (nvidia-smi shows which); run one rank per GPU and nothing else on it",
             info->device, info->name, info->pci_bus_id);
     if (e != cudaSuccess)
@@ -308,7 +309,9 @@ extern "C" void gpu_profile_settled(void)
 }
 
 static const profile_clock cuda_clock = {
-    .lap = lap, .mark = mark, .flush = gpu_wait_compute,
+    .lap = lap,
+    .mark = mark,
+    .flush = gpu_wait_compute,
     .about = "GPU time from CUDA events on the compute stream, eager steps (--profile turns CUDA graphs off)",
     .name = "cuda-events",
 };

@@ -19,13 +19,10 @@ extern "C" {
 
 enum { THREADS = KERN_LANES }; // a power of two: block_sum halves it
 
-#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
-                               i += (size_t)gridDim.x * blockDim.x)
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
-static cudaStream_t stream(void)
-{
-    return (cudaStream_t)gpu_compute_stream();
-}
+static cudaStream_t stream(void) { return (cudaStream_t)gpu_compute_stream(); }
 
 static unsigned grid(size_t n)
 {
@@ -34,32 +31,32 @@ static unsigned grid(size_t n)
 }
 
 // One thread per element, kernels taking the element count first.
-#define LAUNCH(kernel, n, ...)                                                              \
-    do {                                                                                    \
-        size_t n_ = (n);                                                                    \
-        if (n_) {                                                                           \
-            kernel<<<grid(n_), THREADS, 0, stream()>>>(n_, __VA_ARGS__);                    \
-            gpu_count_kernel();                                                             \
-            CUDA_CHECK(cudaGetLastError());                                                 \
-        }                                                                                   \
+#define LAUNCH(kernel, n, ...)                                           \
+    do {                                                                 \
+        size_t n_ = (n);                                                 \
+        if (n_) {                                                        \
+            kernel<<<grid(n_), THREADS, 0, stream()>>>(n_, __VA_ARGS__); \
+            gpu_count_kernel();                                          \
+            CUDA_CHECK(cudaGetLastError());                              \
+        }                                                                \
     } while (0)
 
 // A per-channel reduction's 2-D grid: channels x slices blocks (kernels.h).
-#define LAUNCH_GRID(kernel, channels, slices, ...)                                          \
-    do {                                                                                    \
+#define LAUNCH_GRID(kernel, channels, slices, ...)                                                     \
+    do {                                                                                               \
         kernel<<<dim3((unsigned)(channels), (unsigned)(slices)), THREADS, 0, stream()>>>(__VA_ARGS__); \
-        gpu_count_kernel();                                                                 \
-        CUDA_CHECK(cudaGetLastError());                                                     \
+        gpu_count_kernel();                                                                            \
+        CUDA_CHECK(cudaGetLastError());                                                                \
     } while (0)
 
 // A fixed number of blocks.
-#define LAUNCH_BLOCKS(kernel, blocks, ...)                                                  \
-    do {                                                                                    \
-        if ((blocks) > 0) {                                                                 \
-            kernel<<<(unsigned)(blocks), THREADS, 0, stream()>>>(__VA_ARGS__);              \
-            gpu_count_kernel();                                                             \
-            CUDA_CHECK(cudaGetLastError());                                                 \
-        }                                                                                   \
+#define LAUNCH_BLOCKS(kernel, blocks, ...)                                     \
+    do {                                                                       \
+        if ((blocks) > 0) {                                                    \
+            kernel<<<(unsigned)(blocks), THREADS, 0, stream()>>>(__VA_ARGS__); \
+            gpu_count_kernel();                                                \
+            CUDA_CHECK(cudaGetLastError());                                    \
+        }                                                                      \
     } while (0)
 
 // The sum of v over the block, returned to every thread (in double, like the CPU's reductions).
@@ -87,15 +84,9 @@ static void *cu_alloc(size_t bytes)
     return p;
 }
 
-static void cu_free(void *p)
-{
-    CUDA_CHECK(cudaFree(p));
-}
+static void cu_free(void *p) { CUDA_CHECK(cudaFree(p)); }
 
-static void cu_zero(void *p, size_t bytes)
-{
-    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
-}
+static void cu_zero(void *p, size_t bytes) { CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream())); }
 
 // Synchronous: the host buffer may be reused as soon as this returns.
 static void cu_upload(void *dst, const void *host, size_t bytes)
@@ -140,10 +131,7 @@ __global__ void k_fill(size_t n, float *y, const float *b, size_t cols, size_t l
     GRID_STRIDE(i, n) kern_fill(i, y, b, cols, ld, by_row);
 }
 
-__global__ void k_relu(size_t n, float *x)
-{
-    GRID_STRIDE(i, n) x[i] = op_relu(x[i]);
-}
+__global__ void k_relu(size_t n, float *x) { GRID_STRIDE(i, n) x[i] = op_relu(x[i]); }
 
 __global__ void k_bias_relu(size_t n, float *x, const float *b, size_t count)
 {
@@ -172,10 +160,7 @@ __global__ void k_dropout(size_t n, float *x, float *mask, int D, const uint64_t
     GRID_STRIDE(i, n) kern_dropout(i, x, mask, D, ids, key, layer, p);
 }
 
-__global__ void k_scale(size_t n, float *dy, const float *mask)
-{
-    GRID_STRIDE(i, n) dy[i] *= mask[i];
-}
+__global__ void k_scale(size_t n, float *dy, const float *mask) { GRID_STRIDE(i, n) dy[i] *= mask[i]; }
 
 __global__ void k_flatten_dropout(size_t n, const float *x, float *y, float *mask, int C, int N, int HW,
                                   const uint64_t *ids, uint64_t key, int layer, float p)
@@ -263,8 +248,8 @@ __global__ void k_bn_apply(const double *sum, const double *m2, size_t count, co
     size_t lo, hi, c = blockIdx.x, base = c * count;
     slice_of(count, &lo, &hi);
     if (threadIdx.x == 0)
-        kern_bn_stats_finish(c, sum, m2, (int)gridDim.y, count, momentum, eps, st, blockIdx.y == 0, mean, invstd,
-                             rmean, rvar, tracked);
+        kern_bn_stats_finish(c, sum, m2, (int)gridDim.y, count, momentum, eps, st, blockIdx.y == 0, mean, invstd, rmean,
+                             rvar, tracked);
     __syncthreads();
     for (size_t j = lo + threadIdx.x; j < hi; j += THREADS)
         y[base + j] = op_bn(x[base + j], st[0], st[1], gamma[c], beta[c]);
@@ -331,8 +316,10 @@ static void cu_gather(const uint8_t *images, const uint8_t *labels, const uint64
 static void conv_fits32(int C, int H, int W, int k, int pad, int ns, int wide)
 {
     if (!kern_conv_fits32(C, H, W, k, pad, ns, wide))
-        die(EX_USAGE, "a convolution of %d samples (%d channels, %dx%d) exceeds the GPU kernels' 32-bit indices: "
-            "lower --batch-size or --test-batch-size", ns, C, H, W);
+        die(EX_USAGE,
+            "a convolution of %d samples (%d channels, %dx%d) exceeds the GPU kernels' 32-bit indices: "
+            "lower --batch-size or --test-batch-size",
+            ns, C, H, W);
 }
 
 static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide)
@@ -368,23 +355,17 @@ static void cu_sum_add(float *out, const float *x, int channels, size_t count, s
     }
 }
 
-static void cu_relu_forward(float *x, size_t count)
-{
-    LAUNCH(k_relu, count, x);
-}
+static void cu_relu_forward(float *x, size_t count) { LAUNCH(k_relu, count, x); }
 
 static void cu_bias_relu_forward(float *x, const float *b, int C, size_t count)
 {
     LAUNCH(k_bias_relu, (size_t)C * count, x, b, count);
 }
 
-static void cu_relu_backward(float *dy, const float *y, size_t count)
-{
-    LAUNCH(k_relu_grad, count, dy, y);
-}
+static void cu_relu_backward(float *dy, const float *y, size_t count) { LAUNCH(k_relu_grad, count, dy, y); }
 
-static void cu_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H,
-                                     int W, int ld)
+static void cu_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
+                                     int ld)
 {
     LAUNCH(k_maxpool2_relu, (size_t)C * N * (H / 2) * (W / 2), x, b, y, arg, N, H, W, ld);
 }
@@ -401,13 +382,10 @@ static void cu_dropout_forward(float *x, float *mask, int N, int D, const uint64
     LAUNCH(k_dropout, (size_t)N * D, x, mask, D, ids, key, layer, p);
 }
 
-static void cu_dropout_backward(float *dy, const float *mask, size_t count)
-{
-    LAUNCH(k_scale, count, dy, mask);
-}
+static void cu_dropout_backward(float *dy, const float *mask, size_t count) { LAUNCH(k_scale, count, dy, mask); }
 
-static void cu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW,
-                                       const uint64_t *ids, uint64_t key, int layer, float p)
+static void cu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW, const uint64_t *ids,
+                                       uint64_t key, int layer, float p)
 {
     LAUNCH(k_flatten_dropout, (size_t)C * N * HW, x, y, mask, C, N, HW, ids, key, layer, p);
 }
@@ -427,8 +405,7 @@ static void cu_batchnorm_forward_train(const float *x, const float *gamma, const
         const float *xg = x + (size_t)c0 * count;
         LAUNCH_GRID(k_bn_part, g, slices, xg, count, red_a, red_b);
         LAUNCH_GRID(k_bn_apply, g, slices, red_a, red_b, count, xg, gamma + c0, beta + c0, y + (size_t)c0 * count,
-                    mean + c0, invstd + c0, running_mean + c0, running_var + c0, c0 ? nullptr : tracked, momentum,
-                    eps);
+                    mean + c0, invstd + c0, running_mean + c0, running_var + c0, c0 ? nullptr : tracked, momentum, eps);
     }
 }
 
@@ -484,10 +461,7 @@ static double fetch(double *dev, double *host)
     return *host;
 }
 
-static void cu_add_losses(const float *loss, int N, double *sum)
-{
-    LAUNCH_BLOCKS(k_add_losses, 1, loss, N, sum);
-}
+static void cu_add_losses(const float *loss, int N, double *sum) { LAUNCH_BLOCKS(k_add_losses, 1, loss, N, sum); }
 
 static long cu_count_correct(const float *z, const uint8_t *labels, int N, int K)
 {
@@ -522,22 +496,44 @@ static void cu_graph_free(void *g) { gpu_graph_free((gpu_graph *)g); }
 // Designated initialisers (C++20, in declaration order): entries of the same type (relu_backward and
 // dropout_backward) cannot be swapped silently by a reordering of backend.h.
 static const nn_backend cuda_backend = {
-    .name = "cuda", .chunk = 1 << 30, .keep_col = 1,
-    .alloc = cu_alloc, .free = cu_free, .zero = cu_zero, .upload = cu_upload, .download = cu_download,
+    .name = "cuda",
+    .chunk = 1 << 30,
+    .keep_col = 1,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .zero = cu_zero,
+    .upload = cu_upload,
+    .download = cu_download,
     .copy = cu_copy,
-    .gather = cu_gather, .gemm = gpu_gemm, .im2col = cu_im2col, .col2im = cu_col2im, .fill = cu_fill,
-    .sum_add = cu_sum_add, .relu_forward = cu_relu_forward,
-    .bias_relu_forward = cu_bias_relu_forward, .relu_backward = cu_relu_backward,
-    .maxpool2_relu_forward = cu_maxpool2_relu_forward, .relu_maxpool2_backward = cu_relu_maxpool2_backward,
-    .dropout_forward = cu_dropout_forward, .dropout_backward = cu_dropout_backward,
+    .gather = cu_gather,
+    .gemm = gpu_gemm,
+    .im2col = cu_im2col,
+    .col2im = cu_col2im,
+    .fill = cu_fill,
+    .sum_add = cu_sum_add,
+    .relu_forward = cu_relu_forward,
+    .bias_relu_forward = cu_bias_relu_forward,
+    .relu_backward = cu_relu_backward,
+    .maxpool2_relu_forward = cu_maxpool2_relu_forward,
+    .relu_maxpool2_backward = cu_relu_maxpool2_backward,
+    .dropout_forward = cu_dropout_forward,
+    .dropout_backward = cu_dropout_backward,
     .flatten_dropout_forward = cu_flatten_dropout_forward,
     .dropout_unflatten_backward = cu_dropout_unflatten_backward,
-    .batchnorm_forward_train = cu_batchnorm_forward_train, .batchnorm_forward_eval = cu_batchnorm_forward_eval,
-    .batchnorm_backward = cu_batchnorm_backward, .log_softmax_nll_forward = cu_log_softmax_nll_forward,
-    .log_softmax_nll_backward = cu_log_softmax_nll_backward, .add_losses = cu_add_losses,
-    .count_correct = cu_count_correct, .counts = cu_counts, .adadelta_step = cu_adadelta_step,
-    .sgd_step = cu_sgd_step, .graph_begin = gpu_graph_begin, .graph_end = cu_graph_end,
-    .graph_launch = cu_graph_launch, .graph_free = cu_graph_free,
+    .batchnorm_forward_train = cu_batchnorm_forward_train,
+    .batchnorm_forward_eval = cu_batchnorm_forward_eval,
+    .batchnorm_backward = cu_batchnorm_backward,
+    .log_softmax_nll_forward = cu_log_softmax_nll_forward,
+    .log_softmax_nll_backward = cu_log_softmax_nll_backward,
+    .add_losses = cu_add_losses,
+    .count_correct = cu_count_correct,
+    .counts = cu_counts,
+    .adadelta_step = cu_adadelta_step,
+    .sgd_step = cu_sgd_step,
+    .graph_begin = gpu_graph_begin,
+    .graph_end = cu_graph_end,
+    .graph_launch = cu_graph_launch,
+    .graph_free = cu_graph_free,
 };
 
 extern "C" const nn_backend *nn_cuda(void)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The source tree's layers (make check): every project include names its folder, points to the including
 file's own layer or a lower one, and no two modules (a .c and its .h) include each other, directly or around
-a longer cycle. The same for calls, read from the built objects (nm: a symbol one object uses and another
-defines): no object calls into a higher layer, no two call each other. Layers, lowest first (src/local.mk):
+a longer cycle (X_parts.h, the insides of module X that its helper files build on, counts as X). The same
+for calls, read from the built objects (nm: a symbol one object uses and another defines): no object calls
+into a higher layer, no two call each other. Layers, lowest first (src/local.mk):
   base < data < comm < nn < nn/cpu < gpu, cuda < train < src/main.c
 gpu/ and cuda/ are one layer in two folders (the C and the nvcc side of gpu.h): they call each other's
 files, never around a cycle. MPI is called in comm/ alone (and in base/errors.c, which aborts).
@@ -18,6 +19,11 @@ RANK = {"src/base": 0, "src/data": 1, "src/comm": 2, "src/nn": 3, "src/nn/cpu": 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 MPI_CALL = re.compile(r"\b(MPI_[A-Z][a-z_]*|MPI_CHECK)\s*\(")
 MPI_ALLOWED = ("src/comm/", "src/base/errors.")
+
+
+def module_of(path):
+    """A .c and its .h are one module; X_parts.h (module X's insides, for its helper files) belongs to X."""
+    return re.sub(r"_parts$", "", os.path.splitext(path)[0])
 
 
 def sources(top):
@@ -86,7 +92,7 @@ def main():
     for layer, name in sources(top):
         files += 1
         path = f"{layer}/{name}"
-        module = f"{layer}/{os.path.splitext(name)[0]}"
+        module = module_of(f"{layer}/{name}")
         text = open(os.path.join(top, path), encoding="utf-8").read()
         code = re.sub(r"/\*.*?\*/|//[^\n]*|\"(\\.|[^\"\\])*\"", "", text, flags=re.S)
         mpi = sorted(set(m.group(1) for m in MPI_CALL.finditer(code)))
@@ -108,7 +114,7 @@ def main():
             target_layer = os.path.dirname(target)
             if rank[target_layer] > rank[layer]:
                 problems.append(f'{path} ({layer}) includes {target} from the higher layer {target_layer}')
-            target_module = os.path.splitext(target)[0]
+            target_module = module_of(target)
             if target_module != module:
                 edges.setdefault(module, set()).add(target_module)
     cycles(edges, "include", problems)

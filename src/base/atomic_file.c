@@ -253,8 +253,10 @@ static int check_seal(int fd, const char *head, ssize_t got, char *why, size_t l
         return AF_BAD;
     }
     if (strcmp(actual, hex) != 0) {
-        snprintf(why, len, "checksum mismatch: its header says SHA-256 %.12s..., its bytes hash to %.12s... "
-                 "(damaged copy?)", hex, actual);
+        snprintf(why, len,
+                 "checksum mismatch: its header says SHA-256 %.12s..., its bytes hash to %.12s... "
+                 "(damaged copy?)",
+                 hex, actual);
         return AF_BAD;
     }
     return AF_SEALED;

@@ -21,9 +21,9 @@
 enum { AF_PATH_LEN = 4096, AF_SEAL_BYTES = 512, AF_HELD_SIGNALS = 6 };
 
 typedef struct {
-    char path[AF_PATH_LEN]; /* the final name */
-    char tmp[AF_PATH_LEN];  /* the temporary one, "" once renamed or removed */
-    int fd;                 /* open on tmp, read-write */
+    char path[AF_PATH_LEN];                  /* the final name */
+    char tmp[AF_PATH_LEN];                   /* the temporary one, "" once renamed or removed */
+    int fd;                                  /* open on tmp, read-write */
     struct sigaction saved[AF_HELD_SIGNALS]; /* the held signals' actions before af_open */
 } atomic_file;
 

@@ -35,19 +35,19 @@ void warn_at(const char *file, int line, const char *fmt, ...) __attribute__((fo
  * and before MPI is torn down; a hook that longjmps turns the fatal error into a return. NULL: none. */
 void error_set_exit_hook(void (*hook)(int code));
 
-#define die(code, ...) die_at(__FILE__, __LINE__, (code), __VA_ARGS__)
+#define die(code, ...)     die_at(__FILE__, __LINE__, (code), __VA_ARGS__)
 #define die_all(code, ...) die_all_at(__FILE__, __LINE__, (code), __VA_ARGS__)
-#define warn(...) warn_at(__FILE__, __LINE__, __VA_ARGS__)
+#define warn(...)          warn_at(__FILE__, __LINE__, __VA_ARGS__)
 
-#define MPI_CHECK(call)                                                                    \
-    do {                                                                                   \
-        int mpi_rc_ = (call);                                                              \
-        if (mpi_rc_ != MPI_SUCCESS) {                                                      \
-            char mpi_msg_[MPI_MAX_ERROR_STRING];                                           \
-            int mpi_len_ = 0;                                                              \
-            MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                                \
-            die(EX_SOFTWARE, "%s failed: %s", #call, mpi_msg_);                            \
-        }                                                                                  \
+#define MPI_CHECK(call)                                         \
+    do {                                                        \
+        int mpi_rc_ = (call);                                   \
+        if (mpi_rc_ != MPI_SUCCESS) {                           \
+            char mpi_msg_[MPI_MAX_ERROR_STRING];                \
+            int mpi_len_ = 0;                                   \
+            MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);     \
+            die(EX_SOFTWARE, "%s failed: %s", #call, mpi_msg_); \
+        }                                                       \
     } while (0)
 
 /* This process's rank in MPI_COMM_WORLD (0 before MPI_Init): the one way every layer knows it. */

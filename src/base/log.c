@@ -14,8 +14,8 @@
 #include "base/errors.h"
 
 static int log_verbose;
-static int updating_lines; /* progress lines replace each other: a user's terminal, without --verbose */
-static int progress_open; /* a terminal's progress line is on screen without its newline */
+static int updating_lines;  /* progress lines replace each other: a user's terminal, without --verbose */
+static int progress_open;   /* a terminal's progress line is on screen without its newline */
 static int metrics_fd = -1; /* written with write(2): no stdio buffer left to flush half a line at exit */
 static const char *metrics_name;
 static off_t metrics_whole; /* the file's length after its last complete line */

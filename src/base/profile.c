@@ -15,7 +15,7 @@ static struct {
     double s;
 } phase[PROFILE_MAX_PHASES];
 static int nphases;
-static double last; /* the stopwatch: the previous lap or mark */
+static double last;              /* the stopwatch: the previous lap or mark */
 static const profile_clock *clk; /* NULL: the host's clock (last) */
 
 void profile_use_clock(const profile_clock *c) { clk = c; }
@@ -121,18 +121,20 @@ void profile_print(const profile_table *t)
     for (int i = 0; i < t->n; i++)
         if (!t->training[i])
             print_row(t->name[i], t->max[i], t->mean[i], 0);
-    say("profile: the training phases cover %.1f%% of the training time", t->train_mean > 0 ? 100 * covered /
-        t->train_mean : 0);
+    say("profile: the training phases cover %.1f%% of the training time",
+        t->train_mean > 0 ? 100 * covered / t->train_mean : 0);
 }
 
 char *profile_json(const profile_table *t, char *buf, size_t len)
 {
     size_t at = (size_t)snprintf(buf, len,
                                  "{\"ranks\":%d,\"clock\":\"%s\",\"train_max_s\":%.6f,\"train_mean_s\":%.6f,"
-                                 "\"phases\":[", t->ranks, t->clock, t->train_max, t->train_mean);
+                                 "\"phases\":[",
+                                 t->ranks, t->clock, t->train_max, t->train_mean);
     for (int i = 0; i < t->n && at < len; i++)
-        at += (size_t)snprintf(buf + at, len - at, "%s{\"phase\":\"%s\",\"training\":%s,\"max_s\":%.6f,\"mean_s\":%.6f}",
-                               i ? "," : "", t->name[i], t->training[i] ? "true" : "false", t->max[i], t->mean[i]);
+        at +=
+            (size_t)snprintf(buf + at, len - at, "%s{\"phase\":\"%s\",\"training\":%s,\"max_s\":%.6f,\"mean_s\":%.6f}",
+                             i ? "," : "", t->name[i], t->training[i] ? "true" : "false", t->max[i], t->mean[i]);
     if (at < len)
         snprintf(buf + at, len - at, "]}");
     if (at + 2 >= len)

@@ -16,7 +16,7 @@
 #include "base/profile_clock.h"
 
 #define PROFILE_MAX_PHASES 40
-#define PROFILE_NAME_LEN 32 /* with its NUL */
+#define PROFILE_NAME_LEN   32 /* with its NUL */
 
 extern int profile_active;
 

@@ -21,10 +21,7 @@ static inline HD uint64_t rng_key(uint64_t key, uint64_t id)
     return rng_mix(key ^ rng_mix(id + 0x632be59bd9b4e019ULL));
 }
 
-static inline HD uint64_t rng_u64(uint64_t key, uint64_t counter)
-{
-    return rng_mix(rng_mix(key) ^ counter);
-}
+static inline HD uint64_t rng_u64(uint64_t key, uint64_t counter) { return rng_mix(rng_mix(key) ^ counter); }
 
 /* Uniform float in [0, 1) with 24 random bits. */
 static inline HD float rng_uniform(uint64_t key, uint64_t counter)

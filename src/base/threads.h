@@ -14,10 +14,14 @@ static inline void openblas_set_num_threads(int n) { (void)n; }
 #include <omp.h>
 /* Independent iterations shared among a rank's --threads in fixed ranges (the same split on every call);
  * PARALLEL_SIMD also vectorises each range. */
-#define PARALLEL_FOR _Pragma("omp parallel for schedule(static)")
+#define PARALLEL_FOR  _Pragma("omp parallel for schedule(static)")
 #define PARALLEL_SIMD _Pragma("omp parallel for simd schedule(static)")
 /* OpenBLAS's own threads for n OpenMP threads: none, gemm.c shares the GEMMs among the OpenMP ones. */
-static inline int blas_threads(int n) { (void)n; return 1; }
+static inline int blas_threads(int n)
+{
+    (void)n;
+    return 1;
+}
 #else
 static inline void omp_set_num_threads(int n) { (void)n; }
 static inline int omp_get_max_threads(void) { return 1; }

@@ -11,7 +11,6 @@
 #include "base/errors.h"
 #include "base/threads.h"
 
-
 /* -1 when unset; dies on a value that is not a non-negative integer (a corrupted environment). */
 static long env_long(const char *name)
 {
@@ -25,14 +24,16 @@ static long env_long(const char *name)
     return v;
 }
 
-#define PMI_HINT "launch with 'srun --mpi=pmix ./mnist_ddp' (see 'srun --mpi=list'), or use " \
-                 "'mpirun -np %ld ./mnist_ddp' inside the allocation"
+#define PMI_HINT                                                                 \
+    "launch with 'srun --mpi=pmix ./mnist_ddp' (see 'srun --mpi=list'), or use " \
+    "'mpirun -np %ld ./mnist_ddp' inside the allocation"
 
 /* Checks one launcher variable against MPI's value; a mismatch means ranks were wired up wrongly. */
 static void expect(const char *var, long got, long want, const char *what)
 {
     if (got >= 0 && got != want)
-        die(EX_CONFIG, "%s=%ld but MPI says %s is %ld: the launcher and MPI disagree (mixed MPI installations, "
+        die(EX_CONFIG,
+            "%s=%ld but MPI says %s is %ld: the launcher and MPI disagree (mixed MPI installations, "
             "or mpirun run inside srun?); launch with 'srun --mpi=pmix ./mnist_ddp' or 'mpirun -np N ./mnist_ddp'",
             var, got, what, want);
 }
@@ -71,8 +72,8 @@ static void cross_check(ddp_env *e)
 static void check_pmi(void)
 {
     long ntasks = env_long("SLURM_STEP_NUM_TASKS");
-    if (!getenv("SLURM_STEP_ID") || ntasks <= 1 || getenv("PMIX_RANK") || getenv("PMI_RANK") ||
-        getenv("PMI_FD") || getenv("OMPI_COMM_WORLD_SIZE"))
+    if (!getenv("SLURM_STEP_ID") || ntasks <= 1 || getenv("PMIX_RANK") || getenv("PMI_RANK") || getenv("PMI_FD") ||
+        getenv("OMPI_COMM_WORLD_SIZE"))
         return;
     if (env_long("SLURM_PROCID") == 0) /* one line for the job, not one per task */
         die(EX_CONFIG, "Slurm started %ld tasks without PMI wire-up: " PMI_HINT, ntasks, ntasks);
@@ -84,10 +85,7 @@ static void check_pmi(void)
  * + allgather (as long as the blocking MPI_Allreduce; 2 cores, shared memory), which also needs only
  * 2 log2(p) rounds of progress where a ring needs 2(p - 1). A choice in the environment (mpirun --mca,
  * OMPI_MCA_...) stands; other MPI libraries ignore the variable. */
-static void mpi_defaults(void)
-{
-    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0); /* 3: rabenseifner */
-}
+static void mpi_defaults(void) { setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0); /* 3: rabenseifner */ }
 
 void bootstrap_init(int *argc, char ***argv, ddp_env *e)
 {
@@ -138,7 +136,8 @@ void bootstrap_report(const ddp_env *e, const char *device, int threads)
 {
     enum { LINE = 320 };
     char line[LINE];
-    snprintf(line, sizeof line, "%6d  %-24.24s %6d  %-32.32s %7d", world_rank(), e->host, e->local_rank, device, threads);
+    snprintf(line, sizeof line, "%6d  %-24.24s %6d  %-32.32s %7d", world_rank(), e->host, e->local_rank, device,
+             threads);
     char *all = world_rank() == 0 ? xmalloc((size_t)e->world * LINE) : NULL;
     MPI_CHECK(MPI_Gather(line, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, MPI_COMM_WORLD));
     if (world_rank() == 0) {

@@ -6,13 +6,13 @@
 #include <mpi.h>
 
 typedef struct {
-    int world;              /* the rank: world_rank() (base/errors.h) */
+    int world; /* the rank: world_rank() (base/errors.h) */
     int local_rank, local_size;
-    int nodes;              /* distinct hosts in the job */
-    MPI_Comm local;         /* ranks sharing this node's memory */
+    int nodes;      /* distinct hosts in the job */
+    MPI_Comm local; /* ranks sharing this node's memory */
     char host[256];
-    const char *launcher;   /* "mpirun", "srun", "singleton" */
-    double start_s;         /* clock_now() when the process began bootstrapping: start-up time counts from it */
+    const char *launcher; /* "mpirun", "srun", "singleton" */
+    double start_s;       /* clock_now() when the process began bootstrapping: start-up time counts from it */
 } ddp_env;
 
 void bootstrap_init(int *argc, char ***argv, ddp_env *env);

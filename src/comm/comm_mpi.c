@@ -38,8 +38,8 @@ static void missing_peer(MPI_Comm comm, char *buf, size_t len)
 
 /* Waits for requests on comm, with a deadline, so a dead or stalled peer aborts the job instead of
  * hanging it; option names the deadline in the message. */
-static void wait_within(MPI_Comm comm, MPI_Request *req, int n, double timeout, const char *option,
-                        const char *what, long step)
+static void wait_within(MPI_Comm comm, MPI_Request *req, int n, double timeout, const char *option, const char *what,
+                        long step)
 {
     double deadline = clock_now() + timeout;
     for (long spins = 0;; spins++) {
@@ -51,8 +51,10 @@ static void wait_within(MPI_Comm comm, MPI_Request *req, int n, double timeout, 
             if (clock_now() > deadline) {
                 char peer[64];
                 missing_peer(comm, peer, sizeof peer);
-                die(EX_UNAVAILABLE, "%s at step %ld did not complete within %s %g s: %s did not arrive (it "
-                    "died, stalled or diverged in its step count)", what, step, option, timeout, peer);
+                die(EX_UNAVAILABLE,
+                    "%s at step %ld did not complete within %s %g s: %s did not arrive (it "
+                    "died, stalled or diverged in its step count)",
+                    what, step, option, timeout, peer);
             }
             nanosleep(&(struct timespec){0, 20000}, NULL);
         }
@@ -71,8 +73,8 @@ static void launch(grad_comm *g, size_t start, size_t count)
 {
     if (g->nreq == MAX_BUCKETS)
         die(EX_SOFTWARE, "more than %d gradient buckets in flight", MAX_BUCKETS);
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g->grads + start, (int)count, MPI_FLOAT, MPI_SUM, g->comm,
-                             &g->req[g->nreq++]));
+    MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, g->grads + start, (int)count, MPI_FLOAT, MPI_SUM, g->comm, &g->req[g->nreq++]));
     g->stats.launched++;
 }
 
@@ -187,7 +189,8 @@ void comm_check_replicas(MPI_Comm comm, const float *p, size_t n, const char *wh
         }
     free(all);
     if (bad)
-        die_all(EX_SOFTWARE, "replicas diverged %s: the parameters of rank%s %s differ from rank 0's "
+        die_all(EX_SOFTWARE,
+                "replicas diverged %s: the parameters of rank%s %s differ from rank 0's "
                 "(fingerprint mismatch); this is a bug or a hardware fault, please report it",
                 when, bad > 1 ? "s" : "", list);
 }
@@ -231,6 +234,13 @@ static void mpi_average(void *state, float *p, size_t n, const char *what)
 }
 
 const comm_backend comm_mpi = {
-    .name = "mpi", .create = mpi_create, .arm = mpi_arm, .ready = grad_comm_ready, .finish = mpi_finish,
-    .stats = mpi_stats, .broadcast = mpi_broadcast, .average = mpi_average, .destroy = mpi_destroy,
+    .name = "mpi",
+    .create = mpi_create,
+    .arm = mpi_arm,
+    .ready = grad_comm_ready,
+    .finish = mpi_finish,
+    .stats = mpi_stats,
+    .broadcast = mpi_broadcast,
+    .average = mpi_average,
+    .destroy = mpi_destroy,
 };

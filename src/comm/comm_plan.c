@@ -39,10 +39,7 @@ int bucket_flush(bucket_plan *b, size_t *start, size_t *count)
     return k;
 }
 
-double comm_exposed_per_step(const comm_stats *s)
-{
-    return s->reductions ? s->exposed_s / (double)s->reductions : 0;
-}
+double comm_exposed_per_step(const comm_stats *s) { return s->reductions ? s->exposed_s / (double)s->reductions : 0; }
 
 double comm_hidden_fraction(double exposed_s, double blocking_s)
 {

@@ -33,10 +33,7 @@ void preempt_install(void)
             die(EX_OSERR, "cannot install the handler of signal %d", sigs[i]);
 }
 
-static int all_digits(const char *s)
-{
-    return s && *s && strspn(s, "0123456789") == strlen(s);
-}
+static int all_digits(const char *s) { return s && *s && strspn(s, "0123456789") == strlen(s); }
 
 /* EndTime=2024-05-01T12:34:56 (local time) of this job's own line of 'scontrol show job -o'; 0 when absent or
  * "Unknown". Asked for by the array's ID, scontrol lists every task of the array, and the task whose job ID is
@@ -93,8 +90,8 @@ double preempt_job_end(void)
         /* A job cannot have started after its own end: stopping at once on such a value would only requeue
          * the job to stop again. */
         if (end > 0 && end <= now) {
-            warn("the job's end time from %s is %.0f s in the past: ignored, no stop before the time limit",
-                 source, now - end);
+            warn("the job's end time from %s is %.0f s in the past: ignored, no stop before the time limit", source,
+                 now - end);
             end = 0;
         }
     }
@@ -116,5 +113,9 @@ int preempt_agree(double *age, int time_up, double timeout_s, const char *option
 
 const char *preempt_name(int sig)
 {
-    return sig == PREEMPT_TIME_LIMIT ? "the job's time limit" : sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal";
+    return sig == PREEMPT_TIME_LIMIT ? "the job's time limit"
+           : sig == SIGUSR1          ? "SIGUSR1"
+           : sig == SIGTERM          ? "SIGTERM"
+           : sig == SIGINT           ? "SIGINT"
+                                     : "a signal";
 }

@@ -9,9 +9,18 @@ void world_bcast(void *buf, size_t bytes, int root)
     MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD));
 }
 
-void world_sum_doubles(double *v, int n) { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD)); }
-void world_max_doubles(double *v, int n) { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD)); }
-void world_sum_longs(long *v, int n) { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_LONG, MPI_SUM, MPI_COMM_WORLD)); }
+void world_sum_doubles(double *v, int n)
+{
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+}
+void world_max_doubles(double *v, int n)
+{
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+}
+void world_sum_longs(long *v, int n)
+{
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+}
 void world_sum_ints(int *v, int n) { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD)); }
 void world_min_ints(int *v, int n) { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_MIN, MPI_COMM_WORLD)); }
 

@@ -65,18 +65,18 @@ static void reader_header(idx_reader *r, uint8_t *hdr, size_t len, uint32_t magi
     if (got >= 2 && hdr[0] == 0x1f && hdr[1] == 0x8b)
         die(EX_DATAERR, "IDX %s file '%s' is gzip-compressed: decompress it first (gunzip)", r->what, r->path);
     if (got < 4)
-        die(EX_DATAERR, "IDX %s file '%s' is truncated: %zu bytes, too short for an IDX header", r->what,
-            r->path, got);
+        die(EX_DATAERR, "IDX %s file '%s' is truncated: %zu bytes, too short for an IDX header", r->what, r->path, got);
     uint32_t m = be32(hdr);
     if (m == other)
-        die(EX_DATAERR, "IDX %s file '%s' has wrong magic 0x%08x (that of an IDX %s file; expected 0x%08x): "
-            "are the images and labels files swapped?", r->what, r->path, m,
-            other == IDX_LABELS_MAGIC ? "labels" : "images", magic);
+        die(EX_DATAERR,
+            "IDX %s file '%s' has wrong magic 0x%08x (that of an IDX %s file; expected 0x%08x): "
+            "are the images and labels files swapped?",
+            r->what, r->path, m, other == IDX_LABELS_MAGIC ? "labels" : "images", magic);
     if (m != magic)
         die(EX_DATAERR, "IDX %s file '%s' has wrong magic 0x%08x, expected 0x%08x", r->what, r->path, m, magic);
     if (got < len)
-        die(EX_DATAERR, "IDX %s file '%s' is truncated: %zu bytes, too short for its %zu-byte header", r->what,
-            r->path, got, len);
+        die(EX_DATAERR, "IDX %s file '%s' is truncated: %zu bytes, too short for its %zu-byte header", r->what, r->path,
+            got, len);
 }
 
 /* Body of `bytes` bytes, then nothing more. */
@@ -88,8 +88,8 @@ static uint8_t *reader_body(idx_reader *r, uint64_t bytes)
         truncated(r, expected);
     }
     if (r->regular && r->size > expected)
-        die(EX_DATAERR, "IDX %s file '%s' has %llu trailing bytes after the %llu bytes its header describes",
-            r->what, r->path, (unsigned long long)(r->size - expected), (unsigned long long)expected);
+        die(EX_DATAERR, "IDX %s file '%s' has %llu trailing bytes after the %llu bytes its header describes", r->what,
+            r->path, (unsigned long long)(r->size - expected), (unsigned long long)expected);
     if (bytes > SIZE_MAX)
         die(EX_DATAERR, "IDX %s file '%s' is too large for this machine", r->what, r->path);
     uint8_t *data = xmalloc((size_t)bytes);
@@ -101,8 +101,8 @@ static uint8_t *reader_body(idx_reader *r, uint64_t bytes)
         uint64_t total = more;
         while ((more = reader_get(r, extra, sizeof extra)) > 0)
             total += more;
-        die(EX_DATAERR, "IDX %s file '%s' has %llu trailing bytes after the %llu bytes its header describes",
-            r->what, r->path, (unsigned long long)total, (unsigned long long)expected);
+        die(EX_DATAERR, "IDX %s file '%s' has %llu trailing bytes after the %llu bytes its header describes", r->what,
+            r->path, (unsigned long long)total, (unsigned long long)expected);
     }
     return data;
 }
@@ -125,8 +125,8 @@ uint8_t *idx_read_images(const char *path, uint64_t *count, char *sha256_hex)
     reader_header(&r, hdr, sizeof hdr, IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC);
     uint32_t n = be32(hdr + 4), rows = be32(hdr + 8), cols = be32(hdr + 12);
     if (rows != MNIST_ROWS || cols != MNIST_COLS)
-        die(EX_DATAERR, "IDX images file '%s' holds %ux%u images, expected %dx%d (MNIST)", path, rows, cols,
-            MNIST_ROWS, MNIST_COLS);
+        die(EX_DATAERR, "IDX images file '%s' holds %ux%u images, expected %dx%d (MNIST)", path, rows, cols, MNIST_ROWS,
+            MNIST_COLS);
     uint8_t *images = reader_body(&r, (uint64_t)n * MNIST_PIXELS);
     reader_close(&r, sha256_hex);
     *count = n;
@@ -144,8 +144,8 @@ uint8_t *idx_read_labels(const char *path, uint64_t *count, char *sha256_hex)
     reader_close(&r, sha256_hex);
     for (uint32_t i = 0; i < n; i++)
         if (labels[i] >= MNIST_CLASSES)
-            die(EX_DATAERR, "IDX labels file '%s': label %u at index %u is out of range 0..%d", path,
-                labels[i], i, MNIST_CLASSES - 1);
+            die(EX_DATAERR, "IDX labels file '%s': label %u at index %u is out of range 0..%d", path, labels[i], i,
+                MNIST_CLASSES - 1);
     *count = n;
     return labels;
 }

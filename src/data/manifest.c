@@ -15,7 +15,7 @@
 #include "base/errors.h"
 #include "data/shards.h"
 
-#define MANIFEST_MAGIC "mnist_ddp-shard-manifest 1"
+#define MANIFEST_MAGIC     "mnist_ddp-shard-manifest 1"
 /* A header and SHARDS_MAX lines of at most ~250 bytes (64-char prefix in the name, two 20-digit
  * numbers, 64 hex digits): anything larger is not a manifest, and is refused before reading it. */
 #define MANIFEST_MAX_BYTES (32u << 20)
@@ -78,8 +78,8 @@ int manifest_write(const char *tmp, const char *prefix, const manifest *m)
 {
     size_t len = 0, cap = 4096;
     char *buf = xmalloc(cap);
-    append(&buf, &len, &cap, "%s\nprefix %s\nshards %d\ntotal_samples %llu\nsource_sha256 %s\n", MANIFEST_MAGIC,
-           prefix, m->count, (unsigned long long)m->total, m->source_sha256[0] ? m->source_sha256 : "-");
+    append(&buf, &len, &cap, "%s\nprefix %s\nshards %d\ntotal_samples %llu\nsource_sha256 %s\n", MANIFEST_MAGIC, prefix,
+           m->count, (unsigned long long)m->total, m->source_sha256[0] ? m->source_sha256 : "-");
     for (int i = 0; i < m->count; i++)
         append(&buf, &len, &cap, "file %s %llu %llu %s\n", m->f[i].name, (unsigned long long)m->f[i].samples,
                (unsigned long long)m->f[i].bytes, m->f[i].sha256);
@@ -219,8 +219,8 @@ static int slurp(const char *path, char **buf, size_t *len)
     if (fd < 0 || fstat(fd, &st) != 0)
         die(EX_NOINPUT, "cannot read shard manifest '%s': %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (uint64_t)st.st_size > MANIFEST_MAX_BYTES)
-        die(EX_DATAERR, "shard manifest '%s' is damaged: %s of %lld bytes (regenerate the set with mnist2h5)",
-            path, S_ISREG(st.st_mode) ? "a file" : "not a regular file", (long long)st.st_size);
+        die(EX_DATAERR, "shard manifest '%s' is damaged: %s of %lld bytes (regenerate the set with mnist2h5)", path,
+            S_ISREG(st.st_mode) ? "a file" : "not a regular file", (long long)st.st_size);
     *len = (size_t)st.st_size;
     *buf = xmalloc(*len + 1);
     size_t got = 0;
@@ -248,8 +248,7 @@ static void check_self_digest(cursor *c)
     if (len < tail)
         damaged(c, "no final manifest_sha256 line (truncated?)");
     char *last = c->end - tail;
-    if (strncmp(last, "manifest_sha256 ", 16) != 0 || c->end[-1] != '\n' ||
-        (last > c->cur && last[-1] != '\n'))
+    if (strncmp(last, "manifest_sha256 ", 16) != 0 || c->end[-1] != '\n' || (last > c->cur && last[-1] != '\n'))
         damaged(c, "no final manifest_sha256 line (truncated?)");
     char want[SHA256_HEX_LEN + 1], got[SHA256_HEX_LEN + 1];
     c->end[-1] = '\0';
@@ -294,8 +293,10 @@ void manifest_verify(const manifest *m, const char *dir, const shard_entry *v, s
     /* v is sorted by (count, index); the manifest lists one count in index order. */
     for (size_t k = 0; k < n; k++)
         if (!listed(m, v[k].name))
-            die(EX_DATAERR, "shard '%s/%s' is not in the manifest '%s' (a leftover of another conversion? "
-                "remove it)", dir, v[k].name, m->path);
+            die(EX_DATAERR,
+                "shard '%s/%s' is not in the manifest '%s' (a leftover of another conversion? "
+                "remove it)",
+                dir, v[k].name, m->path);
     for (int i = 0; i < m->count; i++) {
         const manifest_file *f = &m->f[i];
         char *path = shard_join(dir, f->name), hex[SHA256_HEX_LEN + 1];
@@ -307,12 +308,15 @@ void manifest_verify(const manifest *m, const char *dir, const shard_entry *v, s
             die(err == ENOENT ? EX_NOINPUT : EX_IOERR, "cannot read shard '%s' listed in '%s': %s", path, m->path,
                 strerror(err));
         if (bytes != f->bytes)
-            die(EX_DATAERR, "shard '%s' is %llu bytes, the manifest '%s' says %llu: truncated or damaged "
-                "(regenerate it with mnist2h5)", path, (unsigned long long)bytes, m->path,
-                (unsigned long long)f->bytes);
+            die(EX_DATAERR,
+                "shard '%s' is %llu bytes, the manifest '%s' says %llu: truncated or damaged "
+                "(regenerate it with mnist2h5)",
+                path, (unsigned long long)bytes, m->path, (unsigned long long)f->bytes);
         if (strcmp(hex, f->sha256) != 0)
-            die(EX_DATAERR, "shard '%s' does not match its SHA-256 in '%s': the file is damaged or was "
-                "replaced (regenerate it with mnist2h5)", path, m->path);
+            die(EX_DATAERR,
+                "shard '%s' does not match its SHA-256 in '%s': the file is damaged or was "
+                "replaced (regenerate it with mnist2h5)",
+                path, m->path);
         free(path);
     }
 }

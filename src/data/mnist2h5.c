@@ -56,15 +56,31 @@ int main(int argc, char **argv)
         if (c == -1)
             break;
         switch (c) {
-        case 'i': images = optarg; break;
-        case 'l': labels = optarg; break;
-        case 'o': out = optarg; break;
-        case 's': shards_arg = optarg; break;
-        case 'p': prefix = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("mnist2h5 (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
-        case ':': usage_error("option needs a value:", argv[optind - 1]);
-        default: usage_error("unknown option", argv[optind - 1]);
+        case 'i':
+            images = optarg;
+            break;
+        case 'l':
+            labels = optarg;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 's':
+            shards_arg = optarg;
+            break;
+        case 'p':
+            prefix = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("mnist2h5 (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+            return 0;
+        case ':':
+            usage_error("option needs a value:", argv[optind - 1]);
+        default:
+            usage_error("unknown option", argv[optind - 1]);
         }
     }
     if (optind < argc)
@@ -83,11 +99,12 @@ int main(int argc, char **argv)
     errno = 0;
     long nshards = strtol(shards_arg, &end, 10);
     if (errno || end == shards_arg || *end || nshards < 1 || nshards > SHARDS_MAX)
-        die(EX_USAGE, "invalid --shards '%s': expected an integer 1..%d (see mnist2h5 --help)", shards_arg,
-            SHARDS_MAX);
+        die(EX_USAGE, "invalid --shards '%s': expected an integer 1..%d (see mnist2h5 --help)", shards_arg, SHARDS_MAX);
     if (!shards_prefix_ok(prefix))
-        die(EX_USAGE, "invalid --prefix '%s': use letters, digits, '_', '.', '-' (not first), at most 64 "
-            "(see mnist2h5 --help)", prefix);
+        die(EX_USAGE,
+            "invalid --prefix '%s': use letters, digits, '_', '.', '-' (not first), at most 64 "
+            "(see mnist2h5 --help)",
+            prefix);
 
     idx_set set;
     idx_load(images, labels, &set);

@@ -19,8 +19,7 @@ uint64_t sampler_steps(uint64_t n, int world, int batch)
 void sampler_permutation(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t *perm)
 {
     if (n > (UINT64_C(1) << 32))
-        die(EX_SOFTWARE, "sampler: %llu samples exceed the 2^32 the permutation supports",
-            (unsigned long long)n);
+        die(EX_SOFTWARE, "sampler: %llu samples exceed the 2^32 the permutation supports", (unsigned long long)n);
     uint64_t key = rng_key(seed, epoch);
     for (uint64_t i = 0; i < n; i++)
         perm[i] = i;
@@ -36,16 +35,16 @@ void sampler_permutation(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t *pe
     }
 }
 
-void sampler_slice(uint64_t n, int world, int batch, int rank, uint64_t step, uint64_t *first,
-                   uint64_t *count, uint64_t *global_count)
+void sampler_slice(uint64_t n, int world, int batch, int rank, uint64_t step, uint64_t *first, uint64_t *count,
+                   uint64_t *global_count)
 {
     uint64_t g = global_batch(world, batch);
     uint64_t steps = n / g + (n % g != 0);
     if (rank < 0 || rank >= world)
         die(EX_SOFTWARE, "sampler: rank %d outside world of %d", rank, world);
     if (step >= steps)
-        die(EX_SOFTWARE, "sampler: step %llu past the %llu steps of an epoch of %llu samples",
-            (unsigned long long)step, (unsigned long long)steps, (unsigned long long)n);
+        die(EX_SOFTWARE, "sampler: step %llu past the %llu steps of an epoch of %llu samples", (unsigned long long)step,
+            (unsigned long long)steps, (unsigned long long)n);
     uint64_t start = step * g;
     uint64_t r_total = n - start < g ? n - start : g;
     uint64_t chunk = (r_total + (uint64_t)world - 1) / (uint64_t)world;

@@ -32,6 +32,6 @@ void sampler_permutation(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t *pe
 /* Positions [*first, *first + *count) of the epoch order belong to `rank` at `step`;
  * *global_count is the size of that global batch (world*batch except possibly at the last
  * step). Dies EX_SOFTWARE for a rank outside [0, world) or a step >= sampler_steps(). */
-void sampler_slice(uint64_t n, int world, int batch, int rank, uint64_t step, uint64_t *first,
-                   uint64_t *count, uint64_t *global_count);
+void sampler_slice(uint64_t n, int world, int batch, int rank, uint64_t step, uint64_t *first, uint64_t *count,
+                   uint64_t *global_count);
 #endif

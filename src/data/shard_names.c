@@ -15,8 +15,8 @@ int shards_prefix_ok(const char *prefix)
         return 0;
     for (size_t i = 0; i < len; i++) {
         char c = prefix[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '.' || c == '-'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '-'))
             return 0;
     }
     return 1;
@@ -93,8 +93,10 @@ int shard_scan_dir(const char *dir, const char *prefix, int lenient, shard_entry
         if (r < 0) {
             if (lenient)
                 continue;
-            die(EX_DATAERR, "unexpected file '%s' in shard directory '%s': shard files are named "
-                "%s-NNNNN-of-MMMMM.h5 (5 digits, count <= %d)", e->d_name, dir, prefix, SHARDS_MAX);
+            die(EX_DATAERR,
+                "unexpected file '%s' in shard directory '%s': shard files are named "
+                "%s-NNNNN-of-MMMMM.h5 (5 digits, count <= %d)",
+                e->d_name, dir, prefix, SHARDS_MAX);
         }
         if (n == cap)
             v = realloc(v, (cap *= 2) * sizeof *v);

@@ -79,20 +79,27 @@ static uint64_t check_position(const shard_set *s, int i, const char *what, set_
     uint64_t tot = need_u64_attr(what, f->file, "total_samples");
     uint64_t first = need_u64_attr(what, f->file, "first_index");
     if (index != (uint64_t)i || count != (uint64_t)s->nfiles)
-        die(EX_DATAERR, "shard '%s' says it is shard %llu of %llu, but its name says %d of %d "
-            "(a duplicated or renamed file?)", f->path, (unsigned long long)index, (unsigned long long)count, i,
-            s->nfiles);
+        die(EX_DATAERR,
+            "shard '%s' says it is shard %llu of %llu, but its name says %d of %d "
+            "(a duplicated or renamed file?)",
+            f->path, (unsigned long long)index, (unsigned long long)count, i, s->nfiles);
     if (tot > SHARDS_MAX_SAMPLES)
-        die(EX_DATAERR, "shard '%s' declares %llu samples in its set, more than the %llu this reader accepts "
-            "(a damaged file?)", f->path, (unsigned long long)tot, (unsigned long long)SHARDS_MAX_SAMPLES);
+        die(EX_DATAERR,
+            "shard '%s' declares %llu samples in its set, more than the %llu this reader accepts "
+            "(a damaged file?)",
+            f->path, (unsigned long long)tot, (unsigned long long)SHARDS_MAX_SAMPLES);
     if (i == 0)
         so_far->total = tot;
     else if (tot != so_far->total)
-        die(EX_DATAERR, "shard '%s' says total_samples is %llu but '%s' says %llu (shards from different "
-            "conversions?)", f->path, (unsigned long long)tot, s->f[0].path, (unsigned long long)so_far->total);
+        die(EX_DATAERR,
+            "shard '%s' says total_samples is %llu but '%s' says %llu (shards from different "
+            "conversions?)",
+            f->path, (unsigned long long)tot, s->f[0].path, (unsigned long long)so_far->total);
     if (first != so_far->next_first)
-        die(EX_DATAERR, "shard '%s' starts at sample %llu, expected %llu after the previous shards "
-            "(gap or overlap)", f->path, (unsigned long long)first, (unsigned long long)so_far->next_first);
+        die(EX_DATAERR,
+            "shard '%s' starts at sample %llu, expected %llu after the previous shards "
+            "(gap or overlap)",
+            f->path, (unsigned long long)first, (unsigned long long)so_far->next_first);
     return first;
 }
 
@@ -101,16 +108,17 @@ static void check_origin(const shard_set *s, const shard_file *f, const char *wh
 {
     char buf[128];
     if (h5_read_str_attr(what, f->file, "prefix", buf, sizeof buf) && strcmp(buf, s->prefix) != 0)
-        die(EX_DATAERR, "shard '%s' was written with prefix '%s', not '%s' (a renamed file?)", f->path, buf,
-            s->prefix);
+        die(EX_DATAERR, "shard '%s' was written with prefix '%s', not '%s' (a renamed file?)", f->path, buf, s->prefix);
     if (!h5_read_str_attr(what, f->file, "source_sha256", buf, sizeof buf))
         return;
     if (!so_far->have_sha) {
         snprintf(so_far->sha256, sizeof so_far->sha256, "%s", buf);
         so_far->have_sha = 1;
     } else if (strcmp(buf, so_far->sha256) != 0) {
-        die(EX_DATAERR, "shard '%s' comes from a different source (source_sha256 %.12s..., others "
-            "%.12s...): shards from different conversions?", f->path, buf, so_far->sha256);
+        die(EX_DATAERR,
+            "shard '%s' comes from a different source (source_sha256 %.12s..., others "
+            "%.12s...): shards from different conversions?",
+            f->path, buf, so_far->sha256);
     }
 }
 
@@ -141,8 +149,10 @@ static void check_chunks(const shard_file *f, hid_t d, const char *name, const h
             char shape[128], chunk[128];
             h5_shape_str(dims, nd, shape, sizeof shape);
             h5_shape_str(c, cn > 0 && cn <= 8 ? cn : 0, chunk, sizeof chunk);
-            die(EX_DATAERR, "shard '%s': /%s of shape %s declares chunks %s beyond its shape or %llu MiB "
-                "(a damaged file?)", f->path, name, shape, chunk, (unsigned long long)(SHARDS_MAX_CHUNK_BYTES >> 20));
+            die(EX_DATAERR,
+                "shard '%s': /%s of shape %s declares chunks %s beyond its shape or %llu MiB "
+                "(a damaged file?)",
+                f->path, name, shape, chunk, (unsigned long long)(SHARDS_MAX_CHUNK_BYTES >> 20));
         }
     }
     H5Pclose(dcpl);
@@ -158,12 +168,13 @@ static void open_datasets(shard_file *f, const char *what)
     int nd = shard_dims(what, f->images, "images", di);
     if (nd != 3 || di[1] != MNIST_ROWS || di[2] != MNIST_COLS) {
         h5_shape_str(di, nd, shape, sizeof shape);
-        die(EX_DATAERR, "shard '%s': /images has shape %s, expected [n,%d,%d]", f->path, shape, MNIST_ROWS,
-            MNIST_COLS);
+        die(EX_DATAERR, "shard '%s': /images has shape %s, expected [n,%d,%d]", f->path, shape, MNIST_ROWS, MNIST_COLS);
     }
     if (di[0] > SHARDS_MAX_SAMPLES)
-        die(EX_DATAERR, "shard '%s': /images declares %llu samples, more than the %llu this reader accepts "
-            "(a damaged file?)", f->path, (unsigned long long)di[0], (unsigned long long)SHARDS_MAX_SAMPLES);
+        die(EX_DATAERR,
+            "shard '%s': /images declares %llu samples, more than the %llu this reader accepts "
+            "(a damaged file?)",
+            f->path, (unsigned long long)di[0], (unsigned long long)SHARDS_MAX_SAMPLES);
     check_chunks(f, f->images, "images", di, nd);
     f->labels = h5_open_dataset(what, f->file, "labels");
     h5_check_uint8(what, f->labels, "labels");
@@ -206,11 +217,13 @@ static int complete_set(const char *dir, const char *prefix, const shard_entry *
     int m = v[0].count;
     for (size_t i = 0; i < n; i++) {
         if (v[i].count != m)
-            die(EX_DATAERR, "shard directory '%s' mixes sets: '%s' and '%s' disagree on the shard count "
-                "(leftovers of another conversion? remove the extra files)", dir, v[0].name, v[i].name);
+            die(EX_DATAERR,
+                "shard directory '%s' mixes sets: '%s' and '%s' disagree on the shard count "
+                "(leftovers of another conversion? remove the extra files)",
+                dir, v[0].name, v[i].name);
         if (v[i].index >= m)
-            die(EX_DATAERR, "extra shard '%s/%s': its index %d is not below the shard count %d", dir,
-                v[i].name, v[i].index, m);
+            die(EX_DATAERR, "extra shard '%s/%s': its index %d is not below the shard count %d", dir, v[i].name,
+                v[i].index, m);
     }
     if (m == 0)
         die(EX_DATAERR, "shard '%s/%s' claims a set of 0 shards", dir, v[0].name);
@@ -235,7 +248,8 @@ static manifest *verify_files(const char *dir, const char *prefix, const shard_e
         manifest_verify(mf, dir, v, n);
     else if (world_rank() == 0)
         warn("shard set %s/%s-*.h5 has no manifest %s.manifest (written by another tool or an older mnist2h5): "
-             "not verified, only HDF5's own checks apply", dir, prefix, prefix);
+             "not verified, only HDF5's own checks apply",
+             dir, prefix, prefix);
     return mf;
 }
 
@@ -262,9 +276,11 @@ static void check_memory(const shard_set *s)
         limit = (uint64_t)rl.rlim_cur;
     uint64_t need = 2 * s->total * (MNIST_PIXELS + 1);
     if (need > limit)
-        die(EX_OSERR, "shard set %s/%s-*.h5 holds %llu samples: loading it needs %llu MiB per rank, more than "
-            "the %llu MiB this process may use", s->dir, s->prefix, (unsigned long long)s->total,
-            (unsigned long long)(need >> 20), (unsigned long long)(limit >> 20));
+        die(EX_OSERR,
+            "shard set %s/%s-*.h5 holds %llu samples: loading it needs %llu MiB per rank, more than "
+            "the %llu MiB this process may use",
+            s->dir, s->prefix, (unsigned long long)s->total, (unsigned long long)(need >> 20),
+            (unsigned long long)(limit >> 20));
 }
 
 shard_set *shards_open(const char *dir, const char *prefix)
@@ -275,8 +291,7 @@ shard_set *shards_open(const char *dir, const char *prefix)
     shard_entry *v = NULL;
     size_t n = 0;
     if (shard_scan_dir(dir, prefix, 0, &v, &n) != 0)
-        die(EX_NOINPUT, "cannot open shard directory '%s': %s (run 'make data' or mnist2h5)", dir,
-            strerror(errno));
+        die(EX_NOINPUT, "cannot open shard directory '%s': %s (run 'make data' or mnist2h5)", dir, strerror(errno));
     int m = complete_set(dir, prefix, v, n); /* names only: nothing parsed yet */
     manifest *mf = verify_files(dir, prefix, v, n);
     shard_set *s = xcalloc(1, sizeof *s);
@@ -290,8 +305,8 @@ shard_set *shards_open(const char *dir, const char *prefix)
     for (int i = 0; i < m; i++)
         open_file(s, i, v[i].name, &so_far);
     if (so_far.next_first != so_far.total)
-        die(EX_DATAERR, "shard set %s/%s-*-of-%05d.h5: the shards hold %llu samples but total_samples says %llu",
-            dir, prefix, m, (unsigned long long)so_far.next_first, (unsigned long long)so_far.total);
+        die(EX_DATAERR, "shard set %s/%s-*-of-%05d.h5: the shards hold %llu samples but total_samples says %llu", dir,
+            prefix, m, (unsigned long long)so_far.next_first, (unsigned long long)so_far.total);
     s->total = so_far.total;
     memcpy(s->sha256, so_far.sha256, sizeof s->sha256);
     if (mf)
@@ -345,8 +360,10 @@ static void read_failed(const shard_file *f, const char *name)
 {
     h5_error w = h5_last_error();
     if (w.fletcher)
-        die(EX_DATAERR, "shard '%s': Fletcher-32 checksum mismatch reading /%s: the file is corrupted "
-            "(regenerate it with mnist2h5)", f->path, name);
+        die(EX_DATAERR,
+            "shard '%s': Fletcher-32 checksum mismatch reading /%s: the file is corrupted "
+            "(regenerate it with mnist2h5)",
+            f->path, name);
     die(EX_IOERR, "shard '%s': cannot read /%s: %s", f->path, name, w.desc);
 }
 
@@ -356,15 +373,14 @@ static void check_labels(const shard_file *f, const uint8_t *lab, size_t m, uint
     for (size_t i = 0; i < m; i++)
         if (lab[i] >= MNIST_CLASSES) {
             uint64_t l = start + i;
-            die(EX_DATAERR, "shard '%s': label %u of sample %llu (local %llu) is out of range 0..%d", f->path,
-                lab[i], (unsigned long long)(f->first + l), (unsigned long long)l, MNIST_CLASSES - 1);
+            die(EX_DATAERR, "shard '%s': label %u of sample %llu (local %llu) is out of range 0..%d", f->path, lab[i],
+                (unsigned long long)(f->first + l), (unsigned long long)l, MNIST_CLASSES - 1);
         }
 }
 
 /* Local samples [start, start + len) of one dataset of one shard (rank 3: images, 1: labels), one
  * hyperslab, into out. */
-static void read_block(const shard_file *f, hid_t d, const char *name, int rank, hsize_t start, hsize_t len,
-                       void *out)
+static void read_block(const shard_file *f, hid_t d, const char *name, int rank, hsize_t start, hsize_t len, void *out)
 {
     hid_t fs = H5Dget_space(d);
     hsize_t mdims[3] = {len, MNIST_ROWS, MNIST_COLS};

@@ -27,13 +27,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SHARDS_MAX 99999        /* five digits in the file names */
-#define SHARDS_IMAGES_CHUNK 1024 /* images per HDF5 chunk */
-#define SHARDS_LABELS_CHUNK 65536 /* labels per HDF5 chunk */
+#define SHARDS_MAX             99999 /* five digits in the file names */
+#define SHARDS_IMAGES_CHUNK    1024  /* images per HDF5 chunk */
+#define SHARDS_LABELS_CHUNK    65536 /* labels per HDF5 chunk */
 /* Resource bounds, checked before anything is allocated from what a file declares: 2^24 samples
  * (13 GB of images, 280 times MNIST) per set, and 64 MiB per HDF5 chunk (the library allocates
  * whole chunks while reading; mnist2h5 writes 0.8 MB chunks). Larger is damage, not data. */
-#define SHARDS_MAX_SAMPLES (UINT64_C(1) << 24)
+#define SHARDS_MAX_SAMPLES     (UINT64_C(1) << 24)
 #define SHARDS_MAX_CHUNK_BYTES (UINT64_C(64) << 20)
 
 typedef struct shard_set shard_set;

@@ -60,7 +60,8 @@ static void check_early_device(const ddp_env *env, const gpu_info *info)
         return;
     char line[GPU_MSG_LEN];
     if (world_rank() == first)
-        snprintf(line, sizeof line, "rank %d on %s: %s=%ld chose GPU %d before MPI_Init, but its node-local MPI rank "
+        snprintf(line, sizeof line,
+                 "rank %d on %s: %s=%ld chose GPU %d before MPI_Init, but its node-local MPI rank "
                  "%d chooses GPU %d: the launcher and MPI number the ranks of a node differently (a wrapper script "
                  "changing %s? mixed MPI installations?); launch with 'srun --mpi=pmix' or 'mpirun' directly",
                  world_rank(), env->host, var, local, early, env->local_rank, info->device, var);
@@ -239,8 +240,15 @@ static void nccl_destroy(void *state)
 }
 
 static const comm_backend nccl_table = {
-    .name = "nccl", .create = nccl_create, .arm = nccl_arm, .ready = nccl_ready, .finish = nccl_finish,
-    .replayed = nccl_replayed, .stats = nccl_stats, .broadcast = nccl_broadcast, .average = nccl_average,
+    .name = "nccl",
+    .create = nccl_create,
+    .arm = nccl_arm,
+    .ready = nccl_ready,
+    .finish = nccl_finish,
+    .replayed = nccl_replayed,
+    .stats = nccl_stats,
+    .broadcast = nccl_broadcast,
+    .average = nccl_average,
     .destroy = nccl_destroy,
 };
 

@@ -22,15 +22,12 @@ int gpu_decide(const ddp_env *env, int want_cuda)
     (void)env;
     if (want_cuda)
         die_all(EX_UNAVAILABLE, "--device cuda: this build has no GPU path (configure --with-cuda and rebuild), "
-                "or run with --device cpu");
+                                "or run with --device cpu");
     say("device auto: this build has no GPU path; training on the CPU");
     return 0;
 }
 
-_Noreturn static void no_gpu_path(const char *fn)
-{
-    die(EX_SOFTWARE, "%s called in a build without the GPU path", fn);
-}
+_Noreturn static void no_gpu_path(const char *fn) { die(EX_SOFTWARE, "%s called in a build without the GPU path", fn); }
 
 void gpu_select(const ddp_env *env, gpu_info *info)
 {

@@ -72,8 +72,10 @@ int gpu_plan_usable(gpu_probe_status status, int count, int driver_version, int 
     if (status == GPU_PROBE_INSUFFICIENT_DRIVER && driver_version == 0)
         snprintf(why, len, "no NVIDIA driver on this node (libcuda.so.1 is missing or cannot be loaded)");
     else if (status == GPU_PROBE_INSUFFICIENT_DRIVER)
-        snprintf(why, len, "the NVIDIA driver supports CUDA %s but this build uses the CUDA %s runtime: update the "
-                 "driver, or build with the CUDA toolkit the driver supports", drv, rt);
+        snprintf(why, len,
+                 "the NVIDIA driver supports CUDA %s but this build uses the CUDA %s runtime: update the "
+                 "driver, or build with the CUDA toolkit the driver supports",
+                 drv, rt);
     else if (hidden)
         snprintf(why, len, "%s", hidden);
     else if (status == GPU_PROBE_NO_DEVICE || status == GPU_PROBE_OK)
@@ -106,14 +108,16 @@ gpu_node_verdict gpu_plan_check_node(const gpu_slot *slots, int n, const char *h
             same_view = 0;
     if (same_view && n > slots[0].visible) {
         int v = slots[0].visible;
-        snprintf(msg, len, "%d ranks on %s but only %d GPU%s visible to them (CUDA_VISIBLE_DEVICES=%s): ranks %d and "
+        snprintf(msg, len,
+                 "%d ranks on %s but only %d GPU%s visible to them (CUDA_VISIBLE_DEVICES=%s): ranks %d and "
                  "%d would share GPU %s. Run one rank per GPU: '#SBATCH --ntasks-per-node=%d' with "
                  "'--gpus-per-node=%d' (or '--gpus-per-task=1'), or 'mpirun -np %d' on this node",
-                 n, host, v, v == 1 ? "" : "s", slots[0].visible_devices, slots[a].rank, slots[b].rank,
-                 slots[a].bus_id, v, v, v);
+                 n, host, v, v == 1 ? "" : "s", slots[0].visible_devices, slots[a].rank, slots[b].rank, slots[a].bus_id,
+                 v, v, v);
         return GPU_NODE_OVERSUBSCRIBED;
     }
-    snprintf(msg, len, "ranks %d and %d on %s would share GPU %s (rank %d: device %d of %d visible, "
+    snprintf(msg, len,
+             "ranks %d and %d on %s would share GPU %s (rank %d: device %d of %d visible, "
              "CUDA_VISIBLE_DEVICES=%s; rank %d: device %d of %d visible, CUDA_VISIBLE_DEVICES=%s). Give every task "
              "its own GPU: 'srun --gpus-per-task=1', or '--gpus-per-node=N --ntasks-per-node=N' with every task "
              "seeing all N GPUs; do not set CUDA_VISIBLE_DEVICES per rank by hand",
@@ -197,18 +201,23 @@ void gpu_plan_comm_id_describe(const gpu_comm_id_plan *p, const char *option, ch
 {
     switch (p->source) {
     case GPU_COMM_ID_OPTION:
-        snprintf(buf, len, "NCCL bootstrap: rank 0 listens on %s (--bootstrap-addr; NCCL_COMM_ID set to it on every "
-                 "rank)", p->addr);
+        snprintf(buf, len,
+                 "NCCL bootstrap: rank 0 listens on %s (--bootstrap-addr; NCCL_COMM_ID set to it on every "
+                 "rank)",
+                 p->addr);
         break;
     case GPU_COMM_ID_ENV:
         if (p->overridden)
-            snprintf(buf, len, "NCCL bootstrap: rank 0 listens on %s from NCCL_COMM_ID in the environment, which takes "
-                     "precedence over --bootstrap-addr %s", p->addr, option ? option : "");
+            snprintf(buf, len,
+                     "NCCL bootstrap: rank 0 listens on %s from NCCL_COMM_ID in the environment, which takes "
+                     "precedence over --bootstrap-addr %s",
+                     p->addr, option ? option : "");
         else
             snprintf(buf, len, "NCCL bootstrap: rank 0 listens on %s (NCCL_COMM_ID from the environment)", p->addr);
         break;
     default:
-        snprintf(buf, len, "NCCL bootstrap: NCCL chooses rank 0's interface and a free port (no --bootstrap-addr, "
+        snprintf(buf, len,
+                 "NCCL bootstrap: NCCL chooses rank 0's interface and a free port (no --bootstrap-addr, "
                  "NCCL_COMM_ID unset)");
         break;
     }
@@ -252,15 +261,20 @@ int gpu_plan_probe_port(const char *host, int port, char *msg, size_t len)
     gethostname(self, sizeof self - 1);
     self[sizeof self - 1] = '\0';
     if (err == EADDRINUSE)
-        snprintf(msg, len, "port %d on %s (%s) is in use: another job or process listens there; choose another port "
-                 "(slurm/select-port picks one per job) or drop --bootstrap-addr and let NCCL choose", port, host,
-                 numeric);
+        snprintf(msg, len,
+                 "port %d on %s (%s) is in use: another job or process listens there; choose another port "
+                 "(slurm/select-port picks one per job) or drop --bootstrap-addr and let NCCL choose",
+                 port, host, numeric);
     else if (err == EADDRNOTAVAIL)
-        snprintf(msg, len, "%s (%s) is not an address of %s, where rank 0 runs: NCCL's bootstrap root listens on "
-                 "rank 0, so HOST must name rank 0's node (the first node of the job)", host, numeric, self);
+        snprintf(msg, len,
+                 "%s (%s) is not an address of %s, where rank 0 runs: NCCL's bootstrap root listens on "
+                 "rank 0, so HOST must name rank 0's node (the first node of the job)",
+                 host, numeric, self);
     else if (err == EACCES)
-        snprintf(msg, len, "port %d on %s needs privileges (ports below 1024 are reserved): choose a port of 1024 or "
-                 "above", port, host);
+        snprintf(msg, len,
+                 "port %d on %s needs privileges (ports below 1024 are reserved): choose a port of 1024 or "
+                 "above",
+                 port, host);
     else
         snprintf(msg, len, "cannot bind %s:%d (%s) on %s: %s", host, port, numeric, self, strerror(err));
     return err;

@@ -13,9 +13,9 @@ extern "C" {
 #endif
 
 enum {
-    GPU_BUS_ID_LEN = 32,   /* "0000:3B:00.0" from cudaDeviceGetPCIBusId, with room for 8-digit domains */
-    GPU_VISIBLE_LEN = 96,  /* CUDA_VISIBLE_DEVICES as shown in messages (longer values are cut with "...") */
-    GPU_MSG_LEN = 1024     /* messages of this module, all one line */
+    GPU_BUS_ID_LEN = 32,  /* "0000:3B:00.0" from cudaDeviceGetPCIBusId, with room for 8-digit domains */
+    GPU_VISIBLE_LEN = 96, /* CUDA_VISIBLE_DEVICES as shown in messages (longer values are cut with "...") */
+    GPU_MSG_LEN = 1024    /* messages of this module, all one line */
 };
 
 /* ---- Device choice ---------------------------------------------------------------------------- */
@@ -48,18 +48,18 @@ int gpu_plan_usable(gpu_probe_status status, int count, int driver_version, int 
 
 /* One rank's choice, gathered over the ranks of a node (plain bytes: MPI_BYTE). */
 typedef struct {
-    int rank;                               /* in MPI_COMM_WORLD */
+    int rank; /* in MPI_COMM_WORLD */
     int local_rank;
-    int visible;                            /* devices this rank sees */
-    int device;                             /* the index it takes among them */
-    char bus_id[GPU_BUS_ID_LEN];            /* PCI bus ID of that device */
-    char visible_devices[GPU_VISIBLE_LEN];  /* gpu_plan_visible_devices_show() of its CUDA_VISIBLE_DEVICES */
+    int visible;                           /* devices this rank sees */
+    int device;                            /* the index it takes among them */
+    char bus_id[GPU_BUS_ID_LEN];           /* PCI bus ID of that device */
+    char visible_devices[GPU_VISIBLE_LEN]; /* gpu_plan_visible_devices_show() of its CUDA_VISIBLE_DEVICES */
 } gpu_slot;
 
 typedef enum {
-    GPU_NODE_OK = 0,          /* every rank of the node has a GPU of its own */
-    GPU_NODE_OVERSUBSCRIBED,  /* more ranks than GPUs: all ranks see the same V < ranks devices */
-    GPU_NODE_SHARED           /* two ranks chose the same GPU from different visible sets */
+    GPU_NODE_OK = 0,         /* every rank of the node has a GPU of its own */
+    GPU_NODE_OVERSUBSCRIBED, /* more ranks than GPUs: all ranks see the same V < ranks devices */
+    GPU_NODE_SHARED          /* two ranks chose the same GPU from different visible sets */
 } gpu_node_verdict;
 
 /* Checks the slots of the n ranks on host (any order). On a problem writes one line into msg naming the
@@ -73,15 +73,15 @@ gpu_node_verdict gpu_plan_check_node(const gpu_slot *slots, int n, const char *h
 int gpu_plan_parse_hostport(const char *s, char *host, size_t hostlen, int *port, const char **err);
 
 typedef enum {
-    GPU_COMM_ID_AUTO,    /* NCCL chooses an interface and a free port; the unique ID carries them */
-    GPU_COMM_ID_OPTION,  /* --bootstrap-addr: we set NCCL_COMM_ID to it on every rank */
-    GPU_COMM_ID_ENV      /* NCCL_COMM_ID from the user's environment: it wins over --bootstrap-addr */
+    GPU_COMM_ID_AUTO,   /* NCCL chooses an interface and a free port; the unique ID carries them */
+    GPU_COMM_ID_OPTION, /* --bootstrap-addr: we set NCCL_COMM_ID to it on every rank */
+    GPU_COMM_ID_ENV     /* NCCL_COMM_ID from the user's environment: it wins over --bootstrap-addr */
 } gpu_comm_id_source;
 
 typedef struct {
     gpu_comm_id_source source;
-    const char *addr;   /* HOST:PORT rank 0's bootstrap root listens on; NULL for AUTO */
-    int overridden;     /* --bootstrap-addr was given but NCCL_COMM_ID wins */
+    const char *addr; /* HOST:PORT rank 0's bootstrap root listens on; NULL for AUTO */
+    int overridden;   /* --bootstrap-addr was given but NCCL_COMM_ID wins */
 } gpu_comm_id_plan;
 
 /* option: --bootstrap-addr or NULL; env: getenv("NCCL_COMM_ID") (empty counts as unset). */

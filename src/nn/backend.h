@@ -40,8 +40,7 @@ typedef struct nn_backend {
      * values stride apart from x + c * cstride (bias gradients). */
     nn_gemm_fn *gemm;
     void (*im2col)(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide);
-    void (*col2im)(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,
-                   int wide);
+    void (*col2im)(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide);
     void (*fill)(float *y, const float *b, int rows, size_t cols, size_t ld, int by_row);
     void (*sum_add)(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride);
     void (*relu_forward)(float *x, size_t count);
@@ -55,8 +54,7 @@ typedef struct nn_backend {
                                   int ld);
     void (*relu_maxpool2_backward)(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
                                    int ld);
-    void (*dropout_forward)(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
-                            float p);
+    void (*dropout_forward)(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p);
     void (*dropout_backward)(float *dy, const float *mask, size_t count);
     /* y = flatten_cnhw(x), then dropout_forward on y [N][C*HW] unless mask is NULL; backward: dx =
      * unflatten_cnhw of dropout_backward(dy, mask) (mask NULL: of dy; dy may be overwritten). */

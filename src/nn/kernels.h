@@ -12,8 +12,8 @@
 #include "nn/ops.h"
 
 /* i < n * MNIST_PIXELS: pixel p of batch sample i / MNIST_PIXELS, which is sample idx[that] (idx NULL: itself). */
-static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t *labels, const uint64_t *idx,
-                                  float *x, uint8_t *y)
+static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t *labels, const uint64_t *idx, float *x,
+                                  uint8_t *y)
 {
     size_t n = i / MNIST_PIXELS, p = i % MNIST_PIXELS;
     uint64_t s = idx ? idx[n] : (uint64_t)n;
@@ -50,8 +50,8 @@ static inline HD void kern_im2col(uint32_t i, const float *x, float *col, int N,
 }
 
 /* i < C * ns*H*W: input gradient (c, n0 + n, ih, iw) gathered from dcol, taps in op_col2im's order. */
-static inline HD void kern_col2im(uint32_t i, const float *dcol, float *dx, int N, int H, int W, int k, int pad,
-                                  int n0, int ns, int wide)
+static inline HD void kern_col2im(uint32_t i, const float *dcol, float *dx, int N, int H, int W, int k, int pad, int n0,
+                                  int ns, int wide)
 {
     uint32_t OH = (uint32_t)conv_out(H, k, pad), OW = (uint32_t)conv_ld(W, k, pad, wide);
     uint32_t P = OH * OW, ld = (uint32_t)ns * P, HW = (uint32_t)H * (uint32_t)W, nHW = (uint32_t)ns * HW;
@@ -90,8 +90,8 @@ static inline HD float kern_maxpool2_at(size_t i, const float *x, int32_t *arg, 
 /* i < C*N * (H/2) * (W/2): the pool of planes [C][N][H][ld], then the ReLU of it plus its channel's bias (b
  * NULL: none), as the models' pool + (bias) ReLU do. One pass: the convolution's output read once, the pooled
  * one written once (pool, then ReLU, wrote it, read it back and wrote it again). */
-static inline HD void kern_maxpool2_relu(size_t i, const float *x, const float *b, float *y, int32_t *arg, int N,
-                                         int H, int W, int ld)
+static inline HD void kern_maxpool2_relu(size_t i, const float *x, const float *b, float *y, int32_t *arg, int N, int H,
+                                         int W, int ld)
 {
     float m = kern_maxpool2_at(i, x, arg, H, W, ld);
     y[i] = b ? op_bias_relu(m, b[i / ((size_t)N * (size_t)(H / 2) * (size_t)(W / 2))]) : op_relu(m);
@@ -112,8 +112,8 @@ static inline HD int kern_maxpool2_src(size_t i, const int32_t *arg, int H, int 
 
 /* i < planes * H * ld: input gradient i of the max-pool whose pooled output y went through a ReLU with output
  * gradient dy: the ReLU's backward and the pool's in one pass (dy is read, not rewritten first). */
-static inline HD void kern_relu_maxpool2_grad(size_t i, const float *dy, const float *y, const int32_t *arg,
-                                              float *dx, int H, int W, int ld)
+static inline HD void kern_relu_maxpool2_grad(size_t i, const float *dy, const float *y, const int32_t *arg, float *dx,
+                                              int H, int W, int ld)
 {
     size_t o;
     dx[i] = kern_maxpool2_src(i, arg, H, W, ld, &o) ? op_relu_grad(dy[o], y[o]) : 0.0f;
@@ -216,8 +216,8 @@ static inline HD double kern_lane_sqdev(const float *x, size_t lo, size_t hi, do
 }
 
 /* Its share of op_bn_grad_sums: sum(dy) into *a, sum(dy * xhat) into *b. */
-static inline HD void kern_lane_bn_grad(const float *x, const float *dy, size_t lo, size_t hi, float mean,
-                                        float invstd, unsigned lane, double *a, double *b)
+static inline HD void kern_lane_bn_grad(const float *x, const float *dy, size_t lo, size_t hi, float mean, float invstd,
+                                        unsigned lane, double *a, double *b)
 {
     *a = *b = 0.0;
     for (size_t j = lo + lane; j < hi; j += KERN_LANES) {

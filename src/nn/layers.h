@@ -12,7 +12,6 @@
 #include "nn/backend.h"
 #include "nn/ops.h"
 
-
 /* Floats of im2col scratch conv_forward/conv_backward need for chunks of `chunk` samples. */
 size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide);
 
@@ -46,8 +45,7 @@ void conv_backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x,
  * with bias pb into py and arg: net's conv2, whose bias follows the pool (max(x) + b = max(x + b)). y is
  * scratch: a backend may pool its own layout and leave y unwritten. Returns what conv_forward returns. */
 int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,
-                      int32_t *arg, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk,
-                      int wide);
+                      int32_t *arg, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
 /* Its backward: relu_maxpool2_backward of dpy (may be overwritten) into the scratch y, then conv_backward
  * with y as dy (x NULL as there); then, unless x_relu is NULL, dx through the ReLU whose output the input
  * was (x_relu: its values, also when x is NULL): relu_backward(dx, x_relu). */

@@ -12,10 +12,7 @@
 #include "base/rng.h"
 
 /* torchvision ToTensor + Normalize((0.1307,), (0.3081,)), in the same float operations. */
-static inline HD float op_normalize(uint8_t v)
-{
-    return ((float)v / 255.0f - 0.1307f) / 0.3081f;
-}
+static inline HD float op_normalize(uint8_t v) { return ((float)v / 255.0f - 0.1307f) / 0.3081f; }
 
 /* Element i of a tensor initialised U(-bound, bound). */
 static inline HD float op_init_uniform(uint64_t key, uint64_t i, float bound)
@@ -23,49 +20,28 @@ static inline HD float op_init_uniform(uint64_t key, uint64_t i, float bound)
     return (2.0f * rng_uniform(key, i) - 1.0f) * bound;
 }
 
-static inline HD float op_relu(float x)
-{
-    return x > 0.0f ? x : 0.0f;
-}
+static inline HD float op_relu(float x) { return x > 0.0f ? x : 0.0f; }
 
 /* relu(x + b): a convolution's bias and activation in one pass. */
-static inline HD float op_bias_relu(float x, float b)
-{
-    return op_relu(x + b);
-}
+static inline HD float op_bias_relu(float x, float b) { return op_relu(x + b); }
 
 /* Gradient through a ReLU given its output y (y > 0 exactly where the input was). */
-static inline HD float op_relu_grad(float dy, float y)
-{
-    return y > 0.0f ? dy : 0.0f;
-}
+static inline HD float op_relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
 
 /* Stride-1 convolution index math, one dimension at a time. im2col: output o reads input
  * i = o + d through tap t, d = t - pad; col2im: input i gathers from output o = i + d, d = pad - t.
  * The target index is inside [0, size) exactly for o in [op_span_lo(d), op_span_hi(d, size)); the
  * CPU copies these spans row by row, a GPU thread per element uses op_im2col / op_col2im. */
-static inline HD int op_span_lo(int d)
-{
-    return d < 0 ? -d : 0;
-}
+static inline HD int op_span_lo(int d) { return d < 0 ? -d : 0; }
 
-static inline HD int op_span_hi(int d, int size)
-{
-    return size - d;
-}
+static inline HD int op_span_hi(int d, int size) { return size - d; }
 
 /* Output size of a stride-1 convolution; the macro serves constant expressions (model geometry). */
 #define CONV_OUT(size, k, pad) ((size) + 2 * (pad) - (k) + 1)
-static inline HD int conv_out(int size, int k, int pad)
-{
-    return CONV_OUT(size, k, pad);
-}
+static inline HD int conv_out(int size, int k, int pad) { return CONV_OUT(size, k, pad); }
 
 /* A convolution's output rows are this long: OW, or W in the wide layout (below); its planes hold OH of them. */
-static inline HD int conv_ld(int W, int k, int pad, int wide)
-{
-    return wide ? W : conv_out(W, k, pad);
-}
+static inline HD int conv_ld(int W, int k, int pad, int wide) { return wide ? W : conv_out(W, k, pad); }
 
 static inline HD size_t conv_plane(int H, int W, int k, int pad, int wide)
 {
@@ -76,15 +52,9 @@ static inline HD size_t conv_plane(int H, int W, int k, int pad, int wide)
  * offset j = oh W + ow of a plane reads input offset j + op_wide_offset(kh, kw, W) through tap
  * (kh, kw), so a tap is one contiguous span per plane; offsets j < op_wide_span(OH, W, k) stay
  * inside the input plane. */
-static inline HD int op_wide_offset(int kh, int kw, int W)
-{
-    return kh * W + kw;
-}
+static inline HD int op_wide_offset(int kh, int kw, int W) { return kh * W + kw; }
 
-static inline HD int op_wide_span(int OH, int W, int k)
-{
-    return OH * W - (k - 1);
-}
+static inline HD int op_wide_span(int OH, int W, int k) { return OH * W - (k - 1); }
 
 /* im2col entry for tap (kh, kw) at output (oh, ow): the pixel of input plane [H][W] (one channel
  * of one sample), or 0 in the padding. */
@@ -144,10 +114,7 @@ static inline HD float op_maxpool2(const float *plane, int W, int ph, int pw, in
 }
 
 /* A pooled output's gradient g reaches the window element at plane index i only if it was the argmax a. */
-static inline HD float op_window_grad(float g, int32_t a, int i)
-{
-    return a == i ? g : 0.0f;
-}
+static inline HD float op_window_grad(float g, int32_t a, int i) { return a == i ? g : 0.0f; }
 
 /* 2x2 max-pool backward for output (ph, pw) of a plane: writes the whole window of dx_plane, the
  * gradient at the argmax and 0 elsewhere (windows do not overlap: no atomics, no prior zeroing). */
@@ -172,10 +139,7 @@ static inline HD uint64_t op_dropout_key(uint64_t dropout_key, uint64_t id, int 
 /* The draw rng_uniform(sample_key, e) is its 24 bits rng_u64 >> 40 times 2^-24 exactly, so draw >= p
  * iff those bits >= this threshold, the least t with t 2^-24 >= p (p in [0, 1]; p * 2^24 is exact):
  * an integer comparison, which a CPU vectorises, where the float draw needs a 64-bit conversion. */
-static inline HD uint32_t op_dropout_threshold(float p)
-{
-    return p > 0.0f ? (uint32_t)ceilf(p * 16777216.0f) : 0u;
-}
+static inline HD uint32_t op_dropout_threshold(float p) { return p > 0.0f ? (uint32_t)ceilf(p * 16777216.0f) : 0u; }
 
 /* The dropout multiplier of element e: 1/(1-p) (scale) if kept, else 0; forward and backward
  * multiply by it, as torch's input * (bernoulli(1-p) / (1-p)). threshold: op_dropout_threshold(p). */
@@ -263,10 +227,7 @@ static inline HD void op_bn_stats(const float *x, size_t count, double *mean, do
     *var = q / (double)count;
 }
 
-static inline HD float op_bn_invstd(double var, float eps)
-{
-    return (float)(1.0 / sqrt(var + (double)eps));
-}
+static inline HD float op_bn_invstd(double var, float eps) { return (float)(1.0 / sqrt(var + (double)eps)); }
 
 /* running = (1 - momentum) running + momentum stat (stat: batch mean, or unbiased batch variance). */
 static inline HD float op_bn_running(float running, double stat, float momentum)

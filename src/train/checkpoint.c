@@ -61,7 +61,8 @@ static void host_free(host_state *h)
 }
 
 /* SHA-256 over the tensors' bytes, the position and the identity: what loading verifies. */
-static void digest(const host_state *h, const checkpoint_position *p, const checkpoint_identity *id, char hex[SHA256_HEX_LEN + 1])
+static void digest(const host_state *h, const checkpoint_position *p, const checkpoint_identity *id,
+                   char hex[SHA256_HEX_LEN + 1])
 {
     sha256_ctx c;
     sha256_init(&c);
@@ -287,7 +288,8 @@ static int read_tensors(hid_t f, const model *m, host_state *h, char *why, size_
         char group[128];
         snprintf(group, sizeof group, "optimizer/%s", h->part_names[k]);
         hid_t g = H5Lexists(f, "optimizer", H5P_DEFAULT) > 0 && H5Lexists(f, group, H5P_DEFAULT) > 0
-                      ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
+                      ? H5Gopen2(f, group, H5P_DEFAULT)
+                      : -1;
         if (g < 0) {
             snprintf(why, len, "optimizer state '%s' is missing", h->part_names[k]);
             return ENOENT;
@@ -303,8 +305,8 @@ static int read_tensors(hid_t f, const model *m, host_state *h, char *why, size_
 
 /* Reads and verifies path into h and *p: LOAD_OK, LOAD_CORRUPT or LOAD_MISMATCH with why. A file of another
  * identity is a mismatch even when its tensors do not fit this model. */
-static int load_file(const char *path, const checkpoint_config *c, const model *m, host_state *h, checkpoint_position *p, char *why,
-                     size_t len)
+static int load_file(const char *path, const checkpoint_config *c, const model *m, host_state *h,
+                     checkpoint_position *p, char *why, size_t len)
 {
     /* Only mnist_ddp writes checkpoints: one without its seal is as damaged as one with a wrong seal. */
     int sealed = af_verify(path, why, len);
@@ -360,8 +362,10 @@ static decision choose_in_dir(const checkpoint_config *c, const model *m, host_s
             snprintf(d.msg, sizeof d.msg, "%s", path);
         } else if (rc == LOAD_MISMATCH) {
             d.code = EX_DATAERR;
-            snprintf(d.msg, sizeof d.msg, "--checkpoint-dir %s: %s: %s (another run's checkpoint: use another "
-                     "--checkpoint-dir, or --resume never)", c->dir, path, why);
+            snprintf(d.msg, sizeof d.msg,
+                     "--checkpoint-dir %s: %s: %s (another run's checkpoint: use another "
+                     "--checkpoint-dir, or --resume never)",
+                     c->dir, path, why);
         } else {
             warn("skipping corrupt checkpoint %s: %s", path, why);
             size_t used = strlen(skipped);

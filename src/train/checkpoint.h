@@ -31,7 +31,8 @@ typedef struct {
 } checkpoint_identity;
 
 /* Adds one setting, its value formatted by printf. */
-void checkpoint_identity_add(checkpoint_identity *id, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void checkpoint_identity_add(checkpoint_identity *id, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 typedef struct {
     long step;       /* optimizer steps done */
@@ -44,7 +45,7 @@ typedef struct {
     const char *dir;    /* NULL: no checkpoints */
     const char *resume; /* "auto", "never" or a checkpoint file */
     int keep;
-    double timeout_s;   /* how long the other ranks wait for rank 0's write (--comm-timeout) */
+    double timeout_s; /* how long the other ranks wait for rank 0's write (--comm-timeout) */
     checkpoint_identity id;
 } checkpoint_config;
 

@@ -4,7 +4,6 @@
 #include "data/mnist.h"
 #include "comm/world.h"
 
-
 void evaluate_share(uint64_t n, int world, int rank, uint64_t *first, uint64_t *count)
 {
     *first = n * (uint64_t)rank / (uint64_t)world;

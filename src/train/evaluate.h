@@ -9,8 +9,8 @@
 #include "nn/model.h"
 
 typedef struct {
-    double loss;       /* mean over the whole test set */
-    double accuracy;   /* fraction correct */
+    double loss;     /* mean over the whole test set */
+    double accuracy; /* fraction correct */
     long correct, total;
 } eval_result;
 

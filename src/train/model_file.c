@@ -39,11 +39,11 @@ static void *hdf5_image(int (*fill)(hid_t f, const void *arg), const void *arg, 
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     hid_t f = fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0
-                  ? -1 : H5Fcreate("mnist_ddp-image", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+                  ? -1
+                  : H5Fcreate("mnist_ddp-image", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     void *image = NULL;
     ssize_t n = -1;
-    if (f >= 0 && fill(f, arg) == 0 && H5Fflush(f, H5F_SCOPE_LOCAL) >= 0 &&
-        (n = H5Fget_file_image(f, NULL, 0)) > 0) {
+    if (f >= 0 && fill(f, arg) == 0 && H5Fflush(f, H5F_SCOPE_LOCAL) >= 0 && (n = H5Fget_file_image(f, NULL, 0)) > 0) {
         image = xmalloc((size_t)n);
         if (H5Fget_file_image(f, image, (size_t)n) != n) {
             free(image);
@@ -252,7 +252,8 @@ void model_file_verify(const char *path)
             v.code = EX_DATAERR;
         } else if (v.rc == AF_UNSEALED) {
             warn("--load-model %s: no mnist_ddp checksum header (written by another tool?): only HDF5's own "
-                 "checks apply", path);
+                 "checks apply",
+                 path);
         }
     }
     world_verdict(&v, sizeof v);

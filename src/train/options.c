@@ -50,8 +50,8 @@ static const char per_model[] = "per model"; /* a shown default that model_recip
 
 #define F(member) offsetof(options, member)
 static const option_spec specs[] = {
-    {"Recipe (defaults follow the PyTorch MNIST example; per-model defaults in brackets):", "model", "NAME",
-     ARG_INDEX, F(model), 0, 0, model_kind_names, "net", NULL, "net | convnet"},
+    {"Recipe (defaults follow the PyTorch MNIST example; per-model defaults in brackets):", "model", "NAME", ARG_INDEX,
+     F(model), 0, 0, model_kind_names, "net", NULL, "net | convnet"},
     {NULL, "batch-size", "N", ARG_INT, F(batch_size), 1, 1 << 20, NULL, NULL, per_model,
      "training samples per rank per step"},
     {NULL, "test-batch-size", "N", ARG_INT, F(test_batch_size), 1, 1 << 20, NULL, "1000", NULL,
@@ -61,15 +61,13 @@ static const option_spec specs[] = {
     {NULL, "lr", "F", ARG_DOUBLE, F(lr), 0, 1e6, NULL, "-1", per_model, "learning rate"},
     {NULL, "gamma", "F", ARG_DOUBLE, F(gamma), 0, 1e6, NULL, "0.7", NULL,
      "StepLR decay of the learning rate per epoch"},
-    {NULL, "optimizer", "NAME", ARG_INDEX, F(optimizer), 0, 0, optim_kind_names, NULL, per_model,
-     "adadelta | sgd"},
+    {NULL, "optimizer", "NAME", ARG_INDEX, F(optimizer), 0, 0, optim_kind_names, NULL, per_model, "adadelta | sgd"},
     {NULL, "momentum", "F", ARG_DOUBLE, F(momentum), 0, 1, NULL, NULL, "0", "SGD momentum"},
     {NULL, "weight-decay", "F", ARG_DOUBLE, F(weight_decay), 0, 1e3, NULL, NULL, "0",
      "L2 penalty added to the gradient"},
     {NULL, "accum-steps", "N", ARG_INT, F(accum_steps), 1, 1 << 20, NULL, "1", NULL,
      "micro-batches per optimizer step (one all-reduce)"},
-    {NULL, "seed", "N", ARG_SEED, F(seed), 0, (double)LONG_MAX, NULL, "1", NULL,
-     "seed of init, shuffle and dropout"},
+    {NULL, "seed", "N", ARG_SEED, F(seed), 0, (double)LONG_MAX, NULL, "1", NULL, "seed of init, shuffle and dropout"},
     {NULL, "max-steps", "N", ARG_LONG, F(max_steps), 0, 1L << 40, NULL, NULL, "0",
      "stop after N optimizer steps in total (0 = no limit)"},
     {NULL, "dry-run", NULL, ARG_FLAG, F(dry_run), 1, 0, NULL, NULL, "",
@@ -82,8 +80,7 @@ static const option_spec specs[] = {
      "start from a model written by --save-model"},
     {NULL, "metrics", "FILE", ARG_STRING, F(metrics), 0, 0, NULL, NULL, "",
      "JSON lines: one per logged step and epoch, and a summary"},
-    {NULL, "log-interval", "N", ARG_INT, F(log_interval), 1, 1 << 30, NULL, "10", NULL,
-     "steps between progress lines"},
+    {NULL, "log-interval", "N", ARG_INT, F(log_interval), 1, 1 << 30, NULL, "10", NULL, "steps between progress lines"},
     {"Checkpoints (the full training state: a stopped run resumes exactly where it was):", "checkpoint-dir", "DIR",
      ARG_STRING, F(checkpoint_dir), 0, 0, NULL, NULL, "", "write checkpoints to DIR (created if missing)"},
     {NULL, "checkpoint-every", "N", ARG_LONG, F(checkpoint_every), 0, 1L << 40, NULL, NULL, "0",
@@ -277,15 +274,33 @@ static void set_value(options *o, const option_spec *s, const char *v, int check
     long llo = checked ? (long)s->lo : LONG_MIN, lhi = checked && s->hi < (double)LONG_MAX ? (long)s->hi : LONG_MAX;
     void *f = (char *)o + s->field;
     switch (s->kind) {
-    case ARG_FLAG: *(int *)f = (int)s->lo; break;
-    case ARG_INT: *(int *)f = (int)parse_long(opt, v, llo, lhi); break;
-    case ARG_LONG: *(long *)f = parse_long(opt, v, llo, lhi); break;
-    case ARG_SEED: *(uint64_t *)f = (uint64_t)parse_long(opt, v, llo, lhi); break;
-    case ARG_DOUBLE: *(double *)f = parse_double(opt, v, lo, hi); break;
-    case ARG_STRING: *(const char **)f = parse_nonempty(opt, v); break;
-    case ARG_CHOICE: *(const char **)f = parse_choice(opt, v, s->choices); break;
-    case ARG_INDEX: *(int *)f = choice_index(opt, v, s->choices); break;
-    case ARG_HOSTPORT: *(const char **)f = parse_hostport(opt, v); break;
+    case ARG_FLAG:
+        *(int *)f = (int)s->lo;
+        break;
+    case ARG_INT:
+        *(int *)f = (int)parse_long(opt, v, llo, lhi);
+        break;
+    case ARG_LONG:
+        *(long *)f = parse_long(opt, v, llo, lhi);
+        break;
+    case ARG_SEED:
+        *(uint64_t *)f = (uint64_t)parse_long(opt, v, llo, lhi);
+        break;
+    case ARG_DOUBLE:
+        *(double *)f = parse_double(opt, v, lo, hi);
+        break;
+    case ARG_STRING:
+        *(const char **)f = parse_nonempty(opt, v);
+        break;
+    case ARG_CHOICE:
+        *(const char **)f = parse_choice(opt, v, s->choices);
+        break;
+    case ARG_INDEX:
+        *(int *)f = choice_index(opt, v, s->choices);
+        break;
+    case ARG_HOSTPORT:
+        *(const char **)f = parse_hostport(opt, v);
+        break;
     }
 }
 

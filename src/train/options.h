@@ -8,10 +8,10 @@
 typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA } device_choice;
 
 typedef struct {
-    int batch_size;        /* per rank; 0 = the model's recipe default */
+    int batch_size; /* per rank; 0 = the model's recipe default */
     int test_batch_size;
-    int epochs;            /* 0: evaluate only (with --load-model) */
-    double lr;             /* < 0: the recipe default */
+    int epochs; /* 0: evaluate only (with --load-model) */
+    double lr;  /* < 0: the recipe default */
     double gamma;
     uint64_t seed;
     int log_interval;
@@ -20,26 +20,26 @@ typedef struct {
     int dry_run;
     const char *data_dir;
     model_kind model;
-    int optimizer;         /* an optim_kind; -1: the model's recipe default */
+    int optimizer; /* an optim_kind; -1: the model's recipe default */
     double momentum, weight_decay;
     int accum_steps;
-    long max_steps;        /* 0: no limit */
-    int threads;           /* 0: SLURM_CPUS_PER_TASK, else 1 */
+    long max_steps; /* 0: no limit */
+    int threads;    /* 0: SLURM_CPUS_PER_TASK, else 1 */
     const char *metrics;
     device_choice device;
     const char *precision;
-    const char *conv;      /* CPU convolutions: "auto", "im2col", "onednn", "winograd" */
-    int cuda_graph;        /* 1: replay full-batch steps as a CUDA graph (--cuda-graph on) */
+    const char *conv; /* CPU convolutions: "auto", "im2col", "onednn", "winograd" */
+    int cuda_graph;   /* 1: replay full-batch steps as a CUDA graph (--cuda-graph on) */
     const char *bootstrap_addr;
-    double comm_timeout;   /* start-up bound of collective waits */
-    double step_timeout;   /* bound of gradient all-reduce waits after the first step */
+    double comm_timeout; /* start-up bound of collective waits */
+    double step_timeout; /* bound of gradient all-reduce waits after the first step */
     double bucket_mb;
     int verbose;
     int profile;                /* --profile: the per-phase time table at the end (CPU only) */
     const char *checkpoint_dir; /* NULL: no training-state checkpoints */
     long checkpoint_every;      /* optimizer steps; 0: at each epoch end */
     int checkpoint_keep;
-    const char *resume;         /* "auto", "never" or a checkpoint file */
+    const char *resume; /* "auto", "never" or a checkpoint file */
 } options;
 
 /* Parses argv; on --help/--version prints to stdout and exits 0; on a bad value exits 64 naming the

@@ -20,12 +20,10 @@ struct step_graph {
     long launches, captures;
 };
 
-step_graph *step_graph_create(const nn_backend *be, const comm_backend *cb, void *comm, int enabled,
-                              double timeout_s)
+step_graph *step_graph_create(const nn_backend *be, const comm_backend *cb, void *comm, int enabled, double timeout_s)
 {
     step_graph *sg = xcalloc(1, sizeof *sg);
-    *sg = (step_graph){.be = be, .cb = cb, .comm = comm, .enabled = enabled && be->graph_begin,
-                       .timeout_s = timeout_s};
+    *sg = (step_graph){.be = be, .cb = cb, .comm = comm, .enabled = enabled && be->graph_begin, .timeout_s = timeout_s};
     return sg;
 }
 
@@ -51,7 +49,8 @@ static int agree(const step_graph *sg, int ok, const char *why, long step)
     world_bcast(msg, sizeof msg, (int)first_bad);
     if (rank == 0) /* one line for the job: every rank takes the same decision */
         warn("rank %d could not capture the training step as a CUDA graph (%s): every step runs eagerly "
-             "(--cuda-graph off skips the attempt)", (int)first_bad, msg);
+             "(--cuda-graph off skips the attempt)",
+             (int)first_bad, msg);
     return 0;
 }
 

@@ -24,8 +24,7 @@ typedef struct step_graph step_graph;
 
 /* enabled 0 (--cuda-graph off) or a backend without graphs: every step is queued eagerly. timeout_s: the
  * deadline of the agreement (--comm-timeout). */
-step_graph *step_graph_create(const nn_backend *be, const comm_backend *cb, void *comm, int enabled,
-                              double timeout_s);
+step_graph *step_graph_create(const nn_backend *be, const comm_backend *cb, void *comm, int enabled, double timeout_s);
 /* Queues one optimizer step: queue(ctx) (its device work only: nothing on the host that a replay would
  * skip), or the graph of an earlier step of the same shape. Collective (every rank passes the same
  * replayable and shape). Captures only after an eager step (cuBLAS workspaces, NCCL connections). */

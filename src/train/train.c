@@ -29,7 +29,7 @@
 #include "train/checkpoint.h"
 
 /* Domain separation of the seed: shuffles and dropout masks draw from unrelated streams. */
-#define DROPOUT_SALT 0x64726f706f757421ULL
+#define DROPOUT_SALT  0x64726f706f757421ULL
 /* Seconds kept free before a Slurm job's end beyond the measured step and checkpoint times. */
 #define STOP_SAFETY_S 30.0
 
@@ -37,8 +37,11 @@ static recipe resolve_recipe(const options *o, int world)
 {
     const model_recipe *d = model_recipe_of(o->model);
     recipe r = {.batch = o->batch_size ? o->batch_size : d->batch};
-    r.opt = (optim_cfg){.kind = o->optimizer >= 0 ? (optim_kind)o->optimizer : d->optimizer, .rho = 0.9f, .eps = 1e-6f,
-                        .momentum = (float)o->momentum, .weight_decay = (float)o->weight_decay};
+    r.opt = (optim_cfg){.kind = o->optimizer >= 0 ? (optim_kind)o->optimizer : d->optimizer,
+                        .rho = 0.9f,
+                        .eps = 1e-6f,
+                        .momentum = (float)o->momentum,
+                        .weight_decay = (float)o->weight_decay};
     r.lr = o->lr >= 0 ? o->lr : d->lr_times_world ? d->lr * world : d->lr;
     return r;
 }
@@ -66,8 +69,10 @@ static void load_data(run *r)
     snprintf(r->data.train_sha, sizeof r->data.train_sha, "%s", shards_source_sha256(train));
     uint64_t need = (uint64_t)r->env->world * (uint64_t)r->rc.batch;
     if (r->data.n_train < need)
-        die_all(EX_USAGE, "--batch-size %d: %d ranks x %d = %llu samples per step, but %s holds only %llu "
-                "training samples", r->rc.batch, r->env->world, r->rc.batch, (unsigned long long)need, dir,
+        die_all(EX_USAGE,
+                "--batch-size %d: %d ranks x %d = %llu samples per step, but %s holds only %llu "
+                "training samples",
+                r->rc.batch, r->env->world, r->rc.batch, (unsigned long long)need, dir,
                 (unsigned long long)r->data.n_train);
     /* Every rank may need any training sample during an epoch: read the set once (47 MB for MNIST). */
     uint64_t first;
@@ -93,7 +98,8 @@ static void load_data(run *r)
 
 static void comm_start(run *r)
 {
-    comm_config cfg = {.bootstrap_addr = r->o->bootstrap_addr, .timeout_s = r->o->comm_timeout,
+    comm_config cfg = {.bootstrap_addr = r->o->bootstrap_addr,
+                       .timeout_s = r->o->comm_timeout,
                        .step_timeout_s = r->o->step_timeout,
                        .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0)};
     r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
@@ -135,8 +141,9 @@ static void describe_run(run *r)
     checkpoint_identity_add(id, "gamma", "%.17g", o->gamma);
     checkpoint_identity_add(id, "momentum", "%.9g", (double)r->rc.opt.momentum);
     checkpoint_identity_add(id, "weight_decay", "%.9g", (double)r->rc.opt.weight_decay);
-    checkpoint_identity_add(id, "global_batch", "%llu", (unsigned long long)r->env->world * (unsigned long long)r->rc.batch *
-                    (unsigned long long)o->accum_steps);
+    checkpoint_identity_add(id, "global_batch", "%llu",
+                            (unsigned long long)r->env->world * (unsigned long long)r->rc.batch *
+                                (unsigned long long)o->accum_steps);
     checkpoint_identity_add(id, "seed", "%llu", (unsigned long long)o->seed);
     checkpoint_identity_add(id, "precision", "%s", o->precision);
     checkpoint_identity_add(id, "train_samples", "%llu", (unsigned long long)r->data.n_train);
@@ -148,7 +155,8 @@ static void save_state(run *r, int epoch, uint64_t epoch_step)
 {
     if (r->step == r->stop.saved_step)
         return;
-    checkpoint_position p = {.step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
+    checkpoint_position p = {
+        .step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
     profile_lap("progress, stop checks");
     double t0 = clock_now();
     checkpoint_save(&r->ckpt, r->m, r->opt, &p);
@@ -188,7 +196,8 @@ static void queue_step(void *ctx)
         profile_lap("batch gather");
         r->cb->arm(r->comm, j + 1 == w->k, r->step);
         /* The loss stays on the device: nothing waits between backward and finish's last bucket. */
-        model_train_batch(r->m, r->batch.x, r->batch.y, r->batch.ids, n, w->shape.dropout_key, 1.0f / (float)w->shape.total);
+        model_train_batch(r->m, r->batch.x, r->batch.y, r->batch.ids, n, w->shape.dropout_key,
+                          1.0f / (float)w->shape.total);
     }
     r->cb->finish(r->comm);
     profile_lap("all-reduce wait");
@@ -224,10 +233,7 @@ static int preempted(run *r, int epoch, uint64_t epoch_step)
 }
 
 /* The backend's counts so far; zeros on a backend that does not count (the CPU). */
-static nn_counts counts_now(const run *r)
-{
-    return r->be->counts ? r->be->counts() : (nn_counts){0, 0, 0};
-}
+static nn_counts counts_now(const run *r) { return r->be->counts ? r->be->counts() : (nn_counts){0, 0, 0}; }
 
 /* sum += the counts now - from. */
 static void add_counts(const run *r, nn_counts *sum, nn_counts from)
@@ -250,8 +256,10 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 
     int stop = o->max_steps && r->step >= o->max_steps;
     /* A resumed epoch goes on after the steps its checkpoint had done. */
-    epoch_log L = {.first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0, .steps = opt_steps,
-                   .t0 = clock_now(), .ckpt0 = r->times.ckpt_total_s};
+    epoch_log L = {.first = epoch == r->start.epoch ? (uint64_t)r->start.epoch_step : 0,
+                   .steps = opt_steps,
+                   .t0 = clock_now(),
+                   .ckpt0 = r->times.ckpt_total_s};
     L.t_log = L.t0;
     nn_counts c0 = counts_now(r);
     long step0 = r->step;
@@ -283,14 +291,15 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             report_progress(r, &L, epoch, s, lr);
         /* Periodic ones, and one where the run stops, so the same command then has nothing left to redo. */
         int last = s + 1 == opt_steps;
-        if (o->checkpoint_dir && (stop || (last && epoch == o->epochs) ||
-                                  (o->checkpoint_every ? r->step % o->checkpoint_every == 0 : last)))
+        if (o->checkpoint_dir &&
+            (stop || (last && epoch == o->epochs) || (o->checkpoint_every ? r->step % o->checkpoint_every == 0 : last)))
             save_state(r, epoch, s + 1);
         if (preempted(r, epoch, s + 1))
             stop = 2;
         profile_lap("progress, stop checks");
     }
-    r->times.train_s += clock_now() - L.t0 - (r->times.ckpt_total_s - L.ckpt0); /* checkpoint writes are counted apart */
+    /* checkpoint writes are counted apart */
+    r->times.train_s += clock_now() - L.t0 - (r->times.ckpt_total_s - L.ckpt0);
     add_counts(r, &r->times.step_counts, c0);
     r->times.counted_steps += r->step - step0;
     r->times.images += L.images_epoch;
@@ -311,13 +320,17 @@ const nn_backend *train_cpu_backend(const char *conv, char *desc, size_t len)
 {
     const nn_backend *be = nn_cpu_conv(conv);
     if (!be)
-        die_all(EX_UNAVAILABLE, "option --conv %s: this mnist_ddp was built without oneDNN (apt-get install "
-                "libdnnl-dev, then ./configure --with-onednn)", conv);
+        die_all(EX_UNAVAILABLE,
+                "option --conv %s: this mnist_ddp was built without oneDNN (apt-get install "
+                "libdnnl-dev, then ./configure --with-onednn)",
+                conv);
     if (desc && be == &nn_cpu)
         snprintf(desc, len, "cpu, im2col conv");
     else if (desc)
         snprintf(desc, len, "cpu, oneDNN %s %s", onednn_version(),
-                 be == nn_cpu_onednn(0) ? "direct" : onednn_has_winograd() ? "Winograd" : "no Winograd");
+                 be == nn_cpu_onednn(0)  ? "direct"
+                 : onednn_has_winograd() ? "Winograd"
+                                         : "no Winograd");
     return be;
 }
 
@@ -334,11 +347,12 @@ static void run_setup(run *r, int gpu)
         preempt_install();
         if ((r->stop.job_end = preempt_job_end()))
             say("the job ends in %.0f s: stopping with a checkpoint %.0f s plus a few steps and a checkpoint "
-                "write before that", r->stop.job_end - (double)time(NULL), STOP_SAFETY_S);
+                "write before that",
+                r->stop.job_end - (double)time(NULL), STOP_SAFETY_S);
     }
     load_data(r);
-    r->ckpt = (checkpoint_config){.dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep,
-                          .timeout_s = o->comm_timeout};
+    r->ckpt = (checkpoint_config){
+        .dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep, .timeout_s = o->comm_timeout};
     describe_run(r);
     int capacity = r->rc.batch > o->test_batch_size ? r->rc.batch : o->test_batch_size;
     if (capacity > 256 && capacity > r->rc.batch)
@@ -357,12 +371,12 @@ static void run_setup(run *r, int gpu)
 
     int world = r->env->world;
     uint64_t per_step = (uint64_t)r->rc.batch * (uint64_t)world * (uint64_t)o->accum_steps;
-    uint64_t steps = (sampler_steps(r->data.n_train, world, r->rc.batch) + (uint64_t)o->accum_steps - 1) /
-                     (uint64_t)o->accum_steps;
+    uint64_t steps =
+        (sampler_steps(r->data.n_train, world, r->rc.batch) + (uint64_t)o->accum_steps - 1) / (uint64_t)o->accum_steps;
     say("model %s: %zu parameters; optimizer %s lr %g gamma %g; batch %d per rank x %d rank%s x %d accum = %llu "
-        "per step; %llu steps per epoch", model_name(r->m), model_num_params(r->m),
-        optim_kind_names[r->rc.opt.kind], r->rc.lr, o->gamma, r->rc.batch, world,
-        world == 1 ? "" : "s", o->accum_steps, (unsigned long long)per_step, (unsigned long long)steps);
+        "per step; %llu steps per epoch",
+        model_name(r->m), model_num_params(r->m), optim_kind_names[r->rc.opt.kind], r->rc.lr, o->gamma, r->rc.batch,
+        world, world == 1 ? "" : "s", o->accum_steps, (unsigned long long)per_step, (unsigned long long)steps);
 }
 
 /* One epoch of training, the replica check and the evaluation, with their report. Returns 1 when the run
@@ -379,11 +393,11 @@ static int run_epoch(run *r, int epoch, eval_result *ev)
     sync_and_check(r, when);
     *ev = run_evaluate(r);
     double epoch_s = clock_now() - t0, ips = (r->times.images - i0) / (r->times.train_s - s0);
-    say("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%ld/%ld), %.1f s, %.0f images/s",
-        epoch, train_loss, ev->loss, 100 * ev->accuracy, ev->correct, ev->total, epoch_s, ips);
+    say("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%ld/%ld), %.1f s, %.0f images/s", epoch,
+        train_loss, ev->loss, 100 * ev->accuracy, ev->correct, ev->total, epoch_s, ips);
     metrics("{\"type\":\"epoch\",\"epoch\":%d,\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_accuracy\":%.6f,"
-            "\"correct\":%ld,\"epoch_s\":%.3f,\"images_per_s\":%.1f}", epoch, train_loss, ev->loss, ev->accuracy,
-            ev->correct, epoch_s, ips);
+            "\"correct\":%ld,\"epoch_s\":%.3f,\"images_per_s\":%.1f}",
+            epoch, train_loss, ev->loss, ev->accuracy, ev->correct, epoch_s, ips);
     if (stop)
         say("stopping: %s", r->o->dry_run ? "--dry-run" : "--max-steps reached");
     return stop;
@@ -396,7 +410,8 @@ static void run_teardown(run *r)
     r->cb->destroy(r->comm);
     optim_free(r->opt);
     model_free(r->m);
-    void *device[] = {r->batch.x, r->batch.y, r->batch.perm, r->batch.ids, r->data.train_images, r->data.train_labels, r->data.test_images, r->data.test_labels};
+    void *device[] = {r->batch.x,           r->batch.y,           r->batch.perm,       r->batch.ids,
+                      r->data.train_images, r->data.train_labels, r->data.test_images, r->data.test_labels};
     for (size_t i = 0; i < sizeof device / sizeof *device; i++)
         be->free(device[i]);
     free(r->batch.host_perm);
@@ -426,9 +441,11 @@ int train_run(const options *o, const ddp_env *env, int gpu)
         return 0;
     if (r.stop.signal == PREEMPT_TIME_LIMIT)
         say("stopped before the job's time limit at step %ld (%.0f s left): checkpoint written, exit 75 (run the same "
-            "command to resume)", r.step, r.stop.job_end - (double)time(NULL));
+            "command to resume)",
+            r.step, r.stop.job_end - (double)time(NULL));
     else
         say("stopped by %s at step %ld: checkpoint written, exit 75 (run the same command to resume); %.2f s from "
-            "the signal to the exit", preempt_name(r.stop.signal), r.step, r.stop.signal_age + clock_now() - r.stop.signal_seen);
+            "the signal to the exit",
+            preempt_name(r.stop.signal), r.step, r.stop.signal_age + clock_now() - r.stop.signal_seen);
     return EX_TEMPFAIL;
 }

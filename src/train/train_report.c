@@ -49,8 +49,9 @@ void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr)
              log_duration(eta_epoch, e1, sizeof e1), log_duration(eta_run, e2, sizeof e2));
     metrics("{\"type\":\"step\",\"epoch\":%d,\"step\":%llu,\"global_step\":%ld,\"loss\":%.6f,\"lr\":%.6g,"
             "\"images_per_s\":%.1f,\"epoch_fraction\":%.6f,\"step_s\":%.6f,\"eta_epoch_s\":%.3f,\"eta_run_s\":%.3f,"
-            "\"time_s\":%.3f}", epoch, (unsigned long long)(s + 1), r->step, loss, lr, ips, frac, step_s, eta_epoch,
-            eta_run, t - r->env->start_s);
+            "\"time_s\":%.3f}",
+            epoch, (unsigned long long)(s + 1), r->step, loss, lr, ips, frac, step_s, eta_epoch, eta_run,
+            t - r->env->start_s);
     L->loss_epoch += sums[0];
     L->images_epoch += sums[1];
     L->images_log = 0;
@@ -61,10 +62,12 @@ void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr)
 static void report_time(const run *r, double comm_exposed_s)
 {
     double wall = clock_now() - r->env->start_s;
-    double other = wall - r->times.startup_s - r->times.data_s - r->times.train_s - r->times.eval_s - r->times.ckpt_total_s;
+    double other =
+        wall - r->times.startup_s - r->times.data_s - r->times.train_s - r->times.eval_s - r->times.ckpt_total_s;
     say("time: %.1f s wall: start-up %.1f s, data loading %.1f s, training %.1f s (communication exposed %.1f s), "
-        "evaluation %.1f s, checkpoints %.1f s, other %.1f s", wall, r->times.startup_s, r->times.data_s, r->times.train_s,
-        comm_exposed_s, r->times.eval_s, r->times.ckpt_total_s, other);
+        "evaluation %.1f s, checkpoints %.1f s, other %.1f s",
+        wall, r->times.startup_s, r->times.data_s, r->times.train_s, comm_exposed_s, r->times.eval_s,
+        r->times.ckpt_total_s, other);
 }
 
 /* The largest peak resident set size of the ranks, in MiB (collective). */
@@ -133,30 +136,33 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
     double ips = r->times.train_s > 0 ? r->times.images / r->times.train_s : 0, rss = peak_rss_mib(r);
     if (world > 1)
         say("all-reduce: %.2f ms blocking for %.1f MB, %.2f ms exposed per step in %d bucket%s: %.0f%% hidden behind "
-            "backward", 1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r->m), 1e3 * exposed, cs.buckets,
+            "backward",
+            1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r->m), 1e3 * exposed, cs.buckets,
             cs.buckets == 1 ? "" : "s", 100 * hidden);
     report_time(r, cs.exposed_s);
-    double per = r->times.counted_steps ? 1.0 / (double)r->times.counted_steps : 0.0, kps = per * (double)r->times.step_counts.kernels,
-           gps = per * (double)r->times.step_counts.gemms, wps = per * (double)r->times.step_counts.waits;
+    double per = r->times.counted_steps ? 1.0 / (double)r->times.counted_steps : 0.0,
+           kps = per * (double)r->times.step_counts.kernels, gps = per * (double)r->times.step_counts.gemms,
+           wps = per * (double)r->times.step_counts.waits;
     if (r->be->counts)
         say("device work per step: %.1f kernel launches, %.1f GEMMs, %.3f host waits; %ld steps replayed as a CUDA "
-            "graph (%ld captures)", kps, gps, wps, step_graph_launches(r->graph), step_graph_captures(r->graph));
+            "graph (%ld captures)",
+            kps, gps, wps, step_graph_launches(r->graph), step_graph_captures(r->graph));
     static char prof[8192];
     report_profile(r, prof, sizeof prof);
     say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s, "
-        "peak memory %.0f MiB per rank", 100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->times.train_s,
-        total_s, ips, world, world == 1 ? "" : "s", rss);
+        "peak memory %.0f MiB per rank",
+        100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->times.train_s, total_s, ips, world,
+        world == 1 ? "" : "s", rss);
     metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
             "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
             "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
             "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
             "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
-            model_name(r->m), r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->times.train_s, total_s, ips,
-            1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->times.startup_s, r->times.data_s, r->times.eval_s, r->times.ckpt_total_s,
-            cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps, step_graph_launches(r->graph),
-            step_graph_captures(r->graph), rss,
-            (unsigned long long)fingerprint, prof);
+            model_name(r->m), r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->times.train_s, total_s,
+            ips, 1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->times.startup_s, r->times.data_s, r->times.eval_s,
+            r->times.ckpt_total_s, cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps,
+            step_graph_launches(r->graph), step_graph_captures(r->graph), rss, (unsigned long long)fingerprint, prof);
     if (o->verbose)
         say("replica fingerprint %016llx", (unsigned long long)fingerprint);
     if (o->save_model && world_rank() == 0) {
@@ -164,4 +170,3 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
         say("model saved to %s", o->save_model);
     }
 }
-

@@ -25,7 +25,7 @@ typedef struct {
 typedef struct {
     uint8_t *train_images, *train_labels, *test_images, *test_labels;
     uint64_t n_train, n_test, test_count; /* test_count: this rank's share of the test set */
-    char train_sha[80]; /* the training set's source checksum, its identity in checkpoints */
+    char train_sha[80];                   /* the training set's source checksum, its identity in checkpoints */
 } run_data;
 
 /* One step's inputs in the device's memory, at fixed places (a replayed step reads them). */
@@ -76,11 +76,10 @@ typedef struct {
 
 /* One epoch's progress reports: the sums since the last line and over the epoch. */
 typedef struct {
-    uint64_t first, steps;  /* the epoch's first step in this run (after a resume), and its step count */
+    uint64_t first, steps;   /* the epoch's first step in this run (after a resume), and its step count */
     double t0, t_log, ckpt0; /* the epoch's start, the last line's time, r->ckpt_total_s at the start */
     double images_log, loss_epoch, images_epoch;
 } epoch_log;
-
 
 /* The progress line after step s (0-based) of the epoch (collective). */
 void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr);

@@ -32,7 +32,8 @@ void blas_core_fix(char **argv)
         execv(self, argv); /* returns only on failure */
     }
     warn("OpenBLAS took this CPU for a %s and runs its slow %s kernels; could not restart with OPENBLAS_CORETYPE=%s "
-         "(set it before starting mnist_ddp)", core, core, better);
+         "(set it before starting mnist_ddp)",
+         core, core, better);
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv(DETECTED_VAR);
 }
@@ -43,8 +44,10 @@ void blas_core_describe(char *buf, size_t len)
     if (!core)
         snprintf(buf, len, "%s", "");
     else if (detected && *detected)
-        snprintf(buf, len, "OpenBLAS kernels: %s (OpenBLAS took this CPU for a %s: mnist_ddp set "
-                 "OPENBLAS_CORETYPE=%s)", core, detected, core);
+        snprintf(buf, len,
+                 "OpenBLAS kernels: %s (OpenBLAS took this CPU for a %s: mnist_ddp set "
+                 "OPENBLAS_CORETYPE=%s)",
+                 core, detected, core);
     else
         snprintf(buf, len, "OpenBLAS kernels: %s", core);
 }

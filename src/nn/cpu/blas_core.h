@@ -39,7 +39,7 @@ static inline int cpu_avx512(void)
            __builtin_cpu_supports("avx512vl");
 }
 #else
-static inline int cpu_avx2_fma(void) { return 0; } /* OpenBLAS's detection is left alone off x86 */
+static inline int cpu_avx2_fma(void) { return 0; }               /* OpenBLAS's detection is left alone off x86 */
 static inline int cpu_avx512(void) { return 0; }
 #endif
 #endif

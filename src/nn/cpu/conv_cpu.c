@@ -51,8 +51,7 @@ int cpu_conv_backward(const nn_backend *be, const float *x, const float *w, cons
         float col[COL_MAX], *dwt = partial + (size_t)omp_get_thread_num() * nw;
 #pragma omp for schedule(static)
         for (int n = 0; n < N; n++)
-            conv_backward_range(be, gemm_serial, in, w, dy, dwt, dx, N, C, H, W, F, k, pad, col, n, n + 1, 1,
-                                wide);
+            conv_backward_range(be, gemm_serial, in, w, dy, dwt, dx, N, C, H, W, F, k, pad, col, n, n + 1, 1, wide);
     }
     for (int t = 0; t < threads; t++)
         for (size_t i = 0; i < nw; i++)

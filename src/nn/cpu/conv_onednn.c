@@ -18,8 +18,8 @@ static void dnnl_check(dnnl_status_t s, const char *call, const char *file, int 
 {
     if (s == dnnl_success)
         return;
-    die_at(file, line, s == dnnl_out_of_memory ? EX_OSERR : EX_SOFTWARE, "oneDNN %s failed: status %d%s", call,
-           (int)s, s == dnnl_out_of_memory ? " (out of memory)" : "");
+    die_at(file, line, s == dnnl_out_of_memory ? EX_OSERR : EX_SOFTWARE, "oneDNN %s failed: status %d%s", call, (int)s,
+           s == dnnl_out_of_memory ? " (out of memory)" : "");
 }
 
 /* A tensor as the layer keeps it (user) and as the primitive wants it (prim): when the layouts differ,
@@ -40,14 +40,14 @@ typedef struct {
     dnnl_alg_kind_t alg;
     dnnl_primitive_desc_t fwd_pd;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
-    tensor_arg x, w, b, y;        /* forward */
-    tensor_arg dy, wd, dx;        /* backward data */
-    tensor_arg xw, dyw, dw, db;   /* backward weights: dw, db to the plan's own dense sums */
-    int dy_shared;                /* both backward passes take diff_dst in one layout: dy is unused, dyw serves */
-    int x_shared;                 /* backward weights takes src as the forward does: xw is unused, x serves */
-    int y_pooled, dy_pooled;      /* y.prim, dyw.prim are nChw16c: nchw16c.h pools them in place of y */
-    int dx_blocked;               /* dx.prim is nChw16c: nchw16c.h converts it, through a ReLU */
-    const float *kept_x;          /* the last forward's input, converted in x.prim while kept_at == calls */
+    tensor_arg x, w, b, y;      /* forward */
+    tensor_arg dy, wd, dx;      /* backward data */
+    tensor_arg xw, dyw, dw, db; /* backward weights: dw, db to the plan's own dense sums */
+    int dy_shared;              /* both backward passes take diff_dst in one layout: dy is unused, dyw serves */
+    int x_shared;               /* backward weights takes src as the forward does: xw is unused, x serves */
+    int y_pooled, dy_pooled;    /* y.prim, dyw.prim are nChw16c: nchw16c.h pools them in place of y */
+    int dx_blocked;             /* dx.prim is nChw16c: nchw16c.h converts it, through a ReLU */
+    const float *kept_x;        /* the last forward's input, converted in x.prim while kept_at == calls */
     unsigned long kept_at;
     float *dw_sum, *db_sum, *zero_bias;
     size_t arena_bytes; /* its args' prim buffers, laid end to end */
@@ -184,9 +184,13 @@ static plan_mds plan_descs(const conv_plan *p)
     dnnl_dims_t x = {p->N, p->C, p->H, p->W}, y = {p->N, p->F, OH, OW}, w = {p->F, p->C, p->k, p->k}, b = {p->F};
     return (plan_mds){.x = cnhw_md(p->N, p->C, p->H, p->W, p->W),
                       .y = cnhw_md(p->N, p->F, OH, OW, conv_ld(p->W, p->k, p->pad, p->wide)),
-                      .w = dense_md(4, w, dnnl_oihw), .b = dense_md(1, b, dnnl_a),
-                      .any_x = dense_md(4, x, dnnl_format_tag_any), .any_y = dense_md(4, y, dnnl_format_tag_any),
-                      .any_w = dense_md(4, w, dnnl_format_tag_any), .strides = {1, 1}, .pad = {p->pad, p->pad}};
+                      .w = dense_md(4, w, dnnl_oihw),
+                      .b = dense_md(1, b, dnnl_a),
+                      .any_x = dense_md(4, x, dnnl_format_tag_any),
+                      .any_y = dense_md(4, y, dnnl_format_tag_any),
+                      .any_w = dense_md(4, w, dnnl_format_tag_any),
+                      .strides = {1, 1},
+                      .pad = {p->pad, p->pad}};
 }
 
 /* Whether the primitive takes or gives the tensor a of C channels of H x W in nchw16c.h's layout, converted
@@ -219,7 +223,7 @@ static int forward_pd(dnnl_primitive_desc_t *pd, dnnl_alg_kind_t alg, const plan
 static void plan_forward(conv_plan *p, const plan_mds *m)
 {
     p->alg = p->winograd && forward_pd(&p->fwd_pd, dnnl_convolution_winograd, m) ? dnnl_convolution_winograd
-                                                                                  : dnnl_convolution_direct;
+                                                                                 : dnnl_convolution_direct;
     if (p->alg == dnnl_convolution_direct && !forward_pd(&p->fwd_pd, p->alg, m))
         die(EX_SOFTWARE, "oneDNN has no direct convolution for %dx%d planes of %d channels", p->H, p->W, p->C);
     p->fwd = create(p->fwd_pd);
@@ -235,8 +239,8 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
 {
     dnnl_convolution_desc_t d;
     dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&d, p->alg, &m->any_x, &m->any_w, &m->b,
-                                                           &m->any_y, m->strides, m->pad, m->pad));
+    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&d, p->alg, &m->any_x, &m->any_w, &m->b, &m->any_y,
+                                                           m->strides, m->pad, m->pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
     p->bwd_weights = create(pd);
     /* src too: the forward's conversion serves the backward that follows it (layers.h: x NULL). */
@@ -249,8 +253,8 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
     dnnl_memory_desc_t dyw = *query(pd, dnnl_query_diff_dst_md, 0);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
 
-    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, p->alg, &m->any_x, &m->any_w,
-                                                        &m->any_y, m->strides, m->pad, m->pad));
+    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, p->alg, &m->any_x, &m->any_w, &m->any_y, m->strides, m->pad,
+                                                        m->pad));
     DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
     p->bwd_data = create(pd);
     /* diff_dst is one tensor for both passes: converted once when they want the same layout. */
@@ -259,8 +263,8 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
         arg_init(p, &p->dy, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
     arg_init(p, &p->wd, &m->w, query(pd, dnnl_query_weights_md, 0), 1);
     arg_init(p, &p->dx, &m->x, query(pd, dnnl_query_diff_src_md, 0), 0);
-    p->dy_pooled = p->dy_shared &&
-                   blocked_layout(p, &p->dyw, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
+    p->dy_pooled =
+        p->dy_shared && blocked_layout(p, &p->dyw, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
     p->dx_blocked = blocked_layout(p, &p->dx, p->C, p->H, p->W);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
     p->dw_sum = xmalloc_aligned((size_t)p->F * p->C * p->k * p->k * sizeof(float));
@@ -336,15 +340,13 @@ static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, in
 
 /* One input channel is left to im2col + GEMM: there oneDNN's convolution with its reorders took 60% longer
  * (net's conv1, 2-core Sapphire Rapids). */
-static int onednn_takes(int C)
-{
-    return C > 1;
-}
+static int onednn_takes(int C) { return C > 1; }
 
 /* The forward into y.prim, converted to the layer's y unless y is NULL (the caller reads y.prim). */
 static void forward_run(conv_plan *p, const float *x, const float *w, const float *b, float *y)
 {
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)}, {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)},
+                              {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
                               {DNNL_ARG_BIAS, arg_in(&p->b, b ? b : p->zero_bias)},
                               {DNNL_ARG_DST, y ? arg_out(&p->y, y) : p->y.prim}};
     run(p->fwd, 4, args);
@@ -364,7 +366,8 @@ static void backward_run(conv_plan *p, const float *x, const float *x_relu, cons
     /* x NULL: the forward's input, still converted when no convolution ran since (none has used the arena). */
     int kept = !x && p->x_shared && p->kept_at == calls++;
     dnnl_memory_t src = kept ? p->x.prim : arg_in(p->x_shared ? &p->x : &p->xw, x ? x : p->kept_x);
-    dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dy ? arg_in(&p->dyw, dy) : p->dyw.prim},
+    dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, src},
+                               {DNNL_ARG_DIFF_DST, dy ? arg_in(&p->dyw, dy) : p->dyw.prim},
                                {DNNL_ARG_DIFF_WEIGHTS, arg_out(&p->dw, p->dw_sum)},
                                {DNNL_ARG_DIFF_BIAS, arg_out(&p->db, p->db_sum)}};
     run(p->bwd_weights, 4, wargs);
@@ -379,8 +382,8 @@ static void backward_run(conv_plan *p, const float *x, const float *x_relu, cons
     if (!dx)
         return;
     dnnl_memory_t ddst = p->dy_shared ? p->dyw.prim : arg_in(&p->dy, dy);
-    dnnl_exec_arg_t dargs[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)},
-                               {DNNL_ARG_DIFF_SRC, arg_out(&p->dx, dx)}};
+    dnnl_exec_arg_t dargs[] = {
+        {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)}, {DNNL_ARG_DIFF_SRC, arg_out(&p->dx, dx)}};
     run(p->bwd_data, 3, dargs);
     if (x_relu && p->dx_blocked) {
         DNNL_CHECK(dnnl_stream_wait(stream));
@@ -393,8 +396,8 @@ static void backward_run(conv_plan *p, const float *x, const float *x_relu, cons
         cpu_relu_backward(dx, x_relu, (size_t)p->C * p->N * p->H * p->W);
 }
 
-static int onednn_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N,
-                          int C, int H, int W, int F, int k, int pad, int wide, int winograd)
+static int onednn_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C,
+                          int H, int W, int F, int k, int pad, int wide, int winograd)
 {
     if (!onednn_takes(C))
         return cpu_conv_forward(be, x, w, b, y, N, C, H, W, F, k, pad, wide);
@@ -402,9 +405,8 @@ static int onednn_forward(const nn_backend *be, const float *x, const float *w, 
     return 1;
 }
 
-static int onednn_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw,
-                           float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide,
-                           int winograd)
+static int onednn_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
+                           float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide, int winograd)
 {
     if (!onednn_takes(C))
         return cpu_conv_backward(be, x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide);
@@ -442,28 +444,28 @@ static int onednn_pool_conv_backward(float *dpy, const float *py, const int32_t 
 }
 
 /* The backend's entries for one algorithm: the calls above with winograd bound. */
-#define ALGORITHM_ENTRIES(alg, winograd)                                                                          \
-    static int alg##_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, \
-                             int C, int H, int W, int F, int k, int pad, int wide)                                \
-    {                                                                                                             \
-        return onednn_forward(be, x, w, b, y, N, C, H, W, F, k, pad, wide, winograd);                             \
-    }                                                                                                             \
-    static int alg##_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw,    \
-                              float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide)  \
-    {                                                                                                             \
-        return onednn_backward(be, x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide, winograd);                  \
-    }                                                                                                             \
-    static int alg##_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,  \
-                                       int N, int C, int H, int W, int F, int k, int pad, int wide)               \
-    {                                                                                                             \
-        return onednn_conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide, winograd);                \
-    }                                                                                                             \
-    static int alg##_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x,          \
-                                        const float *x_relu, const float *w, float *dw, float *db, float *dx,     \
-                                        int N, int C, int H, int W, int F, int k, int pad, int wide)              \
-    {                                                                                                             \
-        return onednn_pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide,     \
-                                         winograd);                                                               \
+#define ALGORITHM_ENTRIES(alg, winograd)                                                                             \
+    static int alg##_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N,  \
+                             int C, int H, int W, int F, int k, int pad, int wide)                                   \
+    {                                                                                                                \
+        return onednn_forward(be, x, w, b, y, N, C, H, W, F, k, pad, wide, winograd);                                \
+    }                                                                                                                \
+    static int alg##_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw,      \
+                              float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide)     \
+    {                                                                                                                \
+        return onednn_backward(be, x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide, winograd);                     \
+    }                                                                                                                \
+    static int alg##_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,     \
+                                       int N, int C, int H, int W, int F, int k, int pad, int wide)                  \
+    {                                                                                                                \
+        return onednn_conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide, winograd);                   \
+    }                                                                                                                \
+    static int alg##_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x,             \
+                                        const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, \
+                                        int C, int H, int W, int F, int k, int pad, int wide)                        \
+    {                                                                                                                \
+        return onednn_pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide,        \
+                                         winograd);                                                                  \
     }
 
 ALGORITHM_ENTRIES(direct, 0)

@@ -17,7 +17,11 @@ int onednn_has_winograd(void);
 /* "major.minor.patch" of the library loaded. */
 const char *onednn_version(void);
 #else
-static inline const nn_backend *nn_cpu_onednn(int winograd) { (void)winograd; return NULL; }
+static inline const nn_backend *nn_cpu_onednn(int winograd)
+{
+    (void)winograd;
+    return NULL;
+}
 static inline int onednn_has_winograd(void) { return 0; }
 static inline const char *onednn_version(void) { return "absent"; } /* never printed: no backend uses it */
 #endif

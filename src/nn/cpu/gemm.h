@@ -4,8 +4,8 @@
 #ifndef MNIST_GEMM_H
 #define MNIST_GEMM_H
 
-void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-          int ldb, float beta, float *c, int ldc);
+void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
+          float beta, float *c, int ldc);
 
 /* The same as one BLAS call on the calling thread, for callers that share their own work among threads. */
 void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,

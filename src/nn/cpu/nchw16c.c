@@ -38,16 +38,17 @@ static inline void next_output(const pool_geom *g, int *ph, int *pw)
 typedef float vec16 __attribute__((vector_size(CHANNEL_BLOCK * sizeof(float))));
 #define LO(s, p) ((p) % (2 * (s)) < (s) ? (p) : (p) + CHANNEL_BLOCK - (s))
 #define HI(s, p) ((p) % (2 * (s)) < (s) ? (p) + (s) : (p) + CHANNEL_BLOCK)
-#define LANES(F, s) F(s, 0), F(s, 1), F(s, 2), F(s, 3), F(s, 4), F(s, 5), F(s, 6), F(s, 7), F(s, 8), F(s, 9), \
-                    F(s, 10), F(s, 11), F(s, 12), F(s, 13), F(s, 14), F(s, 15)
-#define TRANSPOSE_LEVEL(r, s)                                                  \
+#define LANES(F, s)                                                                                               \
+    F(s, 0), F(s, 1), F(s, 2), F(s, 3), F(s, 4), F(s, 5), F(s, 6), F(s, 7), F(s, 8), F(s, 9), F(s, 10), F(s, 11), \
+        F(s, 12), F(s, 13), F(s, 14), F(s, 15)
+#define TRANSPOSE_LEVEL(r, s)                                                   \
     _Pragma("GCC unroll 16") /* constant indices: the rows stay in registers */ \
-    for (int i = 0; i < CHANNEL_BLOCK; i++)                                    \
-        if (!(i & (s))) {                                                      \
-            vec16 lo = r[i], hi = r[i + (s)];                                  \
-            r[i] = __builtin_shufflevector(lo, hi, LANES(LO, s));              \
-            r[i + (s)] = __builtin_shufflevector(lo, hi, LANES(HI, s));        \
-        }
+        for (int i = 0; i < CHANNEL_BLOCK; i++) if (!(i & (s)))                 \
+    {                                                                           \
+        vec16 lo = r[i], hi = r[i + (s)];                                       \
+        r[i] = __builtin_shufflevector(lo, hi, LANES(LO, s));                   \
+        r[i + (s)] = __builtin_shufflevector(lo, hi, LANES(HI, s));             \
+    }
 
 static inline __attribute__((always_inline)) void transpose16(vec16 r[CHANNEL_BLOCK])
 {
@@ -60,8 +61,7 @@ static inline __attribute__((always_inline)) void transpose16(vec16 r[CHANNEL_BL
 /* Outputs o0 .. o0+len-1 (len <= 16) of sample n's channel block cb: pooled across the 16 channels of each
  * window (four 16-channel vectors), transposed, then bias and ReLU along each channel's row of outputs. */
 static inline __attribute__((always_inline)) void forward_tile(const pool_geom *g, const float *x, const float *b,
-                                                               float *y, int32_t *arg, int n, int cb, int o0,
-                                                               int len)
+                                                               float *y, int32_t *arg, int n, int cb, int o0, int len)
 {
     vec16 m[CHANNEL_BLOCK], a[CHANNEL_BLOCK];
     for (int o = 0, ph = o0 / g->OW, pw = o0 % g->OW; o < CHANNEL_BLOCK; o++, next_output(g, &ph, &pw)) {
@@ -146,19 +146,16 @@ static inline __attribute__((always_inline)) void backward_chunk(const pool_geom
 
 /* call for every tile of count outputs or pixels: the full ones with len the constant 16 (their loops
  * then have fixed bounds), the last one with what is left. */
-#define TILES(count, o0, len, call)                                   \
-    do {                                                              \
-        int o0 = 0, len = CHANNEL_BLOCK;                              \
-        for (; o0 + CHANNEL_BLOCK <= (count); o0 += CHANNEL_BLOCK)    \
-            call;                                                     \
-        if ((len = (count) - o0) > 0)                                 \
-            call;                                                     \
+#define TILES(count, o0, len, call)                                \
+    do {                                                           \
+        int o0 = 0, len = CHANNEL_BLOCK;                           \
+        for (; o0 + CHANNEL_BLOCK <= (count); o0 += CHANNEL_BLOCK) \
+            call;                                                  \
+        if ((len = -o0 + (count)) > 0)                             \
+            call;                                                  \
     } while (0)
 
-static int chunk_len(const pool_geom *g, int o0)
-{
-    return g->P - o0 < CHUNK ? g->P - o0 : CHUNK;
-}
+static int chunk_len(const pool_geom *g, int o0) { return g->P - o0 < CHUNK ? g->P - o0 : CHUNK; }
 
 /* Pixels in no window (an odd last row or column) get no gradient. */
 static void zero_unpooled(float *dxb, int H, int W)

@@ -10,12 +10,12 @@ enum { CHANNEL_BLOCK = 16 }; /* channels per block; C a multiple of it */
 
 /* x [N][C/16][H][W][16] -> y = relu(maxpool2(x) + b[c]) in planes [C][N][H/2][W/2] (b NULL: no bias), arg
  * the argmaxes as cpu_maxpool2_relu_forward gives them for x in CNHW planes with rows ld long. */
-void nchw16c_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H,
-                                   int W, int ld);
+void nchw16c_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
+                                   int ld);
 /* dx [N][C/16][H][W][16] = what cpu_relu_maxpool2_backward writes to CNHW planes, junk columns aside;
  * dy and y (planes [C][N][H/2][W/2]) are left as they are. */
-void nchw16c_relu_maxpool2_backward(const float *dy, const float *y, const int32_t *arg, float *dx, int C, int N,
-                                    int H, int W, int ld);
+void nchw16c_relu_maxpool2_backward(const float *dy, const float *y, const int32_t *arg, float *dx, int C, int N, int H,
+                                    int W, int ld);
 /* dx [C][N][HW] = cpu_relu_backward of dxb [N][C/16][HW][16] in CNHW, through the ReLU whose output is y
  * [C][N][HW]. */
 void nchw16c_relu_backward(const float *dxb, const float *y, float *dx, int C, int N, int HW);

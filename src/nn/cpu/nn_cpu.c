@@ -13,15 +13,9 @@
 #include "nn/cpu/simd.h"
 #include "base/threads.h"
 
-static void *cpu_alloc(size_t bytes)
-{
-    return xmalloc_aligned(bytes);
-}
+static void *cpu_alloc(size_t bytes) { return xmalloc_aligned(bytes); }
 
-static void cpu_free(void *p)
-{
-    free(p);
-}
+static void cpu_free(void *p) { free(p); }
 
 static void cpu_zero(void *p, size_t bytes)
 {
@@ -31,10 +25,7 @@ static void cpu_zero(void *p, size_t bytes)
         memset((char *)p + at, 0, bytes - at < BLOCK ? bytes - at : BLOCK);
 }
 
-static void cpu_copy(void *dst, const void *src, size_t bytes)
-{
-    memcpy(dst, src, bytes);
-}
+static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
 /* op_normalize of every byte value: a pixel costs a table lookup instead of two divisions. */
 static void normalize_table(float table[256])
@@ -485,10 +476,7 @@ double cpu_sum_losses(const float *loss, int N)
     return s;
 }
 
-void cpu_add_losses(const float *loss, int N, double *sum)
-{
-    *sum += cpu_sum_losses(loss, N);
-}
+void cpu_add_losses(const float *loss, int N, double *sum) { *sum += cpu_sum_losses(loss, N); }
 
 void cpu_log_softmax_nll_backward(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g)
 {
@@ -524,19 +512,38 @@ void cpu_sgd_step(float *param, const float *grad, float *buf, size_t n, float l
  * (64 x 624 x 288) is still efficient; measured on a 1 MB-L2 Skylake-X core, chunks of 1 or 2 are
  * fastest and one batch-wide GEMM (a 46 MB block) is ~35% slower. */
 const nn_backend nn_cpu = {
-    .name = "cpu", .chunk = 1,
-    .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .upload = cpu_copy, .download = cpu_copy,
+    .name = "cpu",
+    .chunk = 1,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .upload = cpu_copy,
+    .download = cpu_copy,
     .copy = cpu_copy,
-    .gather = cpu_gather, .gemm = gemm, .im2col = cpu_im2col, .col2im = cpu_col2im, .fill = cpu_fill,
-    .sum_add = cpu_sum_add, .relu_forward = cpu_relu_forward,
-    .bias_relu_forward = cpu_bias_relu_forward, .relu_backward = cpu_relu_backward,
-    .maxpool2_relu_forward = cpu_maxpool2_relu_forward, .relu_maxpool2_backward = cpu_relu_maxpool2_backward,
-    .dropout_forward = cpu_dropout_forward, .dropout_backward = cpu_dropout_backward,
+    .gather = cpu_gather,
+    .gemm = gemm,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .fill = cpu_fill,
+    .sum_add = cpu_sum_add,
+    .relu_forward = cpu_relu_forward,
+    .bias_relu_forward = cpu_bias_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .maxpool2_relu_forward = cpu_maxpool2_relu_forward,
+    .relu_maxpool2_backward = cpu_relu_maxpool2_backward,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
     .flatten_dropout_forward = cpu_flatten_dropout_forward,
     .dropout_unflatten_backward = cpu_dropout_unflatten_backward,
-    .batchnorm_forward_train = cpu_batchnorm_forward_train, .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
-    .batchnorm_backward = cpu_batchnorm_backward, .log_softmax_nll_forward = cpu_log_softmax_nll_forward,
-    .log_softmax_nll_backward = cpu_log_softmax_nll_backward, .add_losses = cpu_add_losses,
-    .count_correct = cpu_count_correct, .adadelta_step = cpu_adadelta_step, .sgd_step = cpu_sgd_step,
-    .conv_forward = cpu_conv_forward, .conv_backward = cpu_conv_backward,
+    .batchnorm_forward_train = cpu_batchnorm_forward_train,
+    .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
+    .batchnorm_backward = cpu_batchnorm_backward,
+    .log_softmax_nll_forward = cpu_log_softmax_nll_forward,
+    .log_softmax_nll_backward = cpu_log_softmax_nll_backward,
+    .add_losses = cpu_add_losses,
+    .count_correct = cpu_count_correct,
+    .adadelta_step = cpu_adadelta_step,
+    .sgd_step = cpu_sgd_step,
+    .conv_forward = cpu_conv_forward,
+    .conv_backward = cpu_conv_backward,
 };

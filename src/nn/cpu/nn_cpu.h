@@ -22,7 +22,7 @@ void cpu_col2im(const float *dcol, float *dx, int N, int C, int H, int W, int k,
 void cpu_fill(float *y, const float *b, int rows, size_t cols, size_t ld, int by_row);
 void cpu_sum_add(float *out, const float *x, int channels, size_t count, size_t cstride, size_t stride);
 
-void cpu_relu_forward(float *x, size_t count);                   /* in place */
+void cpu_relu_forward(float *x, size_t count); /* in place */
 /* In place on x [C][count]: x = relu(x + b[c]). */
 void cpu_bias_relu_forward(float *x, const float *b, int C, size_t count);
 void cpu_relu_backward(float *dy, const float *y, size_t count); /* in place, y = the ReLU's output */
