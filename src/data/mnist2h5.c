@@ -40,43 +40,44 @@ static _Noreturn void usage_error(const char *msg, const char *arg)
     die(EX_USAGE, "%s%s%s (see mnist2h5 --help)", msg, arg ? " " : "", arg ? arg : "");
 }
 
-int main(int argc, char **argv)
+typedef struct {
+    const char *images, *labels, *out, *shards, *prefix;
+} args;
+
+/* The options, each required one present and non-empty; --help and --version exit here. */
+static args parse_args(int argc, char **argv)
 {
-    error_set_program("mnist2h5");
     static const struct option opts[] = {
         {"images", required_argument, NULL, 'i'}, {"labels", required_argument, NULL, 'l'},
         {"out", required_argument, NULL, 'o'},    {"shards", required_argument, NULL, 's'},
         {"prefix", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
     };
-    const char *images = NULL, *labels = NULL, *out = NULL, *shards_arg = NULL, *prefix = "train";
+    args a = {.prefix = "train"};
     opterr = 0;
-    for (;;) {
-        int c = getopt_long(argc, argv, ":", opts, NULL);
-        if (c == -1)
-            break;
+    for (int c; (c = getopt_long(argc, argv, ":", opts, NULL)) != -1;) {
         switch (c) {
         case 'i':
-            images = optarg;
+            a.images = optarg;
             break;
         case 'l':
-            labels = optarg;
+            a.labels = optarg;
             break;
         case 'o':
-            out = optarg;
+            a.out = optarg;
             break;
         case 's':
-            shards_arg = optarg;
+            a.shards = optarg;
             break;
         case 'p':
-            prefix = optarg;
+            a.prefix = optarg;
             break;
         case 'h':
             usage(stdout);
-            return 0;
+            exit(0);
         case 'V':
             printf("mnist2h5 (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
-            return 0;
+            exit(0);
         case ':':
             usage_error("option needs a value:", argv[optind - 1]);
         default:
@@ -85,21 +86,29 @@ int main(int argc, char **argv)
     }
     if (optind < argc)
         usage_error("unexpected argument", argv[optind]);
-    if (!images)
+    if (!a.images)
         usage_error("missing option --images", NULL);
-    if (!labels)
+    if (!a.labels)
         usage_error("missing option --labels", NULL);
-    if (!out)
+    if (!a.out)
         usage_error("missing option --out", NULL);
-    if (!shards_arg)
+    if (!a.shards)
         usage_error("missing option --shards", NULL);
-    if (!*images || !*labels || !*out)
-        usage_error("empty file name given to", !*images ? "--images" : !*labels ? "--labels" : "--out");
+    if (!*a.images || !*a.labels || !*a.out)
+        usage_error("empty file name given to", !*a.images ? "--images" : !*a.labels ? "--labels" : "--out");
+    return a;
+}
+
+int main(int argc, char **argv)
+{
+    error_set_program("mnist2h5");
+    args a = parse_args(argc, argv);
+    const char *images = a.images, *prefix = a.prefix;
     char *end = NULL;
     errno = 0;
-    long nshards = strtol(shards_arg, &end, 10);
-    if (errno || end == shards_arg || *end || nshards < 1 || nshards > SHARDS_MAX)
-        die(EX_USAGE, "invalid --shards '%s': expected an integer 1..%d (see mnist2h5 --help)", shards_arg, SHARDS_MAX);
+    long nshards = strtol(a.shards, &end, 10);
+    if (errno || end == a.shards || *end || nshards < 1 || nshards > SHARDS_MAX)
+        die(EX_USAGE, "invalid --shards '%s': expected an integer 1..%d (see mnist2h5 --help)", a.shards, SHARDS_MAX);
     if (!shards_prefix_ok(prefix))
         die(EX_USAGE,
             "invalid --prefix '%s': use letters, digits, '_', '.', '-' (not first), at most 64 "
@@ -107,18 +116,18 @@ int main(int argc, char **argv)
             prefix);
 
     idx_set set;
-    idx_load(images, labels, &set);
+    idx_load(images, a.labels, &set);
     if (set.count == 0)
-        die(EX_DATAERR, "IDX files '%s' and '%s' hold no samples", images, labels);
+        die(EX_DATAERR, "IDX files '%s' and '%s' hold no samples", images, a.labels);
     if ((uint64_t)nshards > set.count)
         die(EX_USAGE, "invalid --shards %ld: more shards than the %llu samples of '%s'", nshards,
             (unsigned long long)set.count, images);
-    shards_write(out, prefix, (int)nshards, set.images, set.labels, set.count, set.images_sha256);
+    shards_write(a.out, prefix, (int)nshards, set.images, set.labels, set.count, set.images_sha256);
 
     char first[512], last[512];
     shards_name(first, sizeof first, prefix, 0, (int)nshards);
     shards_name(last, sizeof last, prefix, (int)nshards - 1, (int)nshards);
-    printf("mnist2h5: wrote %llu samples (%s) to %s/%s%s%s\n", (unsigned long long)set.count, images, out, first,
+    printf("mnist2h5: wrote %llu samples (%s) to %s/%s%s%s\n", (unsigned long long)set.count, images, a.out, first,
            nshards > 1 ? " .. " : "", nshards > 1 ? last : "");
     idx_free(&set);
     return 0;
