@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "base/errors.h"
 #include "base/log.h"
+#include "base/run_lock.h"
 #include "base/sha256.h"
 #include "comm/world.h"
 
@@ -112,6 +113,38 @@ static int list_checkpoints(const char *dir, long **steps)
     return n;
 }
 
+/* One run per directory: two would each resume the other's newest checkpoint and rotate it away. Rank 0
+ * holds the lock for the run's lifetime; every rank learns the verdict. */
+static void lock_dir(const char *dir)
+{
+    struct {
+        int rc;
+        char holder[400];
+    } v = {0};
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_LOCK);
+    if (world_rank() == 0)
+        v.rc = run_lock_take(path, v.holder, sizeof v.holder);
+    world_verdict(&v, sizeof v);
+    if (v.rc == RUN_LOCK_HELD)
+        die_all(EX_CANTCREAT,
+                "--checkpoint-dir %s is in use by another run (%s): two runs in one directory resume and "
+                "delete each other's checkpoints; give this one its own --checkpoint-dir",
+                dir, *v.holder ? v.holder : "its holder did not say who it is");
+    if (v.rc == RUN_LOCK_NO_FILE)
+        die_all(EX_CANTCREAT, "--checkpoint-dir %s: cannot write its lock file %s: %s", dir, CHECKPOINT_LOCK, v.holder);
+    if (world_rank() != 0)
+        return;
+    if (v.rc == RUN_LOCK_UNAVAILABLE)
+        warn("--checkpoint-dir %s: its file system does not lock files (%s): nothing stops a second run from "
+             "using it at the same time",
+             dir, v.holder);
+    else if (*v.holder)
+        warn("--checkpoint-dir %s: taking over from a run that ended without releasing it (%s): killed, "
+             "aborted or its node failed",
+             dir, v.holder);
+}
+
 void checkpoint_prepare_dir(const char *dir)
 {
     if (strlen(dir) > PATH_LEN - 64)
@@ -124,6 +157,7 @@ void checkpoint_prepare_dir(const char *dir)
         die_all(EX_CANTCREAT, "--checkpoint-dir %s: cannot create it: %s", dir, strerror(err));
     char probe[PATH_LEN];
     model_file_check_writable("--checkpoint-dir", dir, file_path(probe, sizeof probe, dir, 0));
+    lock_dir(dir);
     if (world_rank() == 0) {
         snprintf(probe, sizeof probe, "%s/ckpt-", dir);
         af_remove_stale(probe);

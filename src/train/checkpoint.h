@@ -49,7 +49,11 @@ typedef struct {
     checkpoint_identity id;
 } checkpoint_config;
 
-/* Collective: creates DIR if missing and stops the job (73) before any training when it cannot take files. */
+/* The lock file in a checkpoint directory: one run at a time (base/run_lock.h). */
+#define CHECKPOINT_LOCK "mnist_ddp.lock"
+
+/* Collective: creates DIR if missing and locks it for this run; stops the job (73) before any training when
+ * it cannot take files or another run holds it. */
 void checkpoint_prepare_dir(const char *dir);
 
 /* Collective. Finds the checkpoint to start from (the named file, or the newest valid one in dir for "auto"),

@@ -46,9 +46,11 @@ says mid2 "resumed from step 10 (restart 1): $(ckpt "$TMP/mid" 10), epoch 2 afte
 compare "$TMP/full.h5" "$TMP/mid.h5" 0
 # The checkpoint's model part is what --save-model writes at the same step: PyTorch reads both alike.
 compare "$TMP/mid-at10.h5" "$(ckpt "$TMP/mid" 10)" 0
-# --checkpoint-keep 2 (the default): steps 7 and 10 of the first run, 14 of the second: 10 and 14 are left.
+# --checkpoint-keep 2 (the default): steps 7 and 10 of the first run, 14 of the second: 10 and 14 are left,
+# beside the directory's lock file, emptied by the clean exit.
 kept=$(find "$TMP/mid" -mindepth 1 -exec basename {} \; | sort | tr '\n' ' ')
-[ "$kept" = "ckpt-000000000010.h5 ckpt-000000000014.h5 " ] || fail "checkpoints kept in $TMP/mid: $kept"
+[ "$kept" = "ckpt-000000000010.h5 ckpt-000000000014.h5 mnist_ddp.lock " ] || fail "checkpoints kept in $TMP/mid: $kept"
+[ ! -s "$TMP/mid/mnist_ddp.lock" ] || fail "the lock file still names a holder after a clean exit"
 train edge1 2 --checkpoint-dir "$TMP/edge" --max-steps 7
 train edge2 2 --checkpoint-dir "$TMP/edge" --save-model "$TMP/edge.h5"
 says edge2 "resumed from step 7 (restart 1)"

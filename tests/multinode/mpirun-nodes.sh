@@ -109,11 +109,11 @@ bound=25
 on_node1 node1:2,node2:2 $train $ckpt --metrics "$TMP/lost.jsonl" >lost.out 2>lost.err &
 job=$!
 for _ in $(seq 600); do
-  [ -n "$(ls "$TMP/ckpt" 2>/dev/null)" ] && break
+  ls "$TMP"/ckpt/ckpt-*.h5 >/dev/null 2>&1 && break
   kill -0 "$job" 2>/dev/null || break
   sleep 0.1
 done
-[ -n "$(ls "$TMP/ckpt" 2>/dev/null)" ] || { cat lost.out lost.err; fail "no checkpoint before the node was to be lost"; }
+ls "$TMP"/ckpt/ckpt-*.h5 >/dev/null 2>&1 || { cat lost.out lost.err; fail "no checkpoint before the node was to be lost"; }
 start=$(date +%s)
 node_kill node2
 set +e
