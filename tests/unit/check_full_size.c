@@ -7,7 +7,8 @@
  * - the shard reader's label check (check_labels) on a whole 60,000-sample shard read in one range;
  * - manifest_verify: every shard of the set (the last one damaged), every byte of a shard larger than
  *   8 MiB (its last byte flipped), and the stored digest compared in full (it differs in its last digit);
- * - the manifest's self-digest compared in full (its last digit changed). */
+ * - the manifest's source digest against the shards' (shard_read.c) and its self-digest, compared in full
+ *   (their last digit changed). */
 #include <check.h>
 #include <hdf5.h>
 #include <stdio.h>
@@ -88,11 +89,12 @@ START_TEST(writer_last_label_out_of_range)
 }
 END_TEST
 
-/* A set of FULL samples in nshards shards under tmpdir/tag. */
+/* A set of FULL samples in nshards shards under tmpdir/tag, with the digest of the labels as its source's. */
 static char *full_set(const char *tag, int nshards)
 {
-    char *dir = tu_path(tmpdir, tag);
-    shards_write(dir, "train", nshards, images, labels, FULL, NULL);
+    char *dir = tu_path(tmpdir, tag), sha[SHA256_HEX_LEN + 1];
+    sha256_hex(labels, FULL, sha);
+    shards_write(dir, "train", nshards, images, labels, FULL, sha);
     return dir;
 }
 
@@ -204,6 +206,22 @@ START_TEST(manifest_shard_digest_last_digit)
 }
 END_TEST
 
+/* A manifest whose source_sha256 differs from the shards' own attribute in its last digit only. */
+START_TEST(manifest_source_digest_last_digit)
+{
+    char *dir = full_set("source", 2), *mf = tu_path(dir, "train.manifest"), *text = read_text(mf);
+    char *line = strstr(text, "source_sha256 ");
+    ck_assert_ptr_nonnull(line);
+    change_last_digit(line + 14 + SHA256_HEX_LEN);
+    reseal_manifest(text);
+    tu_write_file(mf, text, strlen(text));
+    refused(open_set, dir, "its manifest");
+    free(text);
+    free(mf);
+    free(dir);
+}
+END_TEST
+
 /* A manifest whose manifest_sha256 line differs in its last digit only. */
 START_TEST(manifest_self_digest_last_digit)
 {
@@ -229,6 +247,7 @@ int main(void)
     tcase_add_test(tc, reader_last_label_out_of_range);
     tcase_add_test(tc, manifest_last_byte_of_last_shard);
     tcase_add_test(tc, manifest_shard_digest_last_digit);
+    tcase_add_test(tc, manifest_source_digest_last_digit);
     tcase_add_test(tc, manifest_self_digest_last_digit);
     suite_add_tcase(s, tc);
     return check_run(s);
