@@ -26,6 +26,9 @@ expect_fail 70 'replicas diverged after step 7: the parameters of rank 1 differ'
 one_line
 expect_fail 70 'replicas diverged after step 7: the parameters of rank 2 differ' run_np 3 "$P" diverge 2
 one_line
+# A model-sized replica that differs in its last parameter only: the whole buffer is compared.
+expect_fail 70 'replicas diverged after step 7: the parameters of rank 1 differ' run_np 2 "$P" diverge-last 1
+one_line
 
 # A failing MPI call comes back to MPI_CHECK: our line and status, on the world and node communicators.
 for comm in W L; do

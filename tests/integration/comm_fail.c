@@ -2,6 +2,8 @@
  * Check suite): one scenario per run, driven under mpirun by tests/comm-failures.sh.
  *   diverge R    rank R's parameters differ from rank 0's in one bit: comm_check_replicas stops every
  *                rank with 70, rank 0 naming rank R
+ *   diverge-last R   the same in a model-sized buffer (net's 1,199,882 parameters), its last element:
+ *                a check that covers only the first part of the parameters misses it
  *   stall S      the last rank sleeps instead of joining the gradient all-reduce of step 3: the others
  *                stop with 69 at the --comm-timeout deadline of S seconds
  *   leave S      the last rank leaves the training loop before step 3 and finalises: the same
@@ -21,7 +23,7 @@
 #include "comm/comm.h"
 #include "base/errors.h"
 
-enum { N = 1000, STEPS = 5, MISSED_STEP = 3 };
+enum { N = 1000, STEPS = 5, MISSED_STEP = 3, MODEL_PARAMS = 1199882 };
 
 static int rank, world;
 
@@ -31,17 +33,19 @@ static void fill(float *p)
         p[i] = (float)i * 0.001f - 0.3f;
 }
 
-static void diverge(int odd_rank)
+static void diverge(int odd_rank, size_t n, size_t at)
 {
-    float p[N];
-    fill(p);
+    float *p = xmalloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(i % N) * 0.001f - 0.3f;
     if (rank == odd_rank) {
         uint32_t u;
-        memcpy(&u, &p[N / 2], sizeof u);
+        memcpy(&u, &p[at], sizeof u);
         u ^= 1u; /* the last bit of the mantissa: the smallest possible difference */
-        memcpy(&p[N / 2], &u, sizeof u);
+        memcpy(&p[at], &u, sizeof u);
     }
-    comm_check_replicas(MPI_COMM_WORLD, p, N, "after step 7");
+    comm_check_replicas(MPI_COMM_WORLD, p, n, "after step 7");
+    free(p);
 }
 
 /* A few training steps through the bucketed all-reduce; the last rank misses step MISSED_STEP. */
@@ -82,13 +86,15 @@ int main(int argc, char **argv)
     world = env.world;
     const char *mode = argc == 3 ? argv[1] : "";
     if (!strcmp(mode, "diverge"))
-        diverge(atoi(argv[2]));
+        diverge(atoi(argv[2]), N, N / 2);
+    else if (!strcmp(mode, "diverge-last"))
+        diverge(atoi(argv[2]), MODEL_PARAMS, MODEL_PARAMS - 1);
     else if (!strcmp(mode, "stall") || !strcmp(mode, "leave"))
         stall(atof(argv[2]), !strcmp(mode, "leave"));
     else if (!strcmp(mode, "mpierr"))
         mpi_error(&env, argv[2]);
     else
-        die(EX_USAGE, "usage: comm_fail diverge RANK | stall SECONDS | leave SECONDS | mpierr W|L");
+        die(EX_USAGE, "usage: comm_fail diverge RANK | diverge-last RANK | stall SECONDS | leave SECONDS | mpierr W|L");
     if (rank == 0)
         printf("comm_fail %s: no failure\n", mode);
     bootstrap_finalize(&env);

@@ -3,8 +3,9 @@
 # them: every damaged copy of a saved model (--load-model) and of a checkpoint (--resume FILE) -- a bit
 # flipped in the seal, the HDF5 superblock and metadata, the data or the last byte, truncations, zeroed
 # runs, an in-place edit by h5py -- ends with exit 65 and one error line naming the file, within a time
-# limit (no signal, no hang). --resume auto skips a damaged newest checkpoint for the previous valid one
-# with a warning, and stops with 65 when none is valid.
+# limit (no signal, no hang); so do files resealed after a change to the last character of their digest or
+# format attribute (the loaders compare whole values). --resume auto skips a damaged newest checkpoint for
+# the previous valid one with a warning, and stops with 65 when none is valid.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -97,6 +98,36 @@ PY
 # shellcheck disable=SC2086
 expect_fail 65 "--resume $TMP/resealed.h5: checksum mismatch: the file says" $once $common --batch-size 20 \
   --resume "$TMP/resealed.h5"
+# reseal_attr SRC OUT ATTR: OUT is SRC with the string attribute ATTR's last character changed (type and
+# length kept) and the seal made valid again: only the loader's own comparison of ATTR, if it compares the
+# whole value, can refuse it.
+reseal_attr() {
+  "$PYTHON3" - "$@" <<'PY'
+import hashlib, shutil, sys, h5py, numpy as np
+src, out, attr = sys.argv[1:4]
+shutil.copy(src, out)
+with h5py.File(out, "a") as f:
+    v = bytes(f.attrs[attr])
+    f.attrs.modify(attr, np.bytes_(v[:-1] + (b"1" if v[-1:] == b"0" else b"0")))
+body = open(out, "rb").read()[512:]
+seal = b"mnist_ddp sealed file 1\nsha256 %s\nbytes %d\n" % (hashlib.sha256(body).hexdigest().encode(), len(body))
+open(out, "wb").write(seal.ljust(512, b"\0") + body)
+PY
+}
+# A checkpoint whose digest differs in its last hex digit, and one whose format differs in its last
+# character; a model file whose format does.
+reseal_attr "$(ckpt "$TMP/ck" 10)" "$TMP/lastdigit.h5" sha256
+# shellcheck disable=SC2086
+expect_fail 65 "--resume $TMP/lastdigit.h5: checksum mismatch: the file says" $once $common --batch-size 20 \
+  --resume "$TMP/lastdigit.h5"
+reseal_attr "$(ckpt "$TMP/ck" 10)" "$TMP/lastformat.h5" model_file_format
+# shellcheck disable=SC2086
+expect_fail 65 "--resume $TMP/lastformat.h5: not a mnist_ddp checkpoint" $once $common --batch-size 20 \
+  --resume "$TMP/lastformat.h5"
+reseal_attr "$TMP/m.h5" "$TMP/lastformat-model.h5" format
+# shellcheck disable=SC2086
+expect_fail 65 "--load-model $TMP/lastformat-model.h5: not a model file written by mnist_ddp" $once $common \
+  --epochs 0 --load-model "$TMP/lastformat-model.h5"
 # The undamaged files load (so the refusals above are about the damage).
 # shellcheck disable=SC2086
 run_np 2 "$MNIST_DDP" $common --epochs 0 --load-model "$TMP/m.h5" >"$TMP/log" 2>&1 ||

@@ -9,19 +9,31 @@
 # - the CPU collectives (src/comm/comm_mpi.c): a Check suite on 2 ranks (tests/run-test; also passes on 3 with
 #   MPI_NP=3), and comm_fail's scenarios that end the job, driven by comm-failures.sh;
 # - the data tools: mnist2h5 and data/fetch-mnist;
-# - damaged shard sets: a seeded corruption campaign on the reader (shard_load) and the trainer.
+# - damaged shard sets: a seeded corruption campaign on the reader (shard_load) and the trainer;
+# - durability order (durability.sh): fsync before rename, the directory after, read from the system calls
+#   by an LD_PRELOAD shim (syscall_log.c).
 integration_scripts = tests/integration/train-options.sh tests/integration/train-launch.sh \
 	tests/integration/train-cli.sh tests/integration/train-invariance.sh tests/integration/train-replicas.sh \
 	tests/integration/train-accuracy.sh tests/integration/train-replay.sh tests/integration/train-resume.sh \
 	tests/integration/train-preempt.sh tests/integration/train-timelimit.sh tests/integration/comm-failures.sh \
 	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh tests/integration/shard-corruption.sh \
 	tests/integration/train-progress.sh tests/integration/train-profile.sh tests/integration/plot.sh tests/integration/files-corrupt.sh \
-	tests/integration/files-failures.sh tests/integration/sockets.sh tests/integration/checkpoint-lock.sh
+	tests/integration/files-failures.sh tests/integration/sockets.sh tests/integration/checkpoint-lock.sh \
+	tests/integration/durability.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
 check_PROGRAMS += tests/integration/mpi_comm tests/integration/comm_fail tests/integration/shard_load
 tests_integration_mpi_comm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_integration_mpi_comm_LDADD = $(LDADD) $(CHECK_LIBS)
+
+# durability.sh's shim: a plain shared object (the project does not use libtool), without the project's
+# CFLAGS, so a sanitized build's flags do not reach a library preloaded into other programs.
+tests/integration/syscall_log.so: $(srcdir)/tests/integration/syscall_log.c
+	@$(MKDIR_P) tests/integration
+	$(AM_V_CC)$(CC) -O2 -Wall -Wextra -shared -fPIC -o $@ $(srcdir)/tests/integration/syscall_log.c -ldl
+check_DATA += tests/integration/syscall_log.so
+CLEANFILES += tests/integration/syscall_log.so
+EXTRA_DIST += tests/integration/syscall_log.c
 
 # The full recipe (14 epochs, ~7 minutes on 2 cores): not in make check, whose short runs check what it
 # stands for (the StepLR schedule and the per-epoch reshuffle in train-replay.sh, one epoch's accuracy in

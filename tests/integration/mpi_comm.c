@@ -5,7 +5,8 @@
  *   bucket starts once it holds bucket_bytes, and a range not adjacent to the pending one starts it);
  *   an unarmed pass does not communicate, and only armed passes count as reductions;
  * - buffer_fingerprint: equal buffers agree, any one-bit flip and any swap of two different elements
- *   change it; comm_check_replicas lets identical replicas through;
+ *   change it, in a model-sized buffer too (a flip among its last elements); comm_check_replicas lets
+ *   identical replicas through;
  * - started by bootstrap_init, as mnist_ddp is: Open MPI's nonblocking all-reduce runs Rabenseifner's
  *   algorithm, or the one the environment chose before (read back from the library through MPI_T;
  *   train-launch.sh runs this suite with a choice preset).
@@ -245,6 +246,30 @@ START_TEST(test_fingerprint_order)
 }
 END_TEST
 
+/* A model-sized buffer (net's 1,199,882 parameters): one flipped bit in any of the last 64 elements, and in
+ * the first, changes the fingerprint. The 16-element buffer above cannot tell a loop cut short from a whole
+ * one; a replica damaged near its end must not go unreported. */
+enum { FP_MODEL = 1199882 };
+START_TEST(test_fingerprint_model_size)
+{
+    float *p = malloc(FP_MODEL * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < FP_MODEL; i++)
+        p[i] = (float)(i % 1000) * 1e-3f - 0.5f;
+    uint64_t base = buffer_fingerprint(p, FP_MODEL);
+    for (size_t i = FP_MODEL - 64; i <= FP_MODEL; i++) {
+        size_t at = i < FP_MODEL ? i : 0;
+        float keep = p[at];
+        p[at] = flip_bit(keep, (int)(i % 32));
+        uint64_t h = buffer_fingerprint(p, FP_MODEL);
+        p[at] = keep;
+        ck_assert_msg(h != base, "flipping bit %d of element %zu of %d leaves the fingerprint unchanged",
+                      (int)(i % 32), at, FP_MODEL);
+    }
+    free(p);
+}
+END_TEST
+
 /* The value of an integer MPI_T control variable; 0 when the library has no variable of that name. */
 static int cvar_int(const char *want, int *value)
 {
@@ -295,6 +320,7 @@ static Suite *comm_suite(void)
     tcase_add_test(fp, test_fingerprint_equal_buffers);
     tcase_add_test(fp, test_fingerprint_every_bit);
     tcase_add_test(fp, test_fingerprint_order);
+    tcase_add_test(fp, test_fingerprint_model_size);
     suite_add_tcase(s, fp);
     return s;
 }

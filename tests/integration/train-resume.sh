@@ -84,6 +84,27 @@ refuse "written with lr 1, this run has lr 0.5" 2 --lr 0.5
 refuse "written with global_batch 32, this run has global_batch 48" 3
 small_mnist "$TMP/data190" 190 50
 refuse "written with train_samples 200, this run has train_samples 190" 2 --data "$TMP/data190"
+# Settings that differ in their last character only, and in the last setting checked (the training set's
+# digest: the same 200 samples but the last pixel of the last image): compared whole, every one of them.
+refuse "written with global_batch 32, this run has global_batch 34" 2 --batch-size 17
+"$PYTHON3" - "$TMP/data" "$TMP/idx-last" <<'PY'
+import glob, os, struct, sys, h5py, numpy as np
+src, out = sys.argv[1:3]
+os.makedirs(out, exist_ok=True)
+files = sorted(glob.glob(os.path.join(src, "train-*.h5")))
+imgs = np.concatenate([h5py.File(f, "r")["images"][:] for f in files])
+labs = np.concatenate([h5py.File(f, "r")["labels"][:] for f in files])
+imgs[-1, -1, -1] ^= 1
+with open(os.path.join(out, "images"), "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, len(imgs), 28, 28)); f.write(imgs.tobytes())
+with open(os.path.join(out, "labels"), "wb") as f:
+    f.write(struct.pack(">II", 0x801, len(labs))); f.write(labs.tobytes())
+PY
+mkdir -p "$TMP/data-last" && cp "$TMP/data"/test* "$TMP/data-last/"
+"$MNIST2H5" --images "$TMP/idx-last/images" --labels "$TMP/idx-last/labels" --out "$TMP/data-last" --shards 2 \
+  --prefix train >/dev/null
+refuse "written with train_source_sha256 [0-9a-f]*, this run has train_source_sha256 [0-9a-f]*" 2 \
+  --data "$TMP/data-last"
 
 # A corrupt newest checkpoint (one flipped byte) is skipped for the previous one; none valid is 65.
 cp -r "$TMP/mid" "$TMP/corrupt"

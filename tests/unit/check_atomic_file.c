@@ -249,6 +249,9 @@ START_TEST(unsealed_hdf5_and_junk)
     char *h5 = tu_path(g_dir, "foreign.h5"), *junk = tu_path(g_dir, "junk"), why[512];
     tu_write_file(h5, "\211HDF\r\n\032\n and the rest", 22);
     ck_assert_int_eq(af_verify(h5, why, sizeof why), AF_UNSEALED);
+    /* HDF5's signature with its last byte wrong is not HDF5's: the whole 8 bytes are compared. */
+    tu_write_file(h5, "\211HDF\r\n\032\r and the rest", 22);
+    ck_assert_int_eq(af_verify(h5, why, sizeof why), AF_BAD);
     tu_write_file(junk, "PK\003\004 a zip file", 16);
     ck_assert_int_eq(af_verify(junk, why, sizeof why), AF_BAD);
     ck_assert_ptr_nonnull(strstr(why, "not an HDF5 file"));

@@ -1,7 +1,8 @@
 # Unit suites (Check, one process each): GEMM mapping, layer and whole-model gradient checks, optimizers,
 # the GPU kernels' index math (kernels.h) against the CPU layers, its fused bodies against the pairs they fuse; IDX parsing, HDF5 shards and their
 # manifests, the sampler; the atomic output files and their seal (check_atomic_file); the pure decisions of
-# the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log); the OpenBLAS kernels asked for (check_blas_core).
+# the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log); the OpenBLAS kernels asked for (check_blas_core);
+# the data layer's scans and digest comparisons on full-size inputs damaged at their end (check_full_size).
 # Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
 # scratch directories), model_testutil.h (random batches), layer_testutil.h (finite differences),
 # kernel_testutil.h (the kernels' reference loops).
@@ -9,7 +10,7 @@ unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv
 	tests/unit/check_model tests/unit/check_kernels tests/unit/check_fused tests/unit/check_idx tests/unit/check_shards \
 	tests/unit/check_shards_bad tests/unit/check_shards_writer tests/unit/check_sampler \
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
-	tests/unit/check_atomic_file tests/unit/check_blas_core
+	tests/unit/check_atomic_file tests/unit/check_blas_core tests/unit/check_full_size
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 EXTRA_DIST += tests/unit/model_testutil.h tests/unit/kernel_testutil.h tests/unit/layer_testutil.h
@@ -22,6 +23,7 @@ tests_unit_check_shards_bad_SOURCES = tests/unit/check_shards_bad.c $(shards_tes
 tests_unit_check_shards_writer_SOURCES = tests/unit/check_shards_writer.c $(shards_test_util)
 tests_unit_check_manifest_SOURCES = tests/unit/check_manifest.c $(data_test_util)
 tests_unit_check_atomic_file_SOURCES = tests/unit/check_atomic_file.c $(data_test_util)
+tests_unit_check_full_size_SOURCES = tests/unit/check_full_size.c $(data_test_util)
 
 # Check's flags, per program (automake has no per-directory flags).
 tests_unit_check_gemm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -58,5 +60,7 @@ tests_unit_check_log_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_log_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_atomic_file_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_atomic_file_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_full_size_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_full_size_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_blas_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_blas_core_LDADD = $(LDADD) $(CHECK_LIBS)
