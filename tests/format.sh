@@ -8,7 +8,7 @@ cf=$(command -v clang-format-14 || command -v clang-format) || {
   echo "SKIP: no clang-format (Debian: apt-get install clang-format)"; exit 77; }
 version=$("$cf" --version | sed -n 's/.*version \([0-9]*\)\..*/\1/p')
 [ "$version" = 14 ] || { echo "SKIP: $cf is version $version; the style is checked with version 14"; exit 77; }
-files=$(cd "$src" && find src cuda -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+files=$(cd "$src" && find src cuda tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
   -not -path 'tests/fuzz/work/*' -not -path 'tests/fuzz/build/*' -not -path 'tests/fuzz/corpus/*' | sort)
 [ -n "$files" ] || { echo "FAIL: no sources found under $src"; exit 1; }
 bad=""

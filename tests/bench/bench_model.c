@@ -39,8 +39,9 @@ int main(int argc, char **argv)
     omp_set_num_threads(1);
     model *m = be ? model_create_on(be, model_kind_of(name), batch > 0 ? batch : 1) : NULL;
     if (!m || batch < 1 || iters < 1)
-        die(EX_USAGE, "usage: bench_model [net|convnet [BATCH [ITERATIONS [adadelta|sgd [im2col|onednn|winograd|auto]]]]]"
-                      " (onednn, winograd: where built with oneDNN)");
+        die(EX_USAGE,
+            "usage: bench_model [net|convnet [BATCH [ITERATIONS [adadelta|sgd [im2col|onednn|winograd|auto]]]]]"
+            " (onednn, winograd: where built with oneDNN)");
     size_t np = model_num_params(m), npix = (size_t)batch * 784;
     uint8_t *images = malloc(npix), *labels = malloc((size_t)batch);
     uint64_t *ids = malloc((size_t)batch * sizeof *ids);
@@ -52,7 +53,8 @@ int main(int argc, char **argv)
         ids[i] = (uint64_t)i;
     }
     cpu_normalize(images, npix, x);
-    optim_cfg cfg = sgd ? (optim_cfg){OPTIM_SGD, 0.0f, 0.0f, 0.9f, 0.0f} : (optim_cfg){OPTIM_ADADELTA, 0.9f, 1e-6f, 0, 0};
+    optim_cfg cfg =
+        sgd ? (optim_cfg){OPTIM_SGD, 0.0f, 0.0f, 0.9f, 0.0f} : (optim_cfg){OPTIM_ADADELTA, 0.9f, 1e-6f, 0, 0};
     optim *o = optim_create_on(&nn_cpu, &cfg, np);
     /* Wall time is what a dedicated core gives; on a busy machine, where other processes take turns
      * on the core, this thread's CPU time (mean, and the best iteration) shows the same. */

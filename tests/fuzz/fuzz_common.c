@@ -36,8 +36,7 @@ static void open_fds(unsigned char open[MAX_FDS])
  * in files; the few a death can leave are memory only.) */
 static void close_h5_objects(void)
 {
-    static const unsigned kinds[] = {H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR,
-                                     H5F_OBJ_FILE};
+    static const unsigned kinds[] = {H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR, H5F_OBJ_FILE};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         ssize_t n = H5Fget_obj_count(H5F_OBJ_ALL, kinds[k]);
         if (n <= 0)

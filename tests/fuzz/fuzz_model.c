@@ -36,8 +36,9 @@ static void load_convnet(void *path) { model_file_load(path, convnet); }
  * the identity and checksum checks and the fuzzer reaches the paths past them. */
 static void identity_of(const char *path, checkpoint_identity *id)
 {
-    static const char *const names[] = {"model", "optimizer", "lr", "gamma", "momentum", "weight_decay",
-                                        "global_batch", "seed", "precision", "train_samples", "train_source_sha256"};
+    static const char *const names[] = {
+        "model",        "optimizer", "lr",        "gamma",         "momentum",           "weight_decay",
+        "global_batch", "seed",      "precision", "train_samples", "train_source_sha256"};
     hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
     for (size_t i = 0; f >= 0 && i < sizeof names / sizeof names[0]; i++) {
         char attr[64], *v;

@@ -18,7 +18,7 @@ static void parse(void *arg)
 {
     args *a = arg;
     options o;
-    optind = 0; /* glibc: restart getopt's scan, as for a new process */
+    optind = 0;                                             /* glibc: restart getopt's scan, as for a new process */
     device_choice early = options_device(a->argc, a->argv); /* never stops: a bad value reads as auto */
     options_parse(a->argc, a->argv, &o);
     if (o.device != early)

@@ -29,9 +29,9 @@ typedef struct {
     void (*inject)(void);
     int policy;
     double timeout_s;
-    int code;          /* exit status */
-    const char *says;  /* in the error line */
-    int abort;         /* ncclCommAbort before exit */
+    int code;         /* exit status */
+    const char *says; /* in the error line */
+    int abort;        /* ncclCommAbort before exit */
 } failure;
 
 static struct {
@@ -133,7 +133,8 @@ static const failure cases[] = {
      "waiting for the broadcast of initial parameters (cudaEventQuery) failed: cudaErrorECCUncorrectable", 1},
     {"out of memory", AT_CREATE, out_of_memory, EAGER_COMM, 5, EX_UNAVAILABLE,
      "cudaMalloc((void **)&scratch, n * sizeof(float)) failed: cudaErrorMemoryAllocation (mock error): out of GPU "
-     "memory", 0},
+     "memory",
+     0},
     /* cuda/comm_nccl.cu: the gradient all-reduce */
     {"all-reduce rejected", AT_STEP, allreduce_rejected, EAGER_COMM, 5, EX_SOFTWARE,
      "NCCL gradient all-reduce " STEP " failed: ncclResult 5", 1},

@@ -37,8 +37,7 @@ static void streams(int policy)
 static void step(void)
 {
     ck_assert_int_eq(cudaMemsetAsync(grad, 0, sizeof grad, a), cudaSuccess);
-    ck_assert_int_eq(__cudaLaunchKernel((cudaKernel_t)src, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0, a),
-                     cudaSuccess);
+    ck_assert_int_eq(__cudaLaunchKernel((cudaKernel_t)src, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0, a), cudaSuccess);
     ck_assert_int_eq(cudaMemcpyAsync(grad, src, sizeof src, cudaMemcpyDeviceToDevice, a), cudaSuccess);
     ck_assert_int_eq(cudaEventRecord(e1, a), cudaSuccess);
     ck_assert_int_eq(cudaStreamWaitEvent(b, e1, 0), cudaSuccess);
@@ -117,8 +116,9 @@ START_TEST(test_trace)
     int steps = 0;
     while (fgets(line, sizeof line, f)) {
         long s, l, gm, w, al, bu;
-        ck_assert_int_eq(sscanf(line, "step %ld launches %ld gemms %ld waits %ld allocs %ld buckets %ld", &s, &l,
-                                &gm, &w, &al, &bu), 6);
+        ck_assert_int_eq(
+            sscanf(line, "step %ld launches %ld gemms %ld waits %ld allocs %ld buckets %ld", &s, &l, &gm, &w, &al, &bu),
+            6);
         ck_assert_msg(l == 0 && bu == 1, "replayed step %ld: %ld launches, %ld all-reduces", s, l, bu);
         steps++;
     }

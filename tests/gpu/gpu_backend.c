@@ -254,8 +254,8 @@ static void test_batchnorm_case(int C, size_t count)
     twin x = twin_rnd(n, -1, 5), gamma = twin_rnd(C, 0.5f, 1.5f), beta = twin_rnd(C, -0.5f, 0.5f);
     twin y = twin_rnd(n, -1, 1), mean = twin_new(NULL, C * sizeof(float)), invstd = twin_new(NULL, C * sizeof(float));
     twin rmean = twin_rnd(C, -0.5f, 0.5f), rvar = twin_rnd(C, 0.5f, 2.0f), tracked = twin_new(&tracked0, sizeof(float));
-    BOTH(be->batchnorm_forward_train(P(x), P(gamma), P(beta), P(y), P(mean), P(invstd), P(rmean), P(rvar),
-                                     P(tracked), C, count, 0.1f, 1e-5f));
+    BOTH(be->batchnorm_forward_train(P(x), P(gamma), P(beta), P(y), P(mean), P(invstd), P(rmean), P(rvar), P(tracked),
+                                     C, count, 0.1f, 1e-5f));
     check("batchnorm_forward_train: y", &y, n, TOL_ROUND);
     check("batchnorm_forward_train: mean", &mean, C, TOL_ROUND);
     check("batchnorm_forward_train: invstd", &invstd, C, TOL_ROUND);
@@ -345,8 +345,8 @@ static void test_optimizers(void)
     check("sgd_step momentum 0: param", &p, n, TOL_ROUND);
     for (int s = 0; s < 2; s++) {
         float *got = fetch(s, buf0.p[s], n * sizeof *got);
-        compare(s ? "sgd_step momentum 0: buf untouched (cuda)" : "sgd_step momentum 0: buf untouched (cpu)", hb,
-                got, n, TOL_EXACT);
+        compare(s ? "sgd_step momentum 0: buf untouched (cuda)" : "sgd_step momentum 0: buf untouched (cpu)", hb, got,
+                n, TOL_EXACT);
         free(got);
     }
     twin_free(&p), twin_free(&g), twin_free(&sq), twin_free(&acc), twin_free(&buf), twin_free(&buf0);

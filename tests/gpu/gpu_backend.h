@@ -13,7 +13,7 @@
 #define TOL_EXACT 0.0
 #define TOL_ROUND 1e-5
 /* The loss sum in double on both devices, in another order. */
-#define TOL_SUM 1e-12
+#define TOL_SUM   1e-12
 
 /* The tolerances of one cuBLAS precision, relative to the reference's scale (see compare_metric); the
  * three sets, and what they were set from, in gpu_backend.c. */
@@ -40,13 +40,13 @@ twin twin_new(const void *host, size_t bytes);
 void twin_free(twin *t);
 
 /* Runs call once per backend with `be` the backend and P(t) the twin's memory on it. */
-#define BOTH(call)                                                                                       \
-    do {                                                                                                 \
-        for (int s_ = 0; s_ < 2; s_++) {                                                                 \
-            const nn_backend *be = bk[s_];                                                               \
-            (void)be;                                                                                    \
-            call;                                                                                        \
-        }                                                                                                \
+#define BOTH(call)                         \
+    do {                                   \
+        for (int s_ = 0; s_ < 2; s_++) {   \
+            const nn_backend *be = bk[s_]; \
+            (void)be;                      \
+            call;                          \
+        }                                  \
     } while (0)
 #define P(t) ((t).p[s_])
 

@@ -127,17 +127,20 @@ void compare_metric(const char *what, const float *ref, const float *got, size_t
     int ok = !nan && (exact ? differ == 0 : diff <= tol * scale + slack);
     tol += scale > 0 ? slack / scale : 0.0; /* as printed: the bound relative to the scale */
     if (exact)
-        printf("%-4s %-46s exact: %zu of %zu differ, max |diff| %.3g\n", ok ? "ok" : "FAIL", what, differ, n,
-               maxdiff);
+        printf("%-4s %-46s exact: %zu of %zu differ, max |diff| %.3g\n", ok ? "ok" : "FAIL", what, differ, n, maxdiff);
     else
-        printf("%-4s %-46s %s |diff| %.3g = %.3g of %s %.3g (tolerance %.2g)\n", ok ? "ok" : "FAIL", what, unit,
-               diff, rel, floored ? "floor" : l2 ? "rms |ref|" : "max |ref|", scale, tol);
+        printf("%-4s %-46s %s |diff| %.3g = %.3g of %s %.3g (tolerance %.2g)\n", ok ? "ok" : "FAIL", what, unit, diff,
+               rel,
+               floored ? "floor"
+               : l2    ? "rms |ref|"
+                       : "max |ref|",
+               scale, tol);
     if (!ok) {
         if (nan)
             printf("     a NaN on one device only\n");
         if (n)
-            printf("     largest difference at element %zu of %zu: cpu %.9g, cuda %.9g\n", worst, n,
-                   (double)ref[worst], (double)got[worst]);
+            printf("     largest difference at element %zu of %zu: cpu %.9g, cuda %.9g\n", worst, n, (double)ref[worst],
+                   (double)got[worst]);
         failures++;
     }
 }

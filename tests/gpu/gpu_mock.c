@@ -383,9 +383,20 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
         return CUBLAS_STATUS_INVALID_VALUE;
     mock.gemms++;
     mock_trace(TR_GEMM, c, 0);
-    mock_enqueue(h->stream, (mock_op){.kind = OP_GEMM, .ta = ta != CUBLAS_OP_N, .tb = tb != CUBLAS_OP_N, .m = m,
-                                      .n = n, .k = k, .alpha = alpha, .a = a, .lda = lda, .b = b, .ldb = ldb,
-                                      .beta = beta, .c = c, .ldc = ldc});
+    mock_enqueue(h->stream, (mock_op){.kind = OP_GEMM,
+                                      .ta = ta != CUBLAS_OP_N,
+                                      .tb = tb != CUBLAS_OP_N,
+                                      .m = m,
+                                      .n = n,
+                                      .k = k,
+                                      .alpha = alpha,
+                                      .a = a,
+                                      .lda = lda,
+                                      .b = b,
+                                      .ldb = ldb,
+                                      .beta = beta,
+                                      .c = c,
+                                      .ldc = ldc});
     return CUBLAS_STATUS_SUCCESS;
 }
 

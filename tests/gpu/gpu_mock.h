@@ -59,8 +59,8 @@ struct CUevent_st {
     int destroyed;
     struct CUstream_st *s; /* NULL: never recorded */
     long pos, gen, time;
-    long waited;           /* the gen of the last record a host wait counted (a polling loop is one wait) */
-    long vc[MOCK_STREAMS]; /* what completes before the last record */
+    long waited;                /* the gen of the last record a host wait counted (a polling loop is one wait) */
+    long vc[MOCK_STREAMS];      /* what completes before the last record */
     struct CUgraph_st *capture; /* recorded in this capture, as its node cap_idx (not on a stream) */
     long cap_idx;
 };
@@ -80,42 +80,42 @@ typedef struct {
     long time;
     struct CUstream_st *streams[MOCK_STREAMS];
     int nstreams;
-    long host_vc[MOCK_STREAMS];            /* what the host has seen complete (event query, synchronise) */
-    cudaError_t sticky;                    /* a device fault: every later runtime call returns it */
+    long host_vc[MOCK_STREAMS]; /* what the host has seen complete (event query, synchronise) */
+    cudaError_t sticky;         /* a device fault: every later runtime call returns it */
     struct {
-        const char *call;                  /* the function that fails, NULL: none */
-        long skip;                         /* calls that still succeed first */
-        int err;                           /* cudaError_t, ncclResult_t or cublasStatus_t */
-        int sticky;                        /* a CUDA error that corrupts the context */
+        const char *call; /* the function that fails, NULL: none */
+        long skip;        /* calls that still succeed first */
+        int err;          /* cudaError_t, ncclResult_t or cublasStatus_t */
+        int sticky;       /* a CUDA error that corrupts the context */
     } fail;
     /* NCCL behaviour */
-    long init_polls, coll_polls;           /* ncclInProgress polls after init / each collective; -1 forever */
+    long init_polls, coll_polls; /* ncclInProgress polls after init / each collective; -1 forever */
     long finalize_polls;
     ncclResult_t init_result, coll_result; /* state init / a collective ends in */
     long async_error_after;                /* polls while running before async_error; -1 never */
     ncclResult_t async_error;
-    int hang_collectives;                  /* collectives never complete */
-    float peer_max;                        /* the other rank's values in a max all-reduce */
+    int hang_collectives; /* collectives never complete */
+    float peer_max;       /* the other rank's values in a max all-reduce */
     int init_blocking_seen, init_device_seen, comm_flags_ok, comm_priority_seen;
-    int compute_flags_ok;                  /* the compute stream was created non-blocking */
-    char module_loading[16];               /* CUDA_MODULE_LOADING at the first runtime call ("" unset) */
+    int compute_flags_ok;    /* the compute stream was created non-blocking */
+    char module_loading[16]; /* CUDA_MODULE_LOADING at the first runtime call ("" unset) */
     int abort_called, violations, collectives;
     long polls_running;
     char violation[256];
-    int use_visible_devices;               /* count and bus IDs follow CUDA_VISIBLE_DEVICES (physical indices) */
+    int use_visible_devices;                     /* count and bus IDs follow CUDA_VISIBLE_DEVICES (physical indices) */
     unsigned char last_id[NCCL_UNIQUE_ID_BYTES]; /* the unique ID the last init received */
     /* cuBLAS */
     int blas_handles, gemms, gemm_ex_calls;
     cublasMath_t blas_math;
     cublasComputeType_t gemm_ex_compute;
-    int blas_on_compute_stream;            /* the handle's stream is the compute stream */
+    int blas_on_compute_stream; /* the handle's stream is the compute stream */
     /* What the host did, counted (and traced for mock_step_report): kernel launches, host waits (a
      * synchronising call or an event poll that finds device work pending), device and pinned allocations. */
     long launches, waits, allocs;
-    long graph_launches;                   /* cudaGraphLaunch calls */
-    struct CUgraph_st *capture;            /* the open stream capture, NULL: none */
-    int bcast_keep;                        /* a broadcast leaves the data as it is (every rank holds the same) */
-    int nccl_rank;                         /* of the last communicator initialised */
+    long graph_launches;        /* cudaGraphLaunch calls */
+    struct CUgraph_st *capture; /* the open stream capture, NULL: none */
+    int bcast_keep;             /* a broadcast leaves the data as it is (every rank holds the same) */
+    int nccl_rank;              /* of the last communicator initialised */
 } gpu_mock_state;
 
 /* Trace kinds (tests/gpu/gpu_mock_steps.c). */

@@ -177,7 +177,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
 {
-    *status = !s || !s->capture ? cudaStreamCaptureStatusNone
+    *status = !s || !s->capture     ? cudaStreamCaptureStatusNone
               : s->capture->invalid ? cudaStreamCaptureStatusInvalidated
                                     : cudaStreamCaptureStatusActive;
     return mock_cuda_status("cudaStreamIsCapturing");

@@ -46,7 +46,7 @@ __attribute__((constructor)) static void start(void)
     const char *policy = getenv("MOCK_POLICY");
     mock_reset(policy && strcmp(policy, "comm") == 0 ? EAGER_COMM : EAGER_COMPUTE);
     mock.current_device = -1; /* none bound yet */
-    mock.bcast_keep = 1; /* with --seed 0 every rank holds rank 0's parameters: the broadcast changes nothing */
+    mock.bcast_keep = 1;      /* with --seed 0 every rank holds rank 0's parameters: the broadcast changes nothing */
     const char *fail = getenv("MOCK_FAIL"), *fail_rank = getenv("MOCK_FAIL_RANK"), *me = getenv("OMPI_COMM_WORLD_RANK");
     if (fail && atoi(fail_rank ? fail_rank : "0") == atoi(me ? me : "0"))
         mock_fail(fail, 0, cudaErrorStreamCaptureUnsupported, 0);

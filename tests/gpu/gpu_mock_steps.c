@@ -142,8 +142,8 @@ int mock_step_report(const char *path)
                         "step %ld launches %ld gemms %ld waits %ld allocs %ld buckets %ld last_bucket_first %d "
                         "graphs %ld copies %ld graph_copies %ld\n",
                         step, count[TR_LAUNCH], count[TR_GEMM], count[TR_WAIT], count[TR_ALLOC], count[TR_ALLREDUCE],
-                        last_bucket >= 0 && (first_wait < 0 || last_bucket < first_wait),
-                        count[TR_GRAPH], count[TR_COPY], count[TR_GRAPH_COPY]);
+                        last_bucket >= 0 && (first_wait < 0 || last_bucket < first_wait), count[TR_GRAPH],
+                        count[TR_COPY], count[TR_GRAPH_COPY]);
             step++;
             for (int k = 0; k <= TR_GRAPH_COPY; k++)
                 count[k] = 0;

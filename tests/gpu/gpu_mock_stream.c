@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_name[] = {"memcpy", "memset", "stream wait", "event record", "all-reduce",
-                                        "broadcast", "GEMM", "kernel fault", "kernel"};
+static const char *const kind_name[] = {"memcpy",    "memset", "stream wait",  "event record", "all-reduce",
+                                        "broadcast", "GEMM",   "kernel fault", "kernel"};
 
 static const char *stream_name(const struct CUstream_st *s)
 {
@@ -179,7 +179,8 @@ static void check_races(const struct CUstream_st *s, const mock_op *o)
         for (long i = s->vc[t]; i < u->n; i++)
             if (conflict(&u->q[i], o)) {
                 mock_violate("race: %s on the %s may run before %s queued earlier on the %s (nothing orders "
-                             "them)", kind_name[o->kind], stream_name(s), kind_name[u->q[i].kind], stream_name(u));
+                             "them)",
+                             kind_name[o->kind], stream_name(s), kind_name[u->q[i].kind], stream_name(u));
                 return;
             }
     }
@@ -347,10 +348,7 @@ static int stream_idle(const void *p)
     return s->done >= s->n;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t s)
-{
-    return host_wait("cudaStreamSynchronize", stream_idle, s, s->vc);
-}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return host_wait("cudaStreamSynchronize", stream_idle, s, s->vc); }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
@@ -423,10 +421,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 }
 static int event_done(const void *e) { return event_complete(e); }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t e)
-{
-    return host_wait("cudaEventSynchronize", event_done, e, e->vc);
-}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return host_wait("cudaEventSynchronize", event_done, e, e->vc); }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
     cudaError_t r = mock_cuda_status("cudaEventElapsedTime");

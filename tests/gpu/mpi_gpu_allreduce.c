@@ -21,11 +21,11 @@
 #include "gpu/gpu.h"
 #include "base/log.h"
 
-#define CK(call)                                                                                         \
-    do {                                                                                                 \
-        cudaError_t ck_rc_ = (call);                                                                     \
-        if (ck_rc_ != cudaSuccess)                                                                       \
-            die(EX_SOFTWARE, "%s failed: %s", #call, cudaGetErrorString(ck_rc_));                        \
+#define CK(call)                                                                  \
+    do {                                                                          \
+        cudaError_t ck_rc_ = (call);                                              \
+        if (ck_rc_ != cudaSuccess)                                                \
+            die(EX_SOFTWARE, "%s failed: %s", #call, cudaGetErrorString(ck_rc_)); \
     } while (0)
 
 static ddp_env env;
@@ -125,8 +125,9 @@ static void test_grad_comm(gpu_comm *c, size_t bucket_bytes, float *dgrads, floa
         die(EX_SOFTWARE, "bucket larger than the gradient: %d buckets, expected 1", st.buckets);
     double exposed = comm_exposed_per_step(&st);
     say("bucketed all-reduce, bucket %9zu bytes: exact on %d ranks; %2d bucket%s, blocking %.3f ms, exposed %.3f ms "
-        "per step, %.0f%% hidden", bucket_bytes, env.world, st.buckets, st.buckets == 1 ? "" : "s",
-        1e3 * st.blocking_s, 1e3 * exposed, 100 * comm_hidden_fraction(exposed, st.blocking_s));
+        "per step, %.0f%% hidden",
+        bucket_bytes, env.world, st.buckets, st.buckets == 1 ? "" : "s", 1e3 * st.blocking_s, 1e3 * exposed,
+        100 * comm_hidden_fraction(exposed, st.blocking_s));
     gpu_grad_comm_free(g);
 }
 

@@ -26,10 +26,10 @@ static _Noreturn void leave(int code, const char *word, const char *text)
     exit(code);
 }
 
-#define CHECK(cond, ...)                                                                                 \
-    do {                                                                                                 \
-        if (!(cond))                                                                                     \
-            die(EX_SOFTWARE, "check failed: " #cond ": " __VA_ARGS__);                                   \
+#define CHECK(cond, ...)                                               \
+    do {                                                               \
+        if (!(cond))                                                   \
+            die(EX_SOFTWARE, "check failed: " #cond ": " __VA_ARGS__); \
     } while (0)
 
 int main(int argc, char **argv)
@@ -68,8 +68,8 @@ int main(int argc, char **argv)
     /* What the check must say: the same visible set on both ranks is "more ranks than GPUs", different
      * sets choosing the same GPU is "shared". */
     char views[2][GPU_VISIBLE_LEN], bus0[GPU_BUS_ID_LEN];
-    MPI_CHECK(MPI_Allgather(info.visible_devices, GPU_VISIBLE_LEN, MPI_CHAR, views, GPU_VISIBLE_LEN, MPI_CHAR,
-                            env.local));
+    MPI_CHECK(
+        MPI_Allgather(info.visible_devices, GPU_VISIBLE_LEN, MPI_CHAR, views, GPU_VISIBLE_LEN, MPI_CHAR, env.local));
     snprintf(bus0, sizeof bus0, "%s", info.pci_bus_id);
     MPI_CHECK(MPI_Bcast(bus0, GPU_BUS_ID_LEN, MPI_CHAR, 0, env.local));
     gpu_node_verdict want = strcmp(views[0], views[1]) == 0 ? GPU_NODE_OVERSUBSCRIBED : GPU_NODE_SHARED;
@@ -77,8 +77,8 @@ int main(int argc, char **argv)
     CHECK(info.name[0] && info.pci_bus_id[0], "device properties missing");
     CHECK(info.visible >= 1 && info.device >= 0 && info.device < info.visible, "device %d of %d", info.device,
           info.visible);
-    CHECK(info.driver_version > 0 && info.runtime_version > 0 && info.nccl_version > 0,
-          "versions %d %d %d", info.driver_version, info.runtime_version, info.nccl_version);
+    CHECK(info.driver_version > 0 && info.runtime_version > 0 && info.nccl_version > 0, "versions %d %d %d",
+          info.driver_version, info.runtime_version, info.nccl_version);
     CHECK(v == want, "verdict %d, expected %d (%s)", (int)v, (int)want, why);
     CHECK(strstr(why, bus0) != NULL, "the message does not name GPU %s: %s", bus0, why);
     CHECK(strstr(why, want == GPU_NODE_SHARED ? "--gpus-per-task=1" : "--ntasks-per-node=") != NULL,

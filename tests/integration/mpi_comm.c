@@ -123,12 +123,13 @@ START_TEST(test_grad_buckets)
     comm_stats st = grad_comm_get_stats(g);
     grad_comm_free(g);
     for (int step = 0; step < STEPS; step++)
-        ck_assert_msg(wrong[step] == 0, "%s, step %d: %d of %d gradients are not the sum over %d ranks "
-                      "(first at %zu)", c->name, step, wrong[step], N, world, first[step]);
+        ck_assert_msg(wrong[step] == 0,
+                      "%s, step %d: %d of %d gradients are not the sum over %d ranks "
+                      "(first at %zu)",
+                      c->name, step, wrong[step], N, world, first[step]);
     ck_assert_msg(st.buckets == c->buckets, "%s: %d buckets, the rule gives %d", c->name, st.buckets, c->buckets);
     ck_assert_msg(st.reductions == STEPS, "%s: %ld reductions after %d armed steps", c->name, st.reductions, STEPS);
-    ck_assert_msg(st.blocking_s > 0 && st.blocking_s < 60, "%s: blocking all-reduce time %g s", c->name,
-                  st.blocking_s);
+    ck_assert_msg(st.blocking_s > 0 && st.blocking_s < 60, "%s: blocking all-reduce time %g s", c->name, st.blocking_s);
 }
 END_TEST
 
@@ -263,8 +264,8 @@ START_TEST(test_fingerprint_model_size)
         p[at] = flip_bit(keep, (int)(i % 32));
         uint64_t h = buffer_fingerprint(p, FP_MODEL);
         p[at] = keep;
-        ck_assert_msg(h != base, "flipping bit %d of element %zu of %d leaves the fingerprint unchanged",
-                      (int)(i % 32), at, FP_MODEL);
+        ck_assert_msg(h != base, "flipping bit %d of element %zu of %d leaves the fingerprint unchanged", (int)(i % 32),
+                      at, FP_MODEL);
     }
     free(p);
 }
@@ -301,8 +302,10 @@ START_TEST(test_iallreduce_algorithm)
     int value = -1;
     if (!cvar_int("coll_libnbc_iallreduce_algorithm", &value))
         ck_abort_msg("Open MPI's libnbc has no coll_libnbc_iallreduce_algorithm control variable here");
-    ck_assert_msg(value == nbc_expected, "libnbc's iallreduce algorithm is %d, not %d (bootstrap.c: Rabenseifner "
-                  "unless the environment chose)", value, nbc_expected);
+    ck_assert_msg(value == nbc_expected,
+                  "libnbc's iallreduce algorithm is %d, not %d (bootstrap.c: Rabenseifner "
+                  "unless the environment chose)",
+                  value, nbc_expected);
 }
 END_TEST
 
@@ -335,7 +338,7 @@ int main(int argc, char **argv)
     rank = world_rank(), world = env.world;
     if (world < 2) {
         fprintf(stderr, "mpi_comm: needs 2 or more ranks: run it through make check (tests/run-test), or "
-                "under mpirun -np 2\n");
+                        "under mpirun -np 2\n");
         bootstrap_finalize(&env);
         return EXIT_FAILURE;
     }

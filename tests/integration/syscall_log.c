@@ -66,33 +66,33 @@ static void opened(int dirfd, const char *path, int fd)
 }
 
 /* The mode argument exists only with O_CREAT or O_TMPFILE. */
-#define MODE_ARG(flags, mode)                                                                                      \
-    do {                                                                                                           \
-        if ((flags) & (O_CREAT | O_TMPFILE)) {                                                                     \
-            va_list ap;                                                                                            \
-            va_start(ap, flags);                                                                                   \
-            mode = va_arg(ap, mode_t);                                                                             \
-            va_end(ap);                                                                                            \
-        }                                                                                                          \
+#define MODE_ARG(flags, mode)                  \
+    do {                                       \
+        if ((flags) & (O_CREAT | O_TMPFILE)) { \
+            va_list ap;                        \
+            va_start(ap, flags);               \
+            mode = va_arg(ap, mode_t);         \
+            va_end(ap);                        \
+        }                                      \
     } while (0)
 
-#define WRAP_OPEN(fn)                                                                                              \
-    int fn(const char *path, int flags, ...)                                                                       \
-    {                                                                                                              \
-        mode_t mode = 0;                                                                                           \
-        MODE_ARG(flags, mode);                                                                                     \
-        int fd = REAL(#fn, int (*)(const char *, int, ...))(path, flags, mode);                                   \
-        opened(AT_FDCWD, path, fd);                                                                                \
-        return fd;                                                                                                 \
+#define WRAP_OPEN(fn)                                                           \
+    int fn(const char *path, int flags, ...)                                    \
+    {                                                                           \
+        mode_t mode = 0;                                                        \
+        MODE_ARG(flags, mode);                                                  \
+        int fd = REAL(#fn, int (*)(const char *, int, ...))(path, flags, mode); \
+        opened(AT_FDCWD, path, fd);                                             \
+        return fd;                                                              \
     }
-#define WRAP_OPENAT(fn)                                                                                            \
-    int fn(int dirfd, const char *path, int flags, ...)                                                            \
-    {                                                                                                              \
-        mode_t mode = 0;                                                                                           \
-        MODE_ARG(flags, mode);                                                                                     \
-        int fd = REAL(#fn, int (*)(int, const char *, int, ...))(dirfd, path, flags, mode);                       \
-        opened(dirfd, path, fd);                                                                                   \
-        return fd;                                                                                                 \
+#define WRAP_OPENAT(fn)                                                                     \
+    int fn(int dirfd, const char *path, int flags, ...)                                     \
+    {                                                                                       \
+        mode_t mode = 0;                                                                    \
+        MODE_ARG(flags, mode);                                                              \
+        int fd = REAL(#fn, int (*)(int, const char *, int, ...))(dirfd, path, flags, mode); \
+        opened(dirfd, path, fd);                                                            \
+        return fd;                                                                          \
     }
 WRAP_OPEN(open)
 WRAP_OPEN(open64)
@@ -100,12 +100,12 @@ WRAP_OPENAT(openat)
 WRAP_OPENAT(openat64)
 
 /* _FORTIFY_SOURCE's forms (no mode: they are used without O_CREAT). */
-#define WRAP_OPEN_2(fn)                                                                                            \
-    int fn(const char *path, int flags)                                                                            \
-    {                                                                                                              \
-        int fd = REAL(#fn, int (*)(const char *, int))(path, flags);                                              \
-        opened(AT_FDCWD, path, fd);                                                                                \
-        return fd;                                                                                                 \
+#define WRAP_OPEN_2(fn)                                              \
+    int fn(const char *path, int flags)                              \
+    {                                                                \
+        int fd = REAL(#fn, int (*)(const char *, int))(path, flags); \
+        opened(AT_FDCWD, path, fd);                                  \
+        return fd;                                                   \
     }
 WRAP_OPEN_2(__open_2)
 WRAP_OPEN_2(__open64_2)

@@ -47,8 +47,8 @@ static void write_tensors(hid_t file, const char *group, const tensor_desc *(*de
         /* The flat-buffer offset, so the reference checks the layout too. */
         hid_t space = H5Screate(H5S_SCALAR);
         unsigned long long off = d->offset;
-        hid_t attr = H5Acreate_by_name(g, d->name, "offset", H5T_NATIVE_ULLONG, space, H5P_DEFAULT, H5P_DEFAULT,
-                                       H5P_DEFAULT);
+        hid_t attr =
+            H5Acreate_by_name(g, d->name, "offset", H5T_NATIVE_ULLONG, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         if (attr < 0 || H5Awrite(attr, H5T_NATIVE_ULLONG, &off) < 0)
             die(EX_IOERR, "cannot write the offset of %s", d->name);
         H5Aclose(attr);

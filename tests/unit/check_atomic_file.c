@@ -169,10 +169,10 @@ START_TEST(stale_temporaries_of_dead_writers_only)
     g_dir = sub;
     long dead = dead_pid();
     char *mine[] = {
-        first_temp("ckpt-000000000007.h5", dead, NULL),      /* removed: ours, writer gone */
+        first_temp("ckpt-000000000007.h5", dead, NULL),           /* removed: ours, writer gone */
         first_temp("ckpt-000000000008.h5", (long)getpid(), NULL), /* writer alive */
-        first_temp("ckpt-000000000009.h5", dead, "elsewhere"), /* another host's pid: unknown here */
-        first_temp("model.h5", dead, NULL),                  /* another prefix */
+        first_temp("ckpt-000000000009.h5", dead, "elsewhere"),    /* another host's pid: unknown here */
+        first_temp("model.h5", dead, NULL),                       /* another prefix */
     };
     g_dir = saved;
     for (int i = 0; i < 4; i++)

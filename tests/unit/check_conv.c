@@ -28,10 +28,7 @@ typedef struct {
 } conv_ctx;
 
 /* Output row length: OW, or W in the wide layout. */
-static int conv_row(const conv_ctx *c)
-{
-    return c->wide ? c->W : conv_out(c->W, c->k, c->pad);
-}
+static int conv_row(const conv_ctx *c) { return c->wide ? c->W : conv_out(c->W, c->k, c->pad); }
 
 static size_t conv_out_count(const conv_ctx *c)
 {
@@ -80,8 +77,8 @@ static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F
                                          c.x[(((size_t)ch * N + n) * H + ih) * W + iw];
                             }
                     float y = c.y[(((size_t)f * N + n) * OH + oh) * RW + ow];
-                    ck_assert_msg(fabs(y - s) <= tol * (1 + fabs(s)), "conv y[%d][%d][%d][%d] = %g, expected %g",
-                                  f, n, oh, ow, (double)y, s);
+                    ck_assert_msg(fabs(y - s) <= tol * (1 + fabs(s)), "conv y[%d][%d][%d][%d] = %g, expected %g", f, n,
+                                  oh, ow, (double)y, s);
                 }
     float *dw = zeros(nw), *db = zeros(F), *dx = zeros(nx);
     conv_backward(be, c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk, wide);
@@ -119,8 +116,8 @@ static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F
                 for (int iw = 0; iw < W; iw++) {
                     float g = op_col2im(dcol + (size_t)ch * k * k * ld + n * P, ld, k, pad, OH, OW, ih, iw);
                     float got = dx[(((size_t)ch * N + n) * H + ih) * W + iw];
-                    ck_assert_msg(fabsf(got - g) <= tol * (1 + fabsf(g)), "op_col2im: dx[%d][%d][%d][%d] %g vs %g",
-                                  ch, n, ih, iw, (double)got, (double)g);
+                    ck_assert_msg(fabsf(got - g) <= tol * (1 + fabsf(g)), "op_col2im: dx[%d][%d][%d][%d] %g vs %g", ch,
+                                  n, ih, iw, (double)got, (double)g);
                 }
     free(col), free(dcol);
     fd_check("conv dx", conv_loss, &c, c.x, dx, nx, 40, 0.05f, 1e-4, 1e-3, rng_key(seed, 5));
@@ -244,8 +241,12 @@ static conv_pool_run conv_pool_through(const nn_backend *be, const float *x, con
 {
     int OS = S - 2;
     size_t ny = (size_t)F * N * OS * S, np = (size_t)F * N * (OS / 2) * (OS / 2), nx = (size_t)C * N * S * S;
-    conv_pool_run r = {sentinel(ny * sizeof(float)), sentinel(np * sizeof(float)), malloc(np * sizeof(float)),
-                       zeros((size_t)F * C * 9), zeros((size_t)F), sentinel(nx * sizeof(float)),
+    conv_pool_run r = {sentinel(ny * sizeof(float)),
+                       sentinel(np * sizeof(float)),
+                       malloc(np * sizeof(float)),
+                       zeros((size_t)F * C * 9),
+                       zeros((size_t)F),
+                       sentinel(nx * sizeof(float)),
                        sentinel(np * sizeof(int32_t))};
     memcpy(r.dpy, dpy, np * sizeof(float));
     int kept = conv_pool_forward(be, x, w, pb, r.y, r.py, r.arg, N, C, S, S, F, 3, 0, NULL, 1, 1);
@@ -311,7 +312,7 @@ int main(void)
     tcase_add_test(tc, test_conv_nopad);
     tcase_add_test(tc, test_conv_pad);
     tcase_add_loop_test(tc, test_conv_threads, 0, 2); /* 2, 3 threads */
-    tcase_add_loop_test(tc, test_conv_onednn, 0, 2); /* direct, Winograd */
+    tcase_add_loop_test(tc, test_conv_onednn, 0, 2);  /* direct, Winograd */
     tcase_add_test(tc, test_conv_winograd_runs);
     tcase_add_loop_test(tc, test_conv_pool_onednn, 0, 2);
     suite_add_tcase(s, tc);

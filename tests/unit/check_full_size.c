@@ -50,8 +50,8 @@ static void refused(void (*fn)(void *), void *arg, const char *says)
 {
     char err[4096];
     int code = tu_run(fn, arg, err, sizeof err);
-    ck_assert_msg(code == EX_DATAERR && strstr(err, says), "exit %d, expected %d saying '%s': %s", code,
-                  EX_DATAERR, says, err);
+    ck_assert_msg(code == EX_DATAERR && strstr(err, says), "exit %d, expected %d saying '%s': %s", code, EX_DATAERR,
+                  says, err);
 }
 
 static void read_labels(void *path)

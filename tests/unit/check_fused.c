@@ -165,9 +165,9 @@ typedef struct {
 } flat_shape;
 
 static const flat_shape flats[] = {
-    {3, 5, 7, 1, 0.25f},   /* net's first dropout rate */
+    {3, 5, 7, 1, 0.25f}, /* net's first dropout rate */
     {2, 7, 9, 1, 0.5f},
-    {5, 3, 11, 0, 0.0f},   /* no dropout: evaluation, convnet */
+    {5, 3, 11, 0, 0.0f},    /* no dropout: evaluation, convnet */
     {64, 3, 144, 1, 0.25f}, /* net's shape */
 };
 

@@ -15,8 +15,8 @@
  * for gemm() to share among threads (by columns, then by rows). */
 static const struct {
     int m, n, k, pad;
-} shapes[] = {{7, 5, 3, 2}, {1, 9, 4, 1}, {13, 1, 11, 3}, {17, 19, 1, 0}, {33, 29, 31, 5}, {67, 301, 97, 3},
-              {257, 45, 91, 1}};
+} shapes[] = {{7, 5, 3, 2},    {1, 9, 4, 1},     {13, 1, 11, 3},  {17, 19, 1, 0},
+              {33, 29, 31, 5}, {67, 301, 97, 3}, {257, 45, 91, 1}};
 
 /* Element (i, j) of a row-major matrix with leading dimension ld, or of its transpose. */
 static float at(const float *a, int ld, int trans, int i, int j)
@@ -25,8 +25,8 @@ static float at(const float *a, int ld, int trans, int i, int j)
 }
 
 /* Column-major op(A)[m][k] op(B)[k][n] with BLAS conventions: what cuBLAS would compute. */
-static void naive_colmajor(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                           const float *b, int ldb, float beta, float *c, int ldc)
+static void naive_colmajor(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                           int ldb, float beta, float *c, int ldc)
 {
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {

@@ -16,7 +16,7 @@
 #include "gpu/gpu_plan.h"
 #include "../check_run.h"
 
-#define ck_assert_contains(hay, needle)                                                                   \
+#define ck_assert_contains(hay, needle) \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "'%s' does not contain '%s'", (hay), (needle))
 
 START_TEST(test_device_index)
@@ -65,8 +65,8 @@ START_TEST(test_usable)
     ck_assert_contains(why, "(unset)");
     ck_assert_int_eq(gpu_plan_usable(GPU_PROBE_OK, 0, 13000, 13000, "3", "", why, sizeof why), 0);
     ck_assert_contains(why, "no CUDA device found");
-    ck_assert_int_eq(gpu_plan_usable(GPU_PROBE_OTHER, 0, 13000, 13000, NULL, "cudaErrorUnknown (boom)", why,
-                                     sizeof why), 0);
+    ck_assert_int_eq(
+        gpu_plan_usable(GPU_PROBE_OTHER, 0, 13000, 13000, NULL, "cudaErrorUnknown (boom)", why, sizeof why), 0);
     ck_assert_contains(why, "cudaErrorUnknown (boom)");
 }
 END_TEST
@@ -147,9 +147,9 @@ START_TEST(test_hostport)
     ck_assert_int_eq(gpu_plan_parse_hostport("[fe80::1]:65535", host, sizeof host, &port, &err), 0);
     ck_assert_str_eq(host, "fe80::1");
     ck_assert_int_eq(port, 65535);
-    static const char *const bad[] = {"", "node01", ":29500", "node01:", "node01:0", "node01:65536",
-                                      "node01:12a", "node01:-5", "fe80::1:29500", "[fe80::1]29500", "[]:29500",
-                                      "node01:99999999999999999999"};
+    static const char *const bad[] = {
+        "",           "node01",    ":29500",        "node01:",        "node01:0", "node01:65536",
+        "node01:12a", "node01:-5", "fe80::1:29500", "[fe80::1]29500", "[]:29500", "node01:99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err = NULL;
         ck_assert_msg(gpu_plan_parse_hostport(bad[i], host, sizeof host, &port, &err) == -1, "accepted '%s'", bad[i]);

@@ -39,8 +39,9 @@ START_TEST(sha256_vectors)
     const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
     sha256_hex(m448, strlen(m448), hex);
     ck_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    const char *m896 = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrs"
-                       "mnopqrstnopqrstu";
+    const char *m896 =
+        "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrs"
+        "mnopqrstnopqrstu";
     sha256_hex(m896, strlen(m896), hex);
     ck_assert_str_eq(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
 }
@@ -308,10 +309,7 @@ static void run_bad(const bad_case *c)
 }
 
 /* Each case as an exit test: the process must die with the case's code. */
-START_TEST(bad_exit)
-{
-    run_bad(&bad_cases[_i]);
-}
+START_TEST(bad_exit) { run_bad(&bad_cases[_i]); }
 END_TEST
 
 static void run_bad_fn(void *arg) { run_bad(arg); }
@@ -429,10 +427,16 @@ START_TEST(real_mnist)
         uint64_t count;
         uint8_t first[10];
     } sets[] = {
-        {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-         "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", 60000, {5, 0, 4, 1, 9, 2, 1, 3, 1, 4}},
-        {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
-         "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7", 10000, {7, 2, 1, 0, 4, 1, 4, 9, 5, 9}},
+        {"train-images-idx3-ubyte",
+         "train-labels-idx1-ubyte",
+         "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+         60000,
+         {5, 0, 4, 1, 9, 2, 1, 3, 1, 4}},
+        {"t10k-images-idx3-ubyte",
+         "t10k-labels-idx1-ubyte",
+         "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+         10000,
+         {7, 2, 1, 0, 4, 1, 4, 9, 5, 9}},
     };
     for (int k = 0; k < 2; k++) {
         char *pi = real_file(sets[k].images), *pl = real_file(sets[k].labels);

@@ -66,9 +66,9 @@ typedef struct {
  * layout (pad 0 only): odd and even sizes, the MNIST conv1 shape, chunks at the start, middle and
  * end of the batch. */
 static const conv_shape shapes[] = {
-    {3, 2, 7, 6, 3, 0, 0, 3, 0},   {3, 2, 7, 6, 5, 2, 0, 3, 0},  {4, 3, 6, 5, 3, 2, 1, 2, 0},
-    {4, 1, 8, 9, 5, 0, 2, 2, 0},   {5, 2, 5, 7, 5, 2, 4, 1, 0},  {3, 2, 7, 6, 3, 0, 0, 3, 1},
-    {5, 3, 8, 8, 5, 0, 1, 3, 1},   {4, 1, 28, 28, 5, 0, 3, 1, 1}, {6, 4, 12, 12, 5, 0, 2, 3, 1},
+    {3, 2, 7, 6, 3, 0, 0, 3, 0}, {3, 2, 7, 6, 5, 2, 0, 3, 0},   {4, 3, 6, 5, 3, 2, 1, 2, 0},
+    {4, 1, 8, 9, 5, 0, 2, 2, 0}, {5, 2, 5, 7, 5, 2, 4, 1, 0},   {3, 2, 7, 6, 3, 0, 0, 3, 1},
+    {5, 3, 8, 8, 5, 0, 1, 3, 1}, {4, 1, 28, 28, 5, 0, 3, 1, 1}, {6, 4, 12, 12, 5, 0, 2, 3, 1},
     {4, 2, 9, 6, 3, 0, 0, 2, 1},
 };
 
@@ -223,7 +223,8 @@ START_TEST(test_dropout)
     for (int n = 0; n < N; n++)
         ids[n] = rng_u64(30, (uint64_t)n) % 60000;
     for (int t = 0; t < 2; t++) {
-        float *xe = random_floats((size_t)N * D, rng_key(31, (uint64_t)t), -2, 2), *xg = malloc((size_t)N * D * sizeof *xg);
+        float *xe = random_floats((size_t)N * D, rng_key(31, (uint64_t)t), -2, 2),
+              *xg = malloc((size_t)N * D * sizeof *xg);
         memcpy(xg, xe, (size_t)N * D * sizeof *xg);
         float *me = sentinel((size_t)N * D * sizeof(float)), *mg = sentinel((size_t)N * D * sizeof(float));
         cpu_dropout_forward(xe, me, N, D, ids, 0x5eedULL, 2, ps[t]);
@@ -283,7 +284,7 @@ END_TEST
  * count terms t in double each err by at most count u sum|t|, so they differ by at most 2 count u sum|t|;
  * a float rounded from either differs by at most 1 ulp more, and one rounded twice (out[c] += (float)s) by
  * 1 ulp of s and 1 of the result more. */
-#define U53 0x1p-53
+#define U53   0x1p-53
 #define ULP24 0x1p-23 /* an ulp of a float, relative */
 
 static double tree(double *lane)
@@ -379,16 +380,16 @@ static void gpu_bn_train(const float *x, const float *gamma, const float *beta, 
             size_t lo, hi;
             float st[2];
             op_slice(count, slices, s, &lo, &hi);
-            kern_bn_stats_finish((size_t)c, sum, m2, slices, count, 0.1f, 1e-5f, st, s == 0, mean, invstd, rmean,
-                                 rvar, tracked);
+            kern_bn_stats_finish((size_t)c, sum, m2, slices, count, 0.1f, 1e-5f, st, s == 0, mean, invstd, rmean, rvar,
+                                 tracked);
             for (size_t j = lo; j < hi; j++)
                 y[c * count + j] = op_bn(x[c * count + j], st[0], st[1], gamma[c], beta[c]);
         }
     free(sum), free(m2);
 }
 
-static void gpu_bn_backward(const float *x, const float *dy, const float *gamma, const float *mean,
-                            const float *invstd, float *dx, float *dgamma, float *dbeta, int C, size_t count)
+static void gpu_bn_backward(const float *x, const float *dy, const float *gamma, const float *mean, const float *invstd,
+                            float *dx, float *dgamma, float *dbeta, int C, size_t count)
 {
     int slices = kern_red_slices(C, count);
     double *pa = malloc((size_t)C * slices * sizeof *pa), *pb = malloc((size_t)C * slices * sizeof *pb);
@@ -409,8 +410,8 @@ static void gpu_bn_backward(const float *x, const float *dy, const float *gamma,
             op_slice(count, slices, s, &lo, &hi);
             kern_bn_grad_finish((size_t)c, pa, pb, slices, count, st, s == 0, dgamma, dbeta);
             for (size_t j = lo; j < hi; j++)
-                dx[c * count + j] = op_bn_grad(x[c * count + j], dy[c * count + j], mean[c], invstd[c], gamma[c], st[0],
-                                               st[1]);
+                dx[c * count + j] =
+                    op_bn_grad(x[c * count + j], dy[c * count + j], mean[c], invstd[c], gamma[c], st[0], st[1]);
         }
     free(pa), free(pb);
 }

@@ -37,7 +37,8 @@ static double linear_loss(void *p)
 START_TEST(test_linear)
 {
     lin_ctx c = {3, 7, 5, NULL, NULL, NULL, NULL, NULL};
-    c.x = random_floats(21, 21, -1, 1), c.w = random_floats(35, 22, -1, 1), c.b = random_floats(5, 23, -1, 1), c.r = random_floats(15, 24, -1, 1);
+    c.x = random_floats(21, 21, -1, 1), c.w = random_floats(35, 22, -1, 1), c.b = random_floats(5, 23, -1, 1),
+    c.r = random_floats(15, 24, -1, 1);
     c.y = zeros(15);
     linear_loss(&c);
     for (int n = 0; n < 3; n++)
@@ -292,7 +293,8 @@ START_TEST(test_batchnorm)
 {
     bn_ctx c = {3, 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
     size_t n = 60;
-    c.x = random_floats(n, 61, -1, 2), c.gamma = random_floats(3, 62, 0.5f, 1.5f), c.beta = random_floats(3, 63, -1, 1), c.r = random_floats(n, 64, -1, 1);
+    c.x = random_floats(n, 61, -1, 2), c.gamma = random_floats(3, 62, 0.5f, 1.5f), c.beta = random_floats(3, 63, -1, 1),
+    c.r = random_floats(n, 64, -1, 1);
     c.y = zeros(n), c.mean = zeros(3), c.invstd = zeros(3), c.rm = zeros(3), c.rv = zeros(3);
     for (int ch = 0; ch < 3; ch++)
         c.rv[ch] = 1.0f;
@@ -329,8 +331,8 @@ START_TEST(test_batchnorm)
     memcpy(dy, c.r, n * sizeof *dy);
     cpu_batchnorm_backward(c.x, dy, c.gamma, c.mean, c.invstd, dy, dg2, db2, 3, 20);
     ck_assert_mem_eq(dy, dx, n * sizeof *dx);
-    free(c.x), free(c.gamma), free(c.beta), free(c.y), free(c.r), free(c.mean), free(c.invstd), free(c.rm),
-        free(c.rv), free(ye), free(dx), free(dg), free(dbeta), free(dy), free(dg2), free(db2);
+    free(c.x), free(c.gamma), free(c.beta), free(c.y), free(c.r), free(c.mean), free(c.invstd), free(c.rm), free(c.rv),
+        free(ye), free(dx), free(dg), free(dbeta), free(dy), free(dg2), free(db2);
 }
 END_TEST
 
@@ -452,16 +454,10 @@ static void model_fd(const char *name, uint64_t seed)
     model_free(m);
 }
 
-START_TEST(test_model_net)
-{
-    model_fd("net", 5);
-}
+START_TEST(test_model_net) { model_fd("net", 5); }
 END_TEST
 
-START_TEST(test_model_convnet)
-{
-    model_fd("convnet", 6);
-}
+START_TEST(test_model_convnet) { model_fd("convnet", 6); }
 END_TEST
 
 int main(void)

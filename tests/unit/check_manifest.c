@@ -105,9 +105,9 @@ typedef struct {
 } bad_text;
 
 #define SHA64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-#define HEAD "mnist_ddp-shard-manifest 1\nprefix train\nshards 2\ntotal_samples 3\nsource_sha256 -\n"
-#define F0 "file train-00000-of-00002.h5 2 10 " SHA64 "\n"
-#define F1 "file train-00001-of-00002.h5 1 10 " SHA64 "\n"
+#define HEAD  "mnist_ddp-shard-manifest 1\nprefix train\nshards 2\ntotal_samples 3\nsource_sha256 -\n"
+#define F0    "file train-00000-of-00002.h5 2 10 " SHA64 "\n"
+#define F1    "file train-00001-of-00002.h5 1 10 " SHA64 "\n"
 
 static const bad_text bad_texts[] = {
     {HEAD F0 F1 "extra line\n", "unexpected text after the last file line"},
@@ -149,7 +149,8 @@ START_TEST(parser_is_strict)
             ck_assert_msg(code == 0, "the good manifest: exit %d: %s", code, err);
         else
             ck_assert_msg(code == EX_DATAERR && strstr(err, "train.manifest' is damaged") &&
-                              strstr(err, bad_texts[k].says), "case %d: exit %d: %s", k, code, err);
+                              strstr(err, bad_texts[k].says),
+                          "case %d: exit %d: %s", k, code, err);
         free(text);
         free(path);
         tu_rmrf(dir);

@@ -19,10 +19,7 @@ typedef struct {
     uint64_t ids[NB];
 } batch;
 
-static void make_batch(batch *b, uint64_t seed)
-{
-    random_batch(seed, NB, b->x, b->labels, b->ids);
-}
+static void make_batch(batch *b, uint64_t seed) { random_batch(seed, NB, b->x, b->labels, b->ids); }
 
 static float max_abs(const float *a, size_t n)
 {
@@ -37,8 +34,7 @@ static void assert_close(const char *what, const float *a, const float *b, size_
 {
     float scale = max_abs(b, n);
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(fabsf(a[i] - b[i]) <= tol * scale, "%s[%zu]: %.9g vs %.9g", what, i, (double)a[i],
-                      (double)b[i]);
+        ck_assert_msg(fabsf(a[i] - b[i]) <= tol * scale, "%s[%zu]: %.9g vs %.9g", what, i, (double)a[i], (double)b[i]);
 }
 
 static const char *const models[2] = {"net", "convnet"};
@@ -48,16 +44,18 @@ START_TEST(test_tables)
     static const struct {
         const char *name;
         int ndim, shape[4];
-    } net[] = {{"conv1.weight", 4, {32, 1, 3, 3}}, {"conv1.bias", 1, {32}},     {"conv2.weight", 4, {64, 32, 3, 3}},
-               {"conv2.bias", 1, {64}},            {"fc1.weight", 2, {128, 9216}}, {"fc1.bias", 1, {128}},
-               {"fc2.weight", 2, {10, 128}},       {"fc2.bias", 1, {10}}},
-      cnn[] = {{"layer1.0.weight", 4, {16, 1, 5, 5}}, {"layer1.0.bias", 1, {16}},  {"layer1.1.weight", 1, {16}},
-               {"layer1.1.bias", 1, {16}},            {"layer2.0.weight", 4, {32, 16, 5, 5}},
-               {"layer2.0.bias", 1, {32}},            {"layer2.1.weight", 1, {32}}, {"layer2.1.bias", 1, {32}},
-               {"fc.weight", 2, {10, 1568}},          {"fc.bias", 1, {10}}},
-      bufs[] = {{"layer1.1.running_mean", 1, {16}}, {"layer1.1.running_var", 1, {16}},
+    } net[] = {{"conv1.weight", 4, {32, 1, 3, 3}},  {"conv1.bias", 1, {32}},
+               {"conv2.weight", 4, {64, 32, 3, 3}}, {"conv2.bias", 1, {64}},
+               {"fc1.weight", 2, {128, 9216}},      {"fc1.bias", 1, {128}},
+               {"fc2.weight", 2, {10, 128}},        {"fc2.bias", 1, {10}}},
+      cnn[] = {{"layer1.0.weight", 4, {16, 1, 5, 5}},  {"layer1.0.bias", 1, {16}},
+               {"layer1.1.weight", 1, {16}},           {"layer1.1.bias", 1, {16}},
+               {"layer2.0.weight", 4, {32, 16, 5, 5}}, {"layer2.0.bias", 1, {32}},
+               {"layer2.1.weight", 1, {32}},           {"layer2.1.bias", 1, {32}},
+               {"fc.weight", 2, {10, 1568}},           {"fc.bias", 1, {10}}},
+      bufs[] = {{"layer1.1.running_mean", 1, {16}},       {"layer1.1.running_var", 1, {16}},
                 {"layer1.1.num_batches_tracked", 0, {0}}, {"layer2.1.running_mean", 1, {32}},
-                {"layer2.1.running_var", 1, {32}}, {"layer2.1.num_batches_tracked", 0, {0}}};
+                {"layer2.1.running_var", 1, {32}},        {"layer2.1.num_batches_tracked", 0, {0}}};
     ck_assert_ptr_null(model_create_on(&nn_cpu, model_kind_of("resnet"), 4));
     for (int k = 0; k < 2; k++) {
         model *m = model_create_on(&nn_cpu, model_kind_of(models[k]), 5);
@@ -109,8 +107,9 @@ START_TEST(test_init)
     for (int t = 0; t < 10; t++) {
         const tensor_desc *d = model_tensor(m, t);
         for (size_t j = 0; j < d->count; j++) {
-            float want = fan_in[t] ? (2.0f * rng_uniform(rng_key(42, (uint64_t)t), j) - 1.0f) * (1.0f / sqrtf((float)fan_in[t]))
-                                   : (t % 4 == 2 ? 1.0f : 0.0f);
+            float want =
+                fan_in[t] ? (2.0f * rng_uniform(rng_key(42, (uint64_t)t), j) - 1.0f) * (1.0f / sqrtf((float)fan_in[t]))
+                          : (t % 4 == 2 ? 1.0f : 0.0f);
             ck_assert_float_eq(p[d->offset + j], want);
         }
     }
@@ -320,8 +319,8 @@ START_TEST(test_keep_col)
         memset(model_grads(m), 0, np * sizeof(float));
         im2col_calls = 0;
         model_forward_backward(m, b.x, b.labels, b.ids, NB, 3, 1.0f);
-        ck_assert_msg(im2col_calls == expect[t], "chunk %d keep_col %d: %d im2col calls, expected %d", chunk[t],
-                      t % 2, im2col_calls, expect[t]);
+        ck_assert_msg(im2col_calls == expect[t], "chunk %d keep_col %d: %d im2col calls, expected %d", chunk[t], t % 2,
+                      im2col_calls, expect[t]);
         g[t] = malloc(np * sizeof(float));
         memcpy(g[t], model_grads(m), np * sizeof(float));
         model_free(m);

@@ -57,8 +57,7 @@ END_TEST
 
 START_TEST(test_sgd)
 {
-    static const double want[3][NP] = {
-        {0.99, -1.98, 0.47, 0}, {0.995, -2.02, 0.44, -0.1}, {0.975, -2.02, 0.45, 0}};
+    static const double want[3][NP] = {{0.99, -1.98, 0.47, 0}, {0.995, -2.02, 0.44, -0.1}, {0.975, -2.02, 0.45, 0}};
     optim_cfg cfg = {.kind = OPTIM_SGD};
     run(&cfg, 0.1f, want);
 }
@@ -68,9 +67,8 @@ END_TEST
  * d = -0.05 + 0.098 = 0.048, buf = 0.9 * 0.2 + 0.048 = 0.228, p = 0.98 - 0.0228 = 0.9572. */
 START_TEST(test_sgd_momentum_weight_decay)
 {
-    static const double want[3][NP] = {{0.98, -1.96, 0.465, 0},
-                                       {0.9572, -1.9444, 0.39885, -0.1},
-                                       {0.907108, -1.910916, 0.3453265, -0.089}};
+    static const double want[3][NP] = {
+        {0.98, -1.96, 0.465, 0}, {0.9572, -1.9444, 0.39885, -0.1}, {0.907108, -1.910916, 0.3453265, -0.089}};
     optim_cfg cfg = {.kind = OPTIM_SGD, .momentum = 0.9f, .weight_decay = 0.1f};
     run(&cfg, 0.1f, want);
 }

@@ -151,16 +151,16 @@ START_TEST(slices_disjoint_complete)
                             ck_abort_msg("n=%llu world=%d batch=%d step=%llu rank=%d: first %llu count %llu "
                                          "global %llu (expected first %llu, global %llu, chunk %llu)",
                                          (unsigned long long)n, world, batch, (unsigned long long)s, r,
-                                         (unsigned long long)first, (unsigned long long)count,
-                                         (unsigned long long)gc, (unsigned long long)expect_first,
-                                         (unsigned long long)gc_want, (unsigned long long)chunk);
+                                         (unsigned long long)first, (unsigned long long)count, (unsigned long long)gc,
+                                         (unsigned long long)expect_first, (unsigned long long)gc_want,
+                                         (unsigned long long)chunk);
                         expect_first += count;
                     }
                     if (expect_first != s * g + gc_want) /* covers the global batch */
                         ck_abort_msg("n=%llu world=%d batch=%d step=%llu: ranks cover up to %llu",
                                      (unsigned long long)n, world, batch, (unsigned long long)s,
                                      (unsigned long long)expect_first);
-                covered += gc_want;
+                    covered += gc_want;
                 }
                 ck_assert_uint_eq(covered, n);
             }

@@ -26,8 +26,8 @@ static void expect_samples(const dataset *d, const uint64_t *idx, size_t n, cons
         if (im && memcmp(im + i * MNIST_PIXELS, d->images + idx[i] * MNIST_PIXELS, MNIST_PIXELS) != 0)
             ck_abort_msg("%s: image %zu (sample %llu) differs", what, i, (unsigned long long)idx[i]);
         if (lb && lb[i] != d->labels[idx[i]])
-            ck_abort_msg("%s: label %zu (sample %llu) is %u, expected %u", what, i, (unsigned long long)idx[i],
-                         lb[i], d->labels[idx[i]]);
+            ck_abort_msg("%s: label %zu (sample %llu) is %u, expected %u", what, i, (unsigned long long)idx[i], lb[i],
+                         d->labels[idx[i]]);
     }
 }
 
@@ -63,8 +63,7 @@ static void attr_str(hid_t f, const char *name, char *buf, size_t len)
 
 /* Each of the m files of a set, straight from HDF5: its first_index, the length of its /images
  * (into first[i], count[i]), and its source_sha256, which must be `sha`. */
-static void shard_extents(const char *dir, const char *prefix, int m, const char *sha, uint64_t *first,
-                          uint64_t *count)
+static void shard_extents(const char *dir, const char *prefix, int m, const char *sha, uint64_t *first, uint64_t *count)
 {
     for (int i = 0; i < m; i++) {
         char *p = shard_path(dir, prefix, i, m), buf[128];
@@ -346,7 +345,8 @@ START_TEST(ranks_by_shards)
                             uint64_t first, count, gc;
                             sampler_slice(n, world, batch, r, st, &first, &count, &gc);
                             for (uint64_t i = 0; i < count; i++) {
-                                memcpy(im + i * MNIST_PIXELS, copy_im[r] + perm[first + i] * MNIST_PIXELS, MNIST_PIXELS);
+                                memcpy(im + i * MNIST_PIXELS, copy_im[r] + perm[first + i] * MNIST_PIXELS,
+                                       MNIST_PIXELS);
                                 lb[i] = copy_lb[r][perm[first + i]];
                             }
                             snprintf(what, sizeof what, "shards=%d world=%d batch=%d epoch=%llu rank=%d step=%llu",

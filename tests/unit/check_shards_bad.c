@@ -87,8 +87,8 @@ static void set_attr_u64(const char *path, const char *name, uint64_t v)
 typedef struct {
     const char *name;
     int code;
-    const char *keyword;  /* in the message */
-    const char *file;     /* the file the message must name (shard index), or NULL */
+    const char *keyword; /* in the message */
+    const char *file;    /* the file the message must name (shard index), or NULL */
 } reader_case;
 
 static const reader_case reader_cases[] = {
@@ -297,8 +297,8 @@ START_TEST(damage_is_local)
     corrupt_chunk(dir);
     shard_set *s = shards_open(dir, "train");
     uint8_t *im = xmalloc(200 * MNIST_PIXELS), *lb = xmalloc(200);
-    shards_read_range(s, 0, 50, im, lb);  /* shard 0 */
-    shards_read_range(s, 200, 50, im, lb); /* shard 2 */
+    shards_read_range(s, 0, 50, im, lb);      /* shard 0 */
+    shards_read_range(s, 200, 50, im, lb);    /* shard 2 */
     shards_read_range(s, 100, 100, NULL, lb); /* shard 1 labels: another dataset */
     shards_close(s);
     tu_rmrf(dir);

@@ -70,8 +70,7 @@ START_TEST(writer_bad_arguments)
 {
     char *dir = subdir("badargs"), err[2048];
     write_arg cases[] = {
-        {dir, "train", 0, 0}, {dir, "train", 121, 0}, {dir, "../evil", 2, 0}, {dir, ".hidden", 2, 0},
-        {dir, "", 2, 0},
+        {dir, "train", 0, 0}, {dir, "train", 121, 0}, {dir, "../evil", 2, 0}, {dir, ".hidden", 2, 0}, {dir, "", 2, 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
         ck_assert_int_eq(tu_run(write_fn, &cases[k], err, sizeof err), EX_USAGE);
@@ -217,10 +216,10 @@ START_TEST(writer_interrupted)
             /* A caught signal leaves all or nothing. SIGKILL cannot be caught: landing inside the rename loop it
              * leaves part of the set, which must never look complete (the reader refuses it, below). */
             if (sigs[a] != SIGKILL) {
-                ck_assert_msg(shards == 0 || shards == 8, "signal %d at %.2f of the write: %d shard files: %s",
-                              sigs[a], fractions[b], shards, list);
-                ck_assert_msg(tmps == 0, "signal %d at %.2f of the write: temporaries left: %s", sigs[a],
-                              fractions[b], list);
+                ck_assert_msg(shards == 0 || shards == 8, "signal %d at %.2f of the write: %d shard files: %s", sigs[a],
+                              fractions[b], shards, list);
+                ck_assert_msg(tmps == 0, "signal %d at %.2f of the write: temporaries left: %s", sigs[a], fractions[b],
+                              list);
             }
             int code = tu_run(open_fn, dir, err, sizeof err);
             if (shards == 8) {
@@ -233,8 +232,10 @@ START_TEST(writer_interrupted)
             tu_rmrf(dir);
             free(dir);
         }
-    fprintf(stderr, "check_shards_writer: interrupted writers (write takes %.3f s): %d left a complete set, %d none or "
-            "a refused part\n", tw, complete, empty);
+    fprintf(stderr,
+            "check_shards_writer: interrupted writers (write takes %.3f s): %d left a complete set, %d none or "
+            "a refused part\n",
+            tw, complete, empty);
     free_data(&d);
 }
 END_TEST

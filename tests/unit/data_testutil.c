@@ -92,8 +92,7 @@ static void write_idx(const char *path, const char *what, const uint8_t *hdr, si
 static uint32_t count32(const char *path, uint64_t count)
 {
     if (count > UINT32_MAX)
-        die(EX_SOFTWARE, "cannot write '%s': %llu samples do not fit an IDX header", path,
-            (unsigned long long)count);
+        die(EX_SOFTWARE, "cannot write '%s': %llu samples do not fit an IDX header", path, (unsigned long long)count);
     return (uint32_t)count;
 }
 

@@ -9,10 +9,7 @@
 
 #include "base/rng.h"
 
-static inline float *zeros(size_t n)
-{
-    return calloc(n ? n : 1, sizeof(float));
-}
+static inline float *zeros(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
 static inline double dot(const float *r, const float *y, size_t n)
 {
@@ -26,8 +23,8 @@ typedef double (*loss_fn)(void *ctx);
 
 /* Compares the analytic gradient g of f with respect to x at `coords` random coordinates (all of
  * them when coords == 0): |numeric - analytic| <= atol + rtol |numeric|. */
-static inline void fd_check(const char *what, loss_fn f, void *ctx, float *x, const float *g, size_t n,
-                            int coords, float h, double rtol, double atol, uint64_t key)
+static inline void fd_check(const char *what, loss_fn f, void *ctx, float *x, const float *g, size_t n, int coords,
+                            float h, double rtol, double atol, uint64_t key)
 {
     size_t count = coords ? (size_t)coords : n;
     for (size_t t = 0; t < count; t++) {

@@ -79,4 +79,3 @@ char *shard_path(const char *dir, const char *prefix, int i, int m)
     char name[256];
     return tu_path(dir, shards_name(name, sizeof name, prefix, i, m));
 }
-
