@@ -19,6 +19,7 @@
 #include <ctime>
 
 #include "base/clock.h"
+#include "comm/stall.h"
 #include "cuda_check.h"
 #include "gpu/gpu.h"
 
@@ -99,21 +100,20 @@ static void abort_comm(gpu_comm *c)
            op, w, ncclGetErrorString(r), *last ? ": " : "", last);
 }
 
-[[noreturn]] static void nccl_timeout(gpu_comm *c, const char *op, const char *file, int line)
+// A deadline passed (or a peer's did: stall_poll): before the first step no peer is known to be anywhere, so
+// the hint is about reaching one; after it, the ranks tell where they are (stall.h) and the line names the
+// ranks that did not answer.
+[[noreturn]] static void nccl_timeout(gpu_comm *c, const char *op, double waited, const char *file, int line)
 {
-    char w[64];
-    when(c, w, sizeof w);
     abort_comm(c);
     if (!c->initialised)
         die_at(file, line, EX_UNAVAILABLE,
-               "NCCL %s %s did not complete within %s %g s: a rank did not start, or "
+               "NCCL %s at start-up did not complete within %s %g s: a rank did not start, or "
                "this rank cannot reach rank 0's bootstrap address (firewall? NCCL_SOCKET_IFNAME? see "
                "--bootstrap-addr); rerun with NCCL_DEBUG=INFO to see where it waits",
-               op, w, c->option, c->timeout_s);
-    die_at(file, line, EX_UNAVAILABLE,
-           "NCCL %s %s did not complete within %s %g s: a peer rank died, stalled or "
-           "diverged in its step count; rerun with NCCL_DEBUG=INFO to see where it waits",
-           op, w, c->option, c->timeout_s);
+               op, c->option, c->timeout_s);
+    stall_wait w = {op, c->step, -1, 0, waited, c->timeout_s, c->option};
+    stall_die_at(file, line, &w, "rerun with NCCL_DEBUG=INFO to see where NCCL waits");
 }
 
 // After an NCCL call on the communicator: its result, then the communicator's state until it leaves
@@ -132,8 +132,8 @@ static void nccl_settle(gpu_comm *c, ncclResult_t r, const char *op, const char 
             return;
         if (state != ncclInProgress)
             nccl_fail(c, state, op, file, line);
-        if (clock_now() > deadline)
-            nccl_timeout(c, op, file, line);
+        if (clock_now() > deadline || ((spins & 255) == 255 && stall_poll()))
+            nccl_timeout(c, op, clock_now() - deadline + c->timeout_s, file, line);
         backoff(spins);
     }
 }
@@ -159,8 +159,8 @@ static void wait_event(gpu_comm *c, cudaEvent_t ev, const char *op, const char *
             nccl_fail(c, r, op, file, line);
         if (state != ncclSuccess && state != ncclInProgress)
             nccl_fail(c, state, op, file, line);
-        if (clock_now() > deadline)
-            nccl_timeout(c, op, file, line);
+        if (clock_now() > deadline || ((spins & 255) == 255 && stall_poll()))
+            nccl_timeout(c, op, clock_now() - deadline + c->timeout_s, file, line);
         backoff(spins);
     }
 }

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/errors.h"
 #include "base/threads.h"
+#include "comm/stall.h"
 
 /* -1 when unset; dies on a value that is not a non-negative integer (a corrupted environment). */
 static long env_long(const char *name)
@@ -117,6 +118,7 @@ void bootstrap_init(int *argc, char ***argv, ddp_env *e)
         warn("uneven ranks per node (%d to %d on %d nodes): with '--ntasks=N' Slurm may pack tasks unevenly; "
              "'--nodes=K --ntasks-per-node=M' gives every node M ranks (one per GPU), which GPU jobs need",
              min_local, max_local, e->nodes);
+    stall_init(e->host);
 }
 
 int bootstrap_threads(const ddp_env *e, int requested)
@@ -153,6 +155,7 @@ void bootstrap_report(const ddp_env *e, const char *device, int threads)
 
 void bootstrap_finalize(ddp_env *e)
 {
+    stall_finalize();
     MPI_Comm_free(&e->local);
     MPI_Finalize();
 }

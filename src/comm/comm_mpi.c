@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "base/errors.h"
+#include "comm/stall.h"
 
 enum { MAX_BUCKETS = 256 };
 
@@ -24,41 +25,39 @@ struct grad_comm {
     comm_stats stats;
 };
 
-/* Who did not arrive, as far as this rank can tell: with two ranks it is the other one. */
-static void missing_peer(MPI_Comm comm, char *buf, size_t len)
+/* The first of n requests not complete: the bucket a gradient wait is stuck on. */
+static int first_open(MPI_Request *req, int n)
 {
-    int world, rank;
-    MPI_CHECK(MPI_Comm_size(comm, &world));
-    MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    if (world == 2)
-        snprintf(buf, len, "rank %d (the other rank)", 1 - rank);
-    else
-        snprintf(buf, len, "a peer rank");
+    for (int i = 0; i < n; i++) {
+        int done = 0;
+        if (MPI_Test(&req[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
+            return i;
+    }
+    return n - 1;
 }
 
-/* Waits for requests on comm, with a deadline, so a dead or stalled peer aborts the job instead of
- * hanging it; option names the deadline in the message. */
-static void wait_within(MPI_Comm comm, MPI_Request *req, int n, double timeout, const char *option, const char *what,
+/* Waits for requests with a deadline, so a dead or stalled peer ends the job instead of hanging it, naming
+ * it (stall.h); bucketed: the requests are the gradient buckets. option names the deadline. */
+static void wait_within(MPI_Request *req, int n, int bucketed, double timeout, const char *option, const char *what,
                         long step)
 {
-    double deadline = clock_now() + timeout;
+    double start = clock_now();
+    stall_wait_begin(what, step);
     for (long spins = 0;; spins++) {
         int done = 0;
         MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
         if (done)
-            return;
+            break;
         if ((spins & 1023) == 1023) {
-            if (clock_now() > deadline) {
-                char peer[64];
-                missing_peer(comm, peer, sizeof peer);
-                die(EX_UNAVAILABLE,
-                    "%s at step %ld did not complete within %s %g s: %s did not arrive (it "
-                    "died, stalled or diverged in its step count)",
-                    what, step, option, timeout, peer);
+            double waited = clock_now() - start;
+            if (waited > timeout || stall_poll()) {
+                stall_wait w = {what, step, bucketed ? first_open(req, n) : -1, n, waited, timeout, option};
+                stall_die(&w, NULL);
             }
             nanosleep(&(struct timespec){0, 20000}, NULL);
         }
     }
+    stall_wait_end();
 }
 
 void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double timeout_s, const char *option,
@@ -66,7 +65,7 @@ void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double ti
 {
     MPI_Request req;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, comm, &req));
-    wait_within(comm, &req, 1, timeout_s, option, what, step);
+    wait_within(&req, 1, 0, timeout_s, option, what, step);
 }
 
 static void launch(grad_comm *g, size_t start, size_t count)
@@ -147,7 +146,7 @@ void grad_comm_finish(grad_comm *g)
         launch(g, start, count);
     const char *option;
     double timeout = comm_wait_deadline(g->timeout_s, g->step_timeout_s, g->stats.reductions, &option);
-    wait_within(g->comm, g->req, g->nreq, timeout, option, "gradient all-reduce", g->step);
+    wait_within(g->req, g->nreq, 1, timeout, option, "gradient all-reduce", g->step);
     g->stats.exposed_s += clock_now() - t;
     g->stats.buckets = g->nreq;
     g->stats.reductions++;
@@ -211,7 +210,11 @@ void comm_average(MPI_Comm comm, float *p, size_t n)
 static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads, size_t n)
 {
     (void)env;
-    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, n, cfg->bucket_bytes, cfg->timeout_s);
+    /* A communicator of its own: a rank a step ahead or behind waits here while the others wait in another
+     * collective, a stall the deadline names (stall.h), instead of matching their messages. */
+    MPI_Comm comm;
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    grad_comm *g = grad_comm_create(comm, grads, n, cfg->bucket_bytes, cfg->timeout_s);
     grad_comm_set_step_timeout(g, cfg->step_timeout_s);
     return g;
 }
@@ -219,7 +222,12 @@ static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads
 static void mpi_arm(void *state, int armed, long step) { grad_comm_arm(state, armed, step); }
 static void mpi_finish(void *state) { grad_comm_finish(state); }
 static comm_stats mpi_stats(const void *state) { return grad_comm_get_stats(state); }
-static void mpi_destroy(void *state) { grad_comm_free(state); }
+static void mpi_destroy(void *state)
+{
+    grad_comm *g = state;
+    MPI_CHECK(MPI_Comm_free(&g->comm));
+    grad_comm_free(g);
+}
 
 static void mpi_broadcast(void *state, float *p, size_t n, const char *what)
 {

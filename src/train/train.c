@@ -21,6 +21,7 @@
 #include "nn/cpu/nn_cpu.h"
 #include "nn/optim.h"
 #include "comm/preempt.h"
+#include "comm/stall.h"
 #include "base/profile.h"
 #include "base/rng.h"
 #include "data/sampler.h"
@@ -158,6 +159,7 @@ static void save_state(run *r, int epoch, uint64_t epoch_step)
     checkpoint_position p = {
         .step = r->step, .epoch = epoch, .epoch_step = (long)epoch_step, .restarts = r->start.restarts};
     profile_lap("progress, stop checks");
+    stall_phase("checkpoint write", r->step);
     double t0 = clock_now();
     checkpoint_save(&r->ckpt, r->m, r->opt, &p);
     r->stop.ckpt_s = clock_now() - t0;
@@ -266,6 +268,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     profile_mark();
     for (uint64_t s = L.first; s < opt_steps && !stop; s++) {
         double t_step = clock_now();
+        stall_phase("training", r->step);
         uint64_t micro0 = s * (uint64_t)o->accum_steps;
         uint64_t k = micro_steps - micro0 < (uint64_t)o->accum_steps ? micro_steps - micro0 : (uint64_t)o->accum_steps;
         /* Samples in this optimizer step over all ranks (the gradient of their mean is what we want), and
@@ -311,6 +314,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 static eval_result run_evaluate(run *r)
 {
     double t0 = clock_now();
+    stall_phase("evaluation", r->step);
     eval_result ev = evaluate(r->m, r->data.test_images, r->data.test_labels, r->data.test_count, r->batch.x);
     r->times.eval_s += clock_now() - t0;
     return ev;

@@ -81,7 +81,7 @@ set -e
 # One line from rank 0, naming the deadline and rank 1. Open MPI sends SIGCONT before it kills, so rank 1,
 # if frozen in its own wait, may wake past its deadline and say so too; no other error line.
 deadline='did not complete within --step-timeout 3 s: '
-n=$(grep -c ": error: .*${deadline}rank 1 (the other rank) did not arrive.*\[rank 0/2 " "$TMP/train.err" || true)
+n=$(grep -c ": error: .*${deadline}rank 1 ($(hostname), pid $(cat "$pidfile")) did not answer.*\[rank 0/2 " "$TMP/train.err" || true)
 [ "$n" -eq 1 ] || { cat "$TMP/train.err" >&2; fail "frozen rank: $n deadline lines from rank 0, expected 1"; }
 if grep ': error: ' "$TMP/train.err" | grep -v -e "$deadline.*\[rank [01]/2 " >&2; then
   fail "frozen rank: an error line other than the deadline's"

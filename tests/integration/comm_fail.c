@@ -4,15 +4,21 @@
  *                rank with 70, rank 0 naming rank R
  *   diverge-last R   the same in a model-sized buffer (net's 1,199,882 parameters), its last element:
  *                a check that covers only the first part of the parameters misses it
- *   stall S      the last rank sleeps instead of joining the gradient all-reduce of step 3: the others
- *                stop with 69 at the --comm-timeout deadline of S seconds
- *   leave S      the last rank leaves the training loop before step 3 and finalises: the same
+ *   stall S [R,..]  the last rank (or ranks R,..) sleeps instead of joining the gradient all-reduce of
+ *                step 3: the others stop with 69 at the --comm-timeout deadline of S seconds, the lowest
+ *                live rank naming the sleepers (stall.h)
+ *   leave S [R]  the last rank (or R) leaves the training loop before step 3 and finalises: the same
+ *   skip S R     rank R skips step 3 (its step count moves on), so it reaches the closing sum (deadline
+ *                60 S) while the others wait in the gradient all-reduce of the last step: 69 at theirs,
+ *                naming R as diverged
+ *   kill S R     rank R is killed (SIGKILL) before step 3: the launcher ends the job, naming R
  *   mpierr W|L   an MPI call fails (a send to a rank that does not exist, on the world (W) or the
  *                node-local (L) communicator): MPI_CHECK stops the job with 70 and our one line naming the
  *                call, not Open MPI's banner (bootstrap sets MPI_ERRORS_RETURN on both)
  * A scenario that does not fail says so on stdout and exits 0. */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,24 +54,47 @@ static void diverge(int odd_rank, size_t n, size_t at)
     free(p);
 }
 
-/* A few training steps through the bucketed all-reduce; the last rank misses step MISSED_STEP. */
-static void stall(double timeout_s, int leave)
+enum how { STALL, LEAVE, SKIP, KILL };
+
+/* Whether this rank is in the list "R,R,..". */
+static int listed(const char *ranks)
+{
+    for (const char *p = ranks; *p; p += strcspn(p, ","), p += *p == ',')
+        if (atoi(p) == rank)
+            return 1;
+    return 0;
+}
+
+/* A few training steps through the trainer's table (comm_mpi: the bucketed all-reduce on a communicator of its
+ * own), then a closing sum on the world; the odd ranks miss step MISSED_STEP as `how` says. */
+static void stall(const ddp_env *env, double timeout_s, enum how how, const char *odd)
 {
     float grads[N];
-    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, N, 256 * sizeof(float), timeout_s);
-    for (int step = 0; step < STEPS; step++) {
-        if (rank == world - 1 && step == MISSED_STEP) {
-            if (leave)
+    comm_config cfg = {.timeout_s = timeout_s, .step_timeout_s = timeout_s, .bucket_bytes = 256 * sizeof(float)};
+    void *g = comm_mpi.create(env, &cfg, grads, N);
+    int step = 0;
+    for (; step < STEPS; step++) {
+        if (listed(odd) && step == MISSED_STEP) {
+            if (how == LEAVE)
                 break;
+            if (how == SKIP)
+                continue;
+            if (how == KILL)
+                raise(SIGKILL);
             sleep(120); /* far past the deadline and tests/integration/comm-failures.sh's time limit */
         }
         fill(grads);
-        grad_comm_arm(g, 1, step);
+        comm_mpi.arm(g, 1, step);
         for (size_t lo = N; lo > 0; lo -= 100) /* ten layers, back to front */
-            grad_comm_ready(g, lo - 100, 100);
-        grad_comm_finish(g);
+            comm_mpi.ready(g, lo - 100, 100);
+        comm_mpi.finish(g);
     }
-    grad_comm_free(g);
+    comm_mpi.destroy(g);
+    if (how == LEAVE && listed(odd))
+        return;
+    double one = 1;
+    /* A deadline far beyond the all-reduce's: a rank here answers the others' notice (stall_poll), not its own. */
+    comm_allreduce_within(MPI_COMM_WORLD, &one, 1, MPI_SUM, 60 * timeout_s, "--comm-timeout", "closing sum", step);
 }
 
 static void mpi_error(const ddp_env *env, const char *which)
@@ -84,17 +113,25 @@ int main(int argc, char **argv)
     bootstrap_init(&argc, &argv, &env);
     rank = world_rank();
     world = env.world;
-    const char *mode = argc == 3 ? argv[1] : "";
+    const char *mode = argc == 3 || argc == 4 ? argv[1] : "";
+    char last[16];
+    snprintf(last, sizeof last, "%d", world - 1);
+    const char *odd = argc == 4 ? argv[3] : last;
+    static const char *const hows[] = {[STALL] = "stall", [LEAVE] = "leave", [SKIP] = "skip", [KILL] = "kill"};
+    int how = -1;
+    for (int i = 0; i < 4; i++)
+        how = !strcmp(mode, hows[i]) ? i : how;
     if (!strcmp(mode, "diverge"))
         diverge(atoi(argv[2]), N, N / 2);
     else if (!strcmp(mode, "diverge-last"))
         diverge(atoi(argv[2]), MODEL_PARAMS, MODEL_PARAMS - 1);
-    else if (!strcmp(mode, "stall") || !strcmp(mode, "leave"))
-        stall(atof(argv[2]), !strcmp(mode, "leave"));
+    else if (how >= 0)
+        stall(&env, atof(argv[2]), (enum how)how, odd);
     else if (!strcmp(mode, "mpierr"))
         mpi_error(&env, argv[2]);
     else
-        die(EX_USAGE, "usage: comm_fail diverge RANK | diverge-last RANK | stall SECONDS | leave SECONDS | mpierr W|L");
+        die(EX_USAGE, "usage: comm_fail diverge RANK | diverge-last RANK | stall|leave|skip|kill SECONDS [RANK,..] | "
+                      "mpierr W|L");
     if (rank == 0)
         printf("comm_fail %s: no failure\n", mode);
     bootstrap_finalize(&env);

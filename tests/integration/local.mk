@@ -7,7 +7,8 @@
 #   their modes and failure paths: full disk, read-only directory, a killed writer's temporaries
 #   (files-failures); no listening socket of the trainer's own (sockets);
 # - the CPU collectives (src/comm/comm_mpi.c): a Check suite on 2 ranks (tests/run-test; also passes on 3 with
-#   MPI_NP=3), and comm_fail's scenarios that end the job, driven by comm-failures.sh;
+#   MPI_NP=3), and comm_fail's scenarios that end the job, driven by comm-failures.sh and, for a stalled
+#   job's named culprits and the SIGUSR2 status line, stall-names.sh;
 # - the data tools: mnist2h5 and data/fetch-mnist;
 # - damaged shard sets: a seeded corruption campaign on the reader (shard_load) and the trainer;
 # - durability order (durability.sh): fsync before rename, the directory after, read from the system calls
@@ -19,7 +20,7 @@ integration_scripts = tests/integration/train-options.sh tests/integration/train
 	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh tests/integration/shard-corruption.sh \
 	tests/integration/train-progress.sh tests/integration/train-profile.sh tests/integration/plot.sh tests/integration/files-corrupt.sh \
 	tests/integration/files-failures.sh tests/integration/sockets.sh tests/integration/checkpoint-lock.sh \
-	tests/integration/durability.sh
+	tests/integration/durability.sh tests/integration/stall-names.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
 check_PROGRAMS += tests/integration/mpi_comm tests/integration/comm_fail tests/integration/shard_load
