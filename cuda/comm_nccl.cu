@@ -100,20 +100,29 @@ static void abort_comm(gpu_comm *c)
            op, w, ncclGetErrorString(r), *last ? ": " : "", last);
 }
 
-// A deadline passed (or a peer's did: stall_poll): before the first step no peer is known to be anywhere, so
-// the hint is about reaching one; after it, the ranks tell where they are (stall.h) and the line names the
-// ranks that did not answer.
+// A deadline passed (or a peer's did: stall_poll). Before the communicator is up the hint is about reaching a
+// peer; before the first step, that one is gone; after it, the ranks tell where they are (stall.h) and the line
+// names the ranks that did not answer.
 [[noreturn]] static void nccl_timeout(gpu_comm *c, const char *op, double waited, const char *file, int line)
 {
+    char w[64];
+    when(c, w, sizeof w);
     abort_comm(c);
     if (!c->initialised)
         die_at(file, line, EX_UNAVAILABLE,
-               "NCCL %s at start-up did not complete within %s %g s: a rank did not start, or "
+               "NCCL %s %s did not complete within %s %g s: a rank did not start, or "
                "this rank cannot reach rank 0's bootstrap address (firewall? NCCL_SOCKET_IFNAME? see "
                "--bootstrap-addr); rerun with NCCL_DEBUG=INFO to see where it waits",
-               op, c->option, c->timeout_s);
-    stall_wait w = {op, c->step, -1, 0, waited, c->timeout_s, c->option};
-    stall_die_at(file, line, &w, "rerun with NCCL_DEBUG=INFO to see where NCCL waits");
+               op, w, c->option, c->timeout_s);
+    if (c->step < 0)
+        die_at(file, line, EX_UNAVAILABLE,
+               "NCCL %s %s did not complete within %s %g s: a peer rank died, stalled or diverged; rerun with "
+               "NCCL_DEBUG=INFO to see where it waits",
+               op, w, c->option, c->timeout_s);
+    char what[64];
+    snprintf(what, sizeof what, "NCCL %s", op);
+    stall_wait sw = {what, c->step, -1, 0, waited, c->timeout_s, c->option};
+    stall_die_at(file, line, &sw, "rerun with NCCL_DEBUG=INFO to see where NCCL waits");
 }
 
 // After an NCCL call on the communicator: its result, then the communicator's state until it leaves

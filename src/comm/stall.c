@@ -26,7 +26,7 @@ typedef struct {
     int64_t step;
     double waited_s, deadline_s;
     int32_t bucket, buckets, expired;
-    char what[40], option[24];
+    char what[64], option[24];
 } stall_rec;
 
 static MPI_Comm comm = MPI_COMM_NULL;
@@ -283,6 +283,10 @@ static void describe(const stall_rec *got, const int *answered, char *out, size_
     h = h ? h : &got[me];
     snprintf(out, len, "%s at step %lld did not complete within %s %g s: ", h->what, (long long)h->step, h->option,
              h->deadline_s);
+    if (comm == MPI_COMM_NULL || world < 2) { /* no exchange (a harness without bootstrap_init) */
+        put_text(out, len, "a peer rank died, stalled or diverged in its step count");
+        return;
+    }
     int *sel = xcalloc((size_t)world, sizeof *sel), *group = xcalloc((size_t)world, sizeof *group);
     int missing = 0, groups;
     for (int r = 0; r < world; r++)

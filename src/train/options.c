@@ -142,6 +142,11 @@ static const char usage_head[] =
 static const char usage_tail[] =
     "  --help, --version\n"
     "\n"
+    "Signals: with --checkpoint-dir, USR1, TERM or INT write a checkpoint and stop with 75.\n"
+    "USR2 (scancel -s USR2 JOB, or kill): every rank prints one status line (step, what it\n"
+    "does or waits in, for how long) and training goes on. A missed deadline ends the job\n"
+    "with 69, naming the ranks that did not answer and where the others waited.\n"
+    "\n"
     "Exit status: 0 ok, 64 usage, 65 bad data, 66 missing input, 69 device unavailable,\n"
     "70 internal error, 73 cannot create output, 74 I/O error, 75 stopped by a signal with a\n"
     "checkpoint written (run the same command to resume), 78 broken launch/configuration.\n";

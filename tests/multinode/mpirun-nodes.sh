@@ -4,9 +4,9 @@
 # the nodes, shared memory within one. Checks: the start-up table shows both hosts with local ranks 0,1 on
 # each and agrees with Open MPI's own variables; the result equals 4 ranks on one node; replicas stay
 # identical; uneven ranks per node are named; --bootstrap-addr node1:PORT is accepted on node1, refused from
-# node2 and when taken; losing node2 mid-run ends the job on node1 within the step
-# deadline, and the same command on a replacement node2 resumes from the last checkpoint and ends where an
-# uninterrupted run ends.
+# node2 and when taken; a frozen node2 is named by rank 0 (ranks, host, pids); losing node2 mid-run ends the
+# job on node1 within the step deadline, and the same command on a replacement node2 resumes from the last
+# checkpoint and ends where an uninterrupted run ends.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 . "$abs_top_srcdir/tests/multinode/nodes.sh"
 set -e
@@ -19,6 +19,7 @@ cd "$TMP"
 cat >"$TMP/rank-env.sh" <<'EOF'
 #!/bin/sh
 echo "$OMPI_COMM_WORLD_RANK $(hostname) $OMPI_COMM_WORLD_LOCAL_RANK $OMPI_COMM_WORLD_LOCAL_SIZE" >"$RANK_ENV_DIR/$OMPI_COMM_WORLD_RANK"
+echo $$ >"$RANK_ENV_DIR/$OMPI_COMM_WORLD_RANK.pid"
 exec "$@"
 EOF
 chmod +x "$TMP/rank-env.sh"
@@ -101,6 +102,34 @@ node_run node1 "$probe" "node1:$port" >probe3.out && fail "node1:$port accepted 
 kill "$listener"
 grep -q "port $port on node1 ($MULTINODE_NET.1) is in use" probe3.out || { cat probe3.out; fail "a taken port on node1 not named"; }
 echo "ok: --bootstrap-addr node1:$port accepted on node1; refused while taken, and from node2: $(cat probe2.out)"
+
+# --- A frozen node is named ----------------------------------------------------------------------------
+# Both ranks on node2 stopped (SIGSTOP) mid-run: the job ends at the step deadline plus the 5 s window, with
+# one line from rank 0 naming both ranks, their node and pids.
+rm -f "$TMP"/env/*.pid
+on_node1 node1:2,node2:2 --max-steps 100000 --batch-size 16 --log-interval 1 --step-timeout 3 \
+  >frozen.out 2>frozen.err &
+job=$!
+for _ in $(seq 600); do
+  grep -q 'step 2/' frozen.out && [ -s "$TMP/env/2.pid" ] && [ -s "$TMP/env/3.pid" ] && break
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.1
+done
+grep -q 'step 2/' frozen.out || { cat frozen.out frozen.err; fail "the job to freeze did not start"; }
+p2=$(cat "$TMP/env/2.pid") p3=$(cat "$TMP/env/3.pid")
+start=$(date +%s)
+kill -STOP "$p2" "$p3"
+set +e
+wait "$job"
+rc=$?
+set -e
+took=$(($(date +%s) - start))
+[ "$rc" -eq 69 ] || { cat frozen.out frozen.err; fail "frozen node2: exit $rc, expected 69"; }
+[ "$took" -le 20 ] || fail "frozen node2: the job took $took s to end (deadline 3 s, window 5 s)"
+named="ranks 2 (node2, pid $p2), 3 (node2, pid $p3) did not answer"
+grep ': error: ' frozen.err | grep -F -e "$named" | grep -qF '[rank 0/4 on node1, ' ||
+  { cat frozen.err; fail "frozen node2: no line from rank 0 saying '$named'"; }
+echo "ok: frozen node2 named in $took s: $(grep -m1 ': error: ' frozen.err)"
 
 # --- Losing node2 mid-run -----------------------------------------------------------------------------
 ckpt="--checkpoint-dir $TMP/ckpt --checkpoint-every 2 --step-timeout 10 --comm-timeout 30"
