@@ -24,6 +24,7 @@ typedef struct {
     double timeout_s;           /* deadline of every wait at start-up (--comm-timeout) */
     double step_timeout_s;      /* of gradient all-reduce waits after the first (--step-timeout) */
     size_t bucket_bytes;        /* start a bucket once it holds this many bytes (0: every range at once) */
+    int wire_bf16;              /* --grad-comm bf16: gradients exchanged as bfloat16 (half the bytes) */
 } comm_config;
 
 /* state: the backend's own, from create(); every other entry takes it. All entries are collective. */
@@ -56,6 +57,10 @@ typedef struct grad_comm grad_comm;
 grad_comm *grad_comm_create(MPI_Comm comm, float *grads, size_t n, size_t bucket_bytes, double timeout_s);
 /* Waits after the first reduction end at the shorter of this and timeout_s (default: timeout_s). */
 void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s);
+/* Exchange bfloat16 from now on: each rank's gradients rounded once (to nearest even), every addition inside
+ * the all-reduce done in fp32 and rounded to bf16 (as NCCL's bf16 sum does), the result widened back to fp32
+ * for the optimizer. Identical on every rank. Collective (the isolated reference time is measured again). */
+void grad_comm_set_wire_bf16(grad_comm *g);
 void grad_comm_arm(grad_comm *g, int armed, long step);
 void grad_comm_ready(void *ctx, size_t offset, size_t count);
 void grad_comm_finish(grad_comm *g);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/bf16.h"
 #include "base/clock.h"
 #include "base/errors.h"
 #include "comm/stall.h"
@@ -20,6 +21,7 @@ struct grad_comm {
     int armed;
     long step;
     bucket_plan plan;
+    uint16_t *wire; /* --grad-comm bf16: the exchanged gradients (NULL: fp32 in place) */
     MPI_Request req[MAX_BUCKETS];
     int nreq;
     comm_stats stats;
@@ -68,33 +70,64 @@ void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double ti
     wait_within(&req, 1, 0, timeout_s, option, what, step);
 }
 
+/* MPI's user operation on bfloat16 (MPI has no such type): each sum in fp32, rounded once. Commutative. */
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = bf16_from_float(float_from_bf16(a[i]) + float_from_bf16(b[i]));
+}
+
+static MPI_Op bf16_sum_op(void)
+{
+    static MPI_Op op = MPI_OP_NULL;
+    if (op == MPI_OP_NULL)
+        MPI_CHECK(MPI_Op_create(bf16_sum, 1, &op));
+    return op;
+}
+
+/* Posts the all-reduce of gradients [start, start + count), in place or through the bf16 wire buffer. */
+static void post(MPI_Comm comm, float *grads, uint16_t *wire, size_t start, size_t count, MPI_Request *req)
+{
+    if (!wire) {
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, grads + start, (int)count, MPI_FLOAT, MPI_SUM, comm, req));
+        return;
+    }
+    for (size_t i = start; i < start + count; i++)
+        wire[i] = bf16_from_float(grads[i]);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, wire + start, (int)count, MPI_UINT16_T, bf16_sum_op(), comm, req));
+}
+
 static void launch(grad_comm *g, size_t start, size_t count)
 {
     if (g->nreq == MAX_BUCKETS)
         die(EX_SOFTWARE, "more than %d gradient buckets in flight", MAX_BUCKETS);
-    MPI_CHECK(
-        MPI_Iallreduce(MPI_IN_PLACE, g->grads + start, (int)count, MPI_FLOAT, MPI_SUM, g->comm, &g->req[g->nreq++]));
+    post(g->comm, g->grads, g->wire, start, count, &g->req[g->nreq++]);
     g->stats.launched++;
 }
 
 /* Reference for the overlap figure: the best of three all-reduces of the whole buffer, posted and waited
  * for as the step posts its buckets (MPI_Iallreduce: the blocking MPI_Allreduce may take another algorithm),
  * each the maximum over ranks. */
-static double time_blocking(MPI_Comm comm, size_t n)
+static double time_blocking(MPI_Comm comm, size_t n, int bf16)
 {
     float *scratch = xcalloc(n, sizeof *scratch);
+    uint16_t *wire = bf16 ? xcalloc(n, sizeof *wire) : NULL;
     double best = 1e30;
     for (int i = 0; i < 3; i++) {
         MPI_CHECK(MPI_Barrier(comm));
         double t = clock_now();
         MPI_Request req;
-        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, scratch, (int)n, MPI_FLOAT, MPI_SUM, comm, &req));
+        post(comm, scratch, wire, 0, n, &req);
         MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
         t = clock_now() - t;
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm));
         best = t < best ? t : best;
     }
     free(scratch);
+    free(wire);
     return best;
 }
 
@@ -108,8 +141,17 @@ grad_comm *grad_comm_create(MPI_Comm comm, float *grads, size_t n, size_t bucket
     g->timeout_s = g->step_timeout_s = timeout_s;
     bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
     if (g->world > 1)
-        g->stats.blocking_s = time_blocking(comm, n);
+        g->stats.blocking_s = time_blocking(comm, n, 0);
     return g;
+}
+
+void grad_comm_set_wire_bf16(grad_comm *g)
+{
+    if (g->wire)
+        return;
+    g->wire = xcalloc(g->n ? g->n : 1, sizeof *g->wire);
+    if (g->world > 1)
+        g->stats.blocking_s = time_blocking(g->comm, g->n, 1);
 }
 
 void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s) { g->step_timeout_s = step_timeout_s; }
@@ -147,6 +189,8 @@ void grad_comm_finish(grad_comm *g)
     const char *option;
     double timeout = comm_wait_deadline(g->timeout_s, g->step_timeout_s, g->stats.reductions, &option);
     wait_within(g->req, g->nreq, 1, timeout, option, "gradient all-reduce", g->step);
+    for (size_t i = 0; g->wire && i < g->n; i++)
+        g->grads[i] = float_from_bf16(g->wire[i]);
     g->stats.exposed_s += clock_now() - t;
     g->stats.buckets = g->nreq;
     g->stats.reductions++;
@@ -155,7 +199,12 @@ void grad_comm_finish(grad_comm *g)
 
 comm_stats grad_comm_get_stats(const grad_comm *g) { return g->stats; }
 
-void grad_comm_free(grad_comm *g) { free(g); }
+void grad_comm_free(grad_comm *g)
+{
+    if (g)
+        free(g->wire);
+    free(g);
+}
 
 uint64_t buffer_fingerprint(const float *p, size_t n)
 {
@@ -216,6 +265,8 @@ static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
     grad_comm *g = grad_comm_create(comm, grads, n, cfg->bucket_bytes, cfg->timeout_s);
     grad_comm_set_step_timeout(g, cfg->step_timeout_s);
+    if (cfg->wire_bf16)
+        grad_comm_set_wire_bf16(g);
     return g;
 }
 

@@ -32,7 +32,14 @@ void checkpoint_identity_add(checkpoint_identity *id, const char *name, const ch
     va_start(ap, fmt);
     vsnprintf(id->s[id->n].value, TS_VALUE_LEN, fmt, ap);
     va_end(ap);
+    id->s[id->n].absent = NULL;
     id->s[id->n++].name = name;
+}
+
+void checkpoint_identity_add_newer(checkpoint_identity *id, const char *name, const char *absent, const char *value)
+{
+    checkpoint_identity_add(id, name, "%s", value);
+    id->s[id->n - 1].absent = absent;
 }
 
 /* The state on the host: what a file holds, in the model's and optimizer's flat layouts. */
@@ -294,6 +301,8 @@ static int read_identity(hid_t f, const checkpoint_identity *id, char *why, size
     char name[64];
     for (int i = 0; i < id->n; i++) {
         char *v = model_file_read_string_attr(f, strcat(strcpy(name, "setting."), id->s[i].name));
+        if (!v && id->s[i].absent)
+            v = xstrdup(id->s[i].absent);
         if (!v) {
             snprintf(why, len, "setting '%s' is missing", id->s[i].name);
             return LOAD_CORRUPT;

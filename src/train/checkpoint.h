@@ -27,12 +27,15 @@ typedef struct {
     struct {
         const char *name;
         char value[TS_VALUE_LEN];
+        const char *absent; /* what a file written before the setting existed had; NULL: required */
     } s[TS_MAX_SETTINGS];
 } checkpoint_identity;
 
 /* Adds one setting, its value formatted by printf. */
 void checkpoint_identity_add(checkpoint_identity *id, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A setting newer than the file format: a checkpoint without it was written with `absent`. */
+void checkpoint_identity_add_newer(checkpoint_identity *id, const char *name, const char *absent, const char *value);
 
 typedef struct {
     long step;       /* optimizer steps done */

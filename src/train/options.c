@@ -45,6 +45,7 @@ static const char *const devices[] = {"auto", "cpu", "cuda", NULL}; /* device_ch
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
 static const char *const convs[] = {"auto", "im2col", "onednn", "winograd", NULL};
 static const char *const off_on[] = {"off", "on", NULL};
+const char *const grad_comm_names[] = {"fp32", "bf16", NULL};
 
 static const char per_model[] = "per model"; /* a shown default that model_recipe_of gives, model by model */
 
@@ -115,6 +116,12 @@ static const option_spec specs[] = {
      "\nas one CUDA graph, captured after the first step"},
     {NULL, "bucket-mb", "F", ARG_DOUBLE, F(bucket_mb), 0, 1e4, NULL, "1", NULL,
      "gradient all-reduce bucket size in MiB"},
+    {NULL, "grad-comm", "W", ARG_INDEX, F(grad_comm), 0, 0, grad_comm_names, "fp32", NULL,
+     "fp32 | bf16: the gradient exchange's format. bf16 sends"
+     "\nhalf the bytes: each rank's gradients rounded to bfloat16,"
+     "\neach addition in the all-reduce done in fp32 and rounded"
+     "\nto bf16, the result applied in fp32 (CPU path; as PyTorch"
+     "\nDDP's bf16 compression hook)"},
     {NULL, "bootstrap-addr", "H:P", ARG_HOSTPORT, F(bootstrap_addr), 0, 0, NULL, NULL, "",
      "pin NCCL's bootstrap to HOST:PORT (firewalled clusters)"},
     {NULL, "comm-timeout", "S", ARG_DOUBLE, F(comm_timeout), 0.1, 1e6, NULL, "300", NULL,

@@ -6,6 +6,8 @@
 #include "nn/model.h"
 
 typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA } device_choice;
+typedef enum { GRAD_COMM_FP32, GRAD_COMM_BF16 } grad_comm_kind;
+extern const char *const grad_comm_names[]; /* --grad-comm's words, in grad_comm_kind's order */
 
 typedef struct {
     int batch_size; /* per rank; 0 = the model's recipe default */
@@ -34,6 +36,7 @@ typedef struct {
     double comm_timeout; /* start-up bound of collective waits */
     double step_timeout; /* bound of gradient all-reduce waits after the first step */
     double bucket_mb;
+    grad_comm_kind grad_comm; /* the gradient exchange's wire format */
     int verbose;
     int profile;                /* --profile: the per-phase time table at the end (CPU only) */
     const char *checkpoint_dir; /* NULL: no training-state checkpoints */

@@ -102,7 +102,8 @@ static void comm_start(run *r)
     comm_config cfg = {.bootstrap_addr = r->o->bootstrap_addr,
                        .timeout_s = r->o->comm_timeout,
                        .step_timeout_s = r->o->step_timeout,
-                       .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0)};
+                       .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0),
+                       .wire_bf16 = r->o->grad_comm == GRAD_COMM_BF16};
     r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
     model_set_grad_hook(r->m, r->cb->ready, r->comm);
 }
@@ -147,6 +148,7 @@ static void describe_run(run *r)
                                 (unsigned long long)o->accum_steps);
     checkpoint_identity_add(id, "seed", "%llu", (unsigned long long)o->seed);
     checkpoint_identity_add(id, "precision", "%s", o->precision);
+    checkpoint_identity_add_newer(id, "grad_comm", grad_comm_names[GRAD_COMM_FP32], grad_comm_names[o->grad_comm]);
     checkpoint_identity_add(id, "train_samples", "%llu", (unsigned long long)r->data.n_train);
     checkpoint_identity_add(id, "train_source_sha256", "%s", r->data.train_sha);
 }
@@ -344,6 +346,9 @@ static void run_setup(run *r, int gpu)
     const options *o = r->o;
     r->be = gpu ? nn_cuda() : train_cpu_backend(o->conv, NULL, 0);
     r->cb = gpu ? comm_nccl() : &comm_mpi;
+    if (gpu && o->grad_comm != GRAD_COMM_FP32)
+        die_all(EX_USAGE, "--grad-comm bf16: the GPU path (NCCL) exchanges fp32 only so far; use it with --device "
+                          "cpu, or --grad-comm fp32 on the GPU");
     if (o->save_model)
         model_file_check_writable("--save-model", o->save_model, o->save_model);
     if (o->checkpoint_dir) {

@@ -135,10 +135,10 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
     double exposed = comm_exposed_per_step(&cs), hidden = comm_hidden_fraction(exposed, cs.blocking_s);
     double ips = r->times.train_s > 0 ? r->times.images / r->times.train_s : 0, rss = peak_rss_mib(r);
     if (world > 1)
-        say("all-reduce: %.2f ms blocking for %.1f MB, %.2f ms exposed per step in %d bucket%s: %.0f%% hidden behind "
-            "backward",
-            1e3 * cs.blocking_s, 4e-6 * (double)model_num_params(r->m), 1e3 * exposed, cs.buckets,
-            cs.buckets == 1 ? "" : "s", 100 * hidden);
+        say("all-reduce: %.2f ms blocking for %.1f MB (%s), %.2f ms exposed per step in %d bucket%s: %.0f%% hidden "
+            "behind backward",
+            1e3 * cs.blocking_s, (o->grad_comm == GRAD_COMM_BF16 ? 2e-6 : 4e-6) * (double)model_num_params(r->m),
+            grad_comm_names[o->grad_comm], 1e3 * exposed, cs.buckets, cs.buckets == 1 ? "" : "s", 100 * hidden);
     report_time(r, cs.exposed_s);
     double per = r->times.counted_steps ? 1.0 / (double)r->times.counted_steps : 0.0,
            kps = per * (double)r->times.step_counts.kernels, gps = per * (double)r->times.step_counts.gemms,

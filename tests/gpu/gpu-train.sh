@@ -36,7 +36,7 @@ if [ "$ngpu" -ge 2 ]; then
     >"$TMP/gpu2.log" 2>&1 || { cat "$TMP/gpu2.log"; fail "1 epoch on 2 GPUs"; }
   cat "$TMP/gpu2.log"
   check_accuracy gpu2
-  line='all-reduce: [0-9.]+ ms blocking for [0-9.]+ MB, [0-9.]+ ms exposed per step in [0-9]+ buckets?: '
+  line='all-reduce: [0-9.]+ ms blocking for [0-9.]+ MB \(fp32\), [0-9.]+ ms exposed per step in [0-9]+ buckets?: '
   grep -E "${line}[0-9]+% hidden behind backward" "$TMP/gpu2.log" >/dev/null \
     || fail "2 GPUs: no all-reduce line with blocking and hidden figures"
   blocking=$(json_field "$TMP/gpu2.json" summary allreduce_blocking_ms)

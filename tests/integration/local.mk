@@ -20,7 +20,7 @@ integration_scripts = tests/integration/train-options.sh tests/integration/train
 	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh tests/integration/shard-corruption.sh \
 	tests/integration/train-progress.sh tests/integration/train-profile.sh tests/integration/plot.sh tests/integration/files-corrupt.sh \
 	tests/integration/files-failures.sh tests/integration/sockets.sh tests/integration/checkpoint-lock.sh \
-	tests/integration/durability.sh tests/integration/stall-names.sh
+	tests/integration/durability.sh tests/integration/stall-names.sh tests/integration/train-gradcomm.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
 check_PROGRAMS += tests/integration/mpi_comm tests/integration/comm_fail tests/integration/shard_load

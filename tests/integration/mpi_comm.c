@@ -7,6 +7,8 @@
  * - buffer_fingerprint: equal buffers agree, any one-bit flip and any swap of two different elements
  *   change it, in a model-sized buffer too (a flip among its last elements); comm_check_replicas lets
  *   identical replicas through;
+ * - --grad-comm bf16: the rounding (ties to even, overflow, NaN), the bucketed exchange exact where bf16 holds
+ *   the values, each addition rounded where it does not, the same bits on every rank;
  * - started by bootstrap_init, as mnist_ddp is: Open MPI's nonblocking all-reduce runs Rabenseifner's
  *   algorithm, or the one the environment chose before (read back from the library through MPI_T;
  *   train-launch.sh runs this suite with a choice preset).
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "../check_run.h"
+#include "base/bf16.h"
 #include "base/errors.h"
 #include "comm/bootstrap.h"
 #include "comm/comm.h"
@@ -309,6 +312,90 @@ START_TEST(test_iallreduce_algorithm)
 }
 END_TEST
 
+/* ---- --grad-comm bf16 -------------------------------------------------------------------------- */
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* The rounding itself: exact values kept, ties to even, overflow to infinity, NaN kept. */
+START_TEST(test_bf16_rounding)
+{
+    const float keep[] = {0.0f, -0.0f, 1.0f, -2.5f, 0.15625f, 0x1p-130f /* a subnormal bf16 holds */};
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++)
+        ck_assert_msg(bits(float_from_bf16(bf16_from_float(keep[i]))) == bits(keep[i]), "%g not kept", keep[i]);
+    ck_assert_float_eq(float_from_bf16(bf16_from_float(1.0f + 0x1p-8f)), 1.0f);           /* tie: even is 1 */
+    ck_assert_float_eq(float_from_bf16(bf16_from_float(1.0f + 0x3p-8f)), 1.0f + 0x1p-6f); /* tie: up to even */
+    ck_assert_float_eq(float_from_bf16(bf16_from_float(1.0f + 0x1p-8f + 0x1p-20f)), 1.0f + 0x1p-7f); /* above */
+    ck_assert_float_eq(float_from_bf16(bf16_from_float(-(1.0f + 0x3p-8f))), -(1.0f + 0x1p-6f));
+    ck_assert(isinf(float_from_bf16(bf16_from_float(3.4e38f)))); /* above bf16's largest finite */
+    ck_assert(isinf(float_from_bf16(bf16_from_float(INFINITY))));
+    ck_assert(isnan(float_from_bf16(bf16_from_float(NAN))));
+    ck_assert(isnan(float_from_bf16(bf16_from_float(-NAN))));
+}
+END_TEST
+
+/* The bucketed exchange in bf16: values bf16 holds exactly (grad_value) come back as the exact sum, whatever
+ * the buckets and order (the poisoned ranges prove each bucket starts on final gradients). */
+START_TEST(test_bf16_buckets)
+{
+    const bucket_case *c = &cases[_i];
+    float grads[N];
+    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, N, c->bucket_floats * sizeof(float), TIMEOUT_S);
+    grad_comm_set_wire_bf16(g);
+    int wrong = 0;
+    size_t first = 0;
+    for (int step = 0; step < STEPS; step++) {
+        grad_comm_arm(g, 1, step);
+        backward(g, grads, c->order, step);
+        grad_comm_finish(g);
+        wrong += count_wrong(grads, step, 1, &first);
+    }
+    grad_comm_free(g);
+    ck_assert_msg(wrong == 0, "%s: %d gradients are not the sum over %d ranks (first at %zu)", c->name, wrong, world,
+                  first);
+}
+END_TEST
+
+/* Values bf16 cannot hold: each rank's are rounded once, each addition is rounded, every rank gets the same
+ * bits. With 2 ranks the one addition makes it exact: bf16(bf16(a0) + bf16(a1)). */
+START_TEST(test_bf16_rounded_sum)
+{
+    enum { M = 1000 };
+    float *grads = xmalloc(M * sizeof *grads);
+    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, M, 256 * sizeof(float), TIMEOUT_S);
+    grad_comm_set_wire_bf16(g);
+    grad_comm_arm(g, 1, 0);
+    for (size_t i = 0; i < M; i++)
+        grads[i] = (float)(rank + 1) * 0.1f * (float)(i + 1) - 37.3f + 1e-3f * (float)rank;
+    grad_comm_ready(g, 0, M);
+    grad_comm_finish(g);
+    grad_comm_free(g);
+    comm_check_replicas(MPI_COMM_WORLD, grads, M, "after the bf16 exchange"); /* 70 if any rank differs */
+    int bad = 0, inexact = 0;
+    for (size_t i = 0; i < M; i++) {
+        double sum = 0, mag = 0; /* mag bounds every partial sum, so each addition's rounding */
+        float two = 0;
+        for (int r = 0; r < world; r++) {
+            float a =
+                float_from_bf16(bf16_from_float((float)(r + 1) * 0.1f * (float)(i + 1) - 37.3f + 1e-3f * (float)r));
+            sum += a;
+            mag += fabs(a);
+            two = r == 0 ? a : float_from_bf16(bf16_from_float(two + a));
+        }
+        double ulp = ldexp(1.0, ilogb(mag) - 7);
+        bad += (bits(grads[i]) & 0xffffu) != 0 || (world == 2 ? grads[i] != two : fabs(grads[i] - sum) > world * ulp);
+        inexact += grads[i] != (float)sum;
+    }
+    free(grads);
+    ck_assert_msg(bad == 0, "%d of %d sums are not what the bf16 exchange gives", bad, M);
+    ck_assert_msg(inexact > 0, "no sum was rounded: the exchange did not go through bf16");
+}
+END_TEST
+
 static Suite *comm_suite(void)
 {
     Suite *s = suite_create("comm_mpi");
@@ -325,6 +412,11 @@ static Suite *comm_suite(void)
     tcase_add_test(fp, test_fingerprint_order);
     tcase_add_test(fp, test_fingerprint_model_size);
     suite_add_tcase(s, fp);
+    TCase *bf = tcase_create("bf16");
+    tcase_add_test(bf, test_bf16_rounding);
+    tcase_add_loop_test(bf, test_bf16_buckets, 0, NCASES);
+    tcase_add_test(bf, test_bf16_rounded_sum);
+    suite_add_tcase(s, bf);
     return s;
 }
 
