@@ -34,12 +34,16 @@ struct gpu_comm {
     const char *option;               // the option that set timeout_s, for messages
     long step;                        // the last armed step, for messages; -1 before the first
     int initialised;                  // ncclCommInitRankConfig completed (selects the hint of a timeout)
+    int alone;                        // one rank communicates as with peers (gpu_comm_set_alone)
     cudaStream_t compute;             // the trainer's (not owned)
     cudaStream_t stream;              // communication stream (owned)
     cudaEvent_t ready, done;          // ordering (timing disabled)
     cudaEvent_t t0, t1;               // timing
     float *dev_scalar, *host_scalar;  // one float for max-over-ranks (host side pinned: no blocking copy)
 };
+
+// Whether collectives run: with peers, or alone on request.
+static int talks(const gpu_comm *c) { return c->world > 1 || c->alone; }
 
 // Timed steps in flight: the host may run this many steps ahead of the GPU before finish() waits for the
 // oldest (CUDA's launch queue, about a thousand operations, throttles it sooner anyway).
@@ -241,7 +245,7 @@ static void compute_after_comm(gpu_comm *c, const char *op, const char *file, in
 // root, or (root < 0) an average over ranks.
 static void buffer_collective(gpu_comm *c, float *dev, size_t n, int root, const char *what)
 {
-    if (c->world == 1 || n == 0)
+    if (!talks(c) || n == 0)
         return;
     char op[192];
     snprintf(op, sizeof op, "%s of %s", root >= 0 ? "broadcast" : "average", what ? what : "a device buffer");
@@ -275,9 +279,11 @@ static double max_over_ranks(gpu_comm *c, double x, const char *op)
     return (double)*c->host_scalar;
 }
 
+extern "C" void gpu_comm_set_alone(gpu_comm *c) { c->alone = 1; }
+
 extern "C" double gpu_comm_time_allreduce(gpu_comm *c, float *dev, size_t n, int iters)
 {
-    if (c->world == 1 || n == 0)
+    if (!talks(c) || n == 0)
         return 0;
     if (iters < 1)
         iters = 1;
@@ -362,7 +368,7 @@ extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, si
         CUDA_CHECK(cudaEventCreate(&g->done[i]));
         CUDA_CHECK(cudaEventCreateWithFlags(&g->replay_end[i], cudaEventDisableTiming));
     }
-    if (c->world > 1 && n > 0) {
+    if (talks(c) && n > 0) {
         // Reference for the overlap figure: the best of three isolated all-reduces of the whole buffer
         // (each the maximum over ranks). A scratch copy: the gradients may hold anything now.
         float *scratch = nullptr;
@@ -383,7 +389,7 @@ extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, si
 extern "C" void gpu_grad_comm_arm(gpu_grad_comm *g, int armed, long step)
 {
     int was = g->armed;
-    g->armed = armed && g->c->world > 1;
+    g->armed = armed && talks(g->c);
     g->c->step = step;
     if (g->armed && !was) {
         bucket_reset(&g->plan);

@@ -25,7 +25,13 @@ typedef struct {
     double step_timeout_s;      /* of gradient all-reduce waits after the first (--step-timeout) */
     size_t bucket_bytes;        /* start a bucket once it holds this many bytes (0: every range at once) */
     int wire_bf16;              /* --grad-comm bf16: gradients exchanged as bfloat16 (half the bytes) */
+    int alone;                  /* one rank reduces as if it had peers (MNIST_DDP_ARM_ALONE=1, below) */
 } comm_config;
+
+/* MNIST_DDP_ARM_ALONE=1: a 1-rank run arms, times and runs the gradient all-reduce as with several ranks (a sum
+ * over one rank: the identity in fp32), so one GPU runs NCCL inside the captured step, the bucket ring and the
+ * deadlines, and one CPU the bf16 exchange's rounding. A test and report setting, not a user option. */
+int comm_alone_requested(void);
 
 /* state: the backend's own, from create(); every other entry takes it. All entries are collective. */
 typedef struct comm_backend {
@@ -61,6 +67,8 @@ void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s);
  * the all-reduce done in fp32 and rounded to bf16 (as NCCL's bf16 sum does), the result widened back to fp32
  * for the optimizer. Identical on every rank. Collective (the isolated reference time is measured again). */
 void grad_comm_set_wire_bf16(grad_comm *g);
+/* With one rank: arm and time the all-reduce anyway (comm_alone_requested). Collective. */
+void grad_comm_set_alone(grad_comm *g);
 void grad_comm_arm(grad_comm *g, int armed, long step);
 void grad_comm_ready(void *ctx, size_t offset, size_t count);
 void grad_comm_finish(grad_comm *g);

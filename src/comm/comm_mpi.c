@@ -18,7 +18,7 @@ struct grad_comm {
     float *grads;
     size_t n;
     double timeout_s, step_timeout_s; /* start-up and steady-state deadlines (comm_wait_deadline) */
-    int armed;
+    int armed, alone;                 /* alone: one rank reduces anyway (comm_alone_requested) */
     long step;
     bucket_plan plan;
     uint16_t *wire; /* --grad-comm bf16: the exchanged gradients (NULL: fp32 in place) */
@@ -150,15 +150,27 @@ void grad_comm_set_wire_bf16(grad_comm *g)
     if (g->wire)
         return;
     g->wire = xcalloc(g->n ? g->n : 1, sizeof *g->wire);
-    if (g->world > 1)
+    if (g->world > 1 || g->alone)
         g->stats.blocking_s = time_blocking(g->comm, g->n, 1);
+}
+
+void grad_comm_set_alone(grad_comm *g)
+{
+    g->alone = 1;
+    g->stats.blocking_s = time_blocking(g->comm, g->n, g->wire != NULL);
+}
+
+int comm_alone_requested(void)
+{
+    const char *v = getenv("MNIST_DDP_ARM_ALONE");
+    return v && !strcmp(v, "1");
 }
 
 void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s) { g->step_timeout_s = step_timeout_s; }
 
 void grad_comm_arm(grad_comm *g, int armed, long step)
 {
-    g->armed = armed && g->world > 1;
+    g->armed = armed && (g->world > 1 || g->alone);
     g->step = step;
 }
 
@@ -265,6 +277,8 @@ static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
     grad_comm *g = grad_comm_create(comm, grads, n, cfg->bucket_bytes, cfg->timeout_s);
     grad_comm_set_step_timeout(g, cfg->step_timeout_s);
+    if (cfg->alone && g->world == 1)
+        grad_comm_set_alone(g);
     if (cfg->wire_bf16)
         grad_comm_set_wire_bf16(g);
     return g;

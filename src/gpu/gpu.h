@@ -151,6 +151,9 @@ void gpu_nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES]);
 gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], int nranks, int rank, double timeout_s);
 /* After the first gradient all-reduce, waits end at the shorter of this and timeout_s (comm_wait_deadline). */
 void gpu_comm_set_step_timeout(gpu_comm *c, double step_timeout_s);
+/* One rank communicates as if it had peers (comm_alone_requested): the collectives below and the gradient
+ * all-reduce run, are timed and captured instead of being skipped. Before gpu_grad_comm_create. */
+void gpu_comm_set_alone(gpu_comm *c);
 
 /* Device-buffer collectives for the trainer, so it never hands device pointers to MPI. Ordered after
  * all work queued on the compute stream, and the compute stream waits for them; the host waits too
@@ -172,7 +175,8 @@ typedef struct gpu_grad_comm gpu_grad_comm;
 /* dev_grads: n floats on the bound device (not owned). bucket_bytes: start a bucket once it holds this
  * many bytes (0: one all-reduce per ready range). Measures blocking_s (with more than one rank). */
 gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, size_t n, size_t bucket_bytes);
-/* Only an armed pass reduces: gradient accumulation arms the last micro-batch only. Never with one rank. */
+/* Only an armed pass reduces: gradient accumulation arms the last micro-batch only. Never with one rank,
+ * unless gpu_comm_set_alone. */
 void gpu_grad_comm_arm(gpu_grad_comm *g, int armed, long step);
 /* Model hook (grad_ready_fn), called on the host once the kernels that make gradients
  * [offset, offset + count) final are queued on the compute stream. */

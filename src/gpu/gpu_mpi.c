@@ -208,6 +208,8 @@ static void *nccl_create(const ddp_env *env, const comm_config *cfg, float *grad
     nccl_state *s = xcalloc(1, sizeof *s);
     s->c = gpu_comm_create(env, cfg->bootstrap_addr, cfg->timeout_s);
     gpu_comm_set_step_timeout(s->c, cfg->step_timeout_s);
+    if (cfg->alone && env->world == 1)
+        gpu_comm_set_alone(s->c);
     s->g = gpu_grad_comm_create(s->c, grads, n, cfg->bucket_bytes);
     return s;
 }

@@ -103,7 +103,8 @@ static void comm_start(run *r)
                        .timeout_s = r->o->comm_timeout,
                        .step_timeout_s = r->o->step_timeout,
                        .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0),
-                       .wire_bf16 = r->o->grad_comm == GRAD_COMM_BF16};
+                       .wire_bf16 = r->o->grad_comm == GRAD_COMM_BF16,
+                       .alone = comm_alone_requested()};
     r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
     model_set_grad_hook(r->m, r->cb->ready, r->comm);
 }

@@ -134,7 +134,7 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
     comm_stats cs = r->cb->stats(r->comm);
     double exposed = comm_exposed_per_step(&cs), hidden = comm_hidden_fraction(exposed, cs.blocking_s);
     double ips = r->times.train_s > 0 ? r->times.images / r->times.train_s : 0, rss = peak_rss_mib(r);
-    if (world > 1)
+    if (world > 1 || cs.reductions)
         say("all-reduce: %.2f ms blocking for %.1f MB (%s), %.2f ms exposed per step in %d bucket%s: %.0f%% hidden "
             "behind backward",
             1e3 * cs.blocking_s, (o->grad_comm == GRAD_COMM_BF16 ? 2e-6 : 4e-6) * (double)model_num_params(r->m),

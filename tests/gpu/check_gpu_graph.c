@@ -185,19 +185,22 @@ END_TEST
 
 /* The gradient all-reduce (cuda/comm_nccl.cu) in the trainer's graph (cuda/device.cu): captured once after
  * an eager step, each replay reduces the data of the moment in order with "backward" (no race), counts its
- * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device. */
+ * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device.
+ * Cases 0-1: two ranks (both scheduling policies); 2-3: one rank armed alone (gpu_comm_set_alone), the same. */
 START_TEST(test_grad_comm_replay)
 {
     enum { RING = 64, REPLAYS = RING + 6 };
     static float h[N], d[N];
-    mock_reset(_i);
+    mock_reset(_i % 2);
     gpu_info info;
     char why[GPU_MSG_LEN];
     ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
     gpu_bind(&info);
     unsigned char id[GPU_NCCL_ID_BYTES];
     gpu_nccl_unique_id(id);
-    gpu_comm *c = gpu_comm_init(id, 2, 0, 5.0);
+    gpu_comm *c = gpu_comm_init(id, _i < 2 ? 2 : 1, 0, 5.0);
+    if (_i >= 2)
+        gpu_comm_set_alone(c);
     gpu_grad_comm *g = gpu_grad_comm_create(c, d, N, N / 2 * sizeof(float));
     cudaStream_t s = (cudaStream_t)gpu_compute_stream();
     for (int pass = 0; pass < 2; pass++) { /* eager, then captured */
@@ -231,6 +234,29 @@ START_TEST(test_grad_comm_replay)
 }
 END_TEST
 
+/* One rank not armed alone: nothing is launched, eager or captured, and the gradients stay this rank's. */
+START_TEST(test_one_rank_silent)
+{
+    static float d[N];
+    mock_reset(0);
+    gpu_info info;
+    char why[GPU_MSG_LEN];
+    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
+    gpu_bind(&info);
+    unsigned char id[GPU_NCCL_ID_BYTES];
+    gpu_nccl_unique_id(id);
+    gpu_comm *c = gpu_comm_init(id, 1, 0, 5.0);
+    gpu_grad_comm *g = gpu_grad_comm_create(c, d, N, N / 2 * sizeof(float));
+    gpu_grad_comm_arm(g, 1, 0);
+    gpu_grad_comm_ready(g, 0, N);
+    gpu_grad_comm_finish(g);
+    ck_assert_int_eq(gpu_grad_comm_get_stats(g).launched, 0);
+    ck_assert_int_eq(mock.collectives, 0);
+    gpu_grad_comm_free(g);
+    gpu_comm_free(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gpu_graph");
@@ -240,7 +266,8 @@ int main(void)
     tcase_add_test(tc, test_trace);
     tcase_add_loop_test(tc, test_capture_errors, 0, 6);
     tcase_add_test(tc, test_alloc_and_instantiate);
-    tcase_add_loop_test(tc, test_grad_comm_replay, 0, 2);
+    tcase_add_loop_test(tc, test_grad_comm_replay, 0, 4);
+    tcase_add_test(tc, test_one_rank_silent);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Training on the GPU path (a GPU machine; SKIP without a usable GPU):
 # - 1 epoch on 1 GPU: at least 98.3% test accuracy, like the CPU path (tests/integration/train-accuracy.sh);
+# - 1 GPU with NCCL armed as with peers (MNIST_DDP_ARM_ALONE=1), graph and eager: the parameters of the
+#   unarmed run, and the all-reduce reported;
 # - 1 epoch on 2 GPUs when the node has 2 or more: the same accuracy, and the NCCL all-reduce reports
 #   its blocking time and the share hidden behind backward;
 # - fp32 on the GPU follows the CPU path: the same seed for a few steps on each, and the per-step training
@@ -30,6 +32,25 @@ run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --metrics "$
   >"$TMP/gpu1.log" 2>&1 || { cat "$TMP/gpu1.log"; fail "1 epoch on 1 GPU"; }
 cat "$TMP/gpu1.log"
 check_accuracy gpu1
+
+# One GPU, communicating as with peers (MNIST_DDP_ARM_ALONE=1): NCCL's all-reduce inside the captured step
+# (replayed) and eager, the bucket ring, the deadlines; a sum over one rank changes nothing, so each ends with
+# the parameters of the same run unarmed, bit for bit, and reports its all-reduce.
+steps="--max-steps 300"
+for graph in on off; do
+  # shellcheck disable=SC2086
+  run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --seed 2 $steps --cuda-graph $graph \
+    --metrics "$TMP/plain-$graph.json" >"$TMP/plain-$graph.log" 2>&1 || { cat "$TMP/plain-$graph.log"; fail "plain $graph"; }
+  # shellcheck disable=SC2086
+  (export MNIST_DDP_ARM_ALONE=1; run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --seed 2 \
+    $steps --cuda-graph $graph --metrics "$TMP/alone-$graph.json") >"$TMP/alone-$graph.log" 2>&1 ||
+    { cat "$TMP/alone-$graph.log"; fail "1 GPU armed alone, --cuda-graph $graph"; }
+  grep -E 'all-reduce: [0-9.]+ ms blocking for 4\.8 MB \(fp32\), [0-9.]+ ms exposed per step in [0-9]+ buckets?' \
+    "$TMP/alone-$graph.log" || { cat "$TMP/alone-$graph.log"; fail "armed alone, --cuda-graph $graph: no all-reduce line"; }
+  a=$(json_field "$TMP/alone-$graph.json" summary fingerprint) p=$(json_field "$TMP/plain-$graph.json" summary fingerprint)
+  [ "$a" = "$p" ] || fail "armed alone, --cuda-graph $graph: parameters $a, unarmed $p"
+  echo "ok: 1 GPU armed alone, --cuda-graph $graph: the same parameters as unarmed ($a)"
+done
 
 if [ "$ngpu" -ge 2 ]; then
   run_np 2 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --metrics "$TMP/gpu2.json" \

@@ -3,8 +3,8 @@
 # trajectory (other parameter bits) but only by rounding: SGD's first 10 losses within 1e-3 relative of the
 # fp32 exchange's, each 50-step mean within 5% (measured: 7e-5 and 1.3%; later single steps differ more, as any
 # perturbation grows), the replicas identical at the end (the trainer stops with 70 otherwise); on 1 rank
-# nothing is exchanged, so the result is fp32's bit for bit; the all-reduce line names the format and half the
-# bytes; a checkpoint of an fp32 exchange is refused for a bf16 one (65), as any setting of the trajectory.
+# nothing is exchanged, so the result is fp32's bit for bit, unless MNIST_DDP_ARM_ALONE=1 arms the exchange
+# anyway (fp32: unchanged; bf16: rounded); the all-reduce line names the format and half the bytes; a checkpoint of an fp32 exchange is refused for a bf16 one (65), as any setting of the trajectory.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -38,9 +38,22 @@ for w in fp32 bf16; do
   run_np 1 "$MNIST_DDP" $run --max-steps 20 --grad-comm $w --metrics "$TMP/one-$w.json" >/dev/null 2>"$TMP/err" ||
     { cat "$TMP/err"; fail "--grad-comm $w on 1 rank"; }
 done
-[ "$(json_field "$TMP/one-fp32.json" summary fingerprint)" = "$(json_field "$TMP/one-bf16.json" summary fingerprint)" ] ||
-  fail "1 rank: --grad-comm bf16 changed the result"
+one=$(json_field "$TMP/one-fp32.json" summary fingerprint)
+[ "$one" = "$(json_field "$TMP/one-bf16.json" summary fingerprint)" ] || fail "1 rank: --grad-comm bf16 changed the result"
 echo "ok: 1 rank: the same parameters with either format"
+# MNIST_DDP_ARM_ALONE=1: one rank exchanges as with peers: in fp32 a sum over one rank changes nothing, in bf16
+# the rounding shows; both report their all-reduce.
+for w in fp32 bf16; do
+  # shellcheck disable=SC2086
+  (export MNIST_DDP_ARM_ALONE=1; run_np 1 "$MNIST_DDP" $run --max-steps 20 --grad-comm $w --metrics "$TMP/alone-$w.json") \
+    >"$TMP/alone-$w.out" 2>"$TMP/err" || { cat "$TMP/err"; fail "--grad-comm $w on 1 rank armed alone"; }
+  grep -q "^all-reduce: .* MB ($w), .* exposed per step in 2 buckets: " "$TMP/alone-$w.out" ||
+    { cat "$TMP/alone-$w.out"; fail "armed alone, $w: no all-reduce line"; }
+done
+[ "$(json_field "$TMP/alone-fp32.json" summary fingerprint)" = "$one" ] || fail "armed alone, fp32: parameters changed"
+[ "$(json_field "$TMP/alone-bf16.json" summary fingerprint)" != "$one" ] ||
+  fail "armed alone, bf16: the same parameters as fp32 (no rounding went through the exchange)"
+echo "ok: 1 rank armed alone: fp32 unchanged, bf16 rounded, both reporting their all-reduce"
 
 # A checkpoint's exchange format is part of its trajectory.
 # shellcheck disable=SC2086
