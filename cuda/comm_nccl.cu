@@ -18,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "base/bf16.h"
 #include "base/clock.h"
 #include "comm/stall.h"
 #include "cuda_check.h"
@@ -65,6 +66,7 @@ struct gpu_grad_comm {
     int graph_buckets;
     cudaEvent_t joined, replay_end[TIMING_SLOTS];
     long replays, replays_settled;
+    uint16_t *wire; // --grad-comm bf16: the exchanged gradients (device); NULL: fp32 in place
     comm_stats stats;
 };
 
@@ -281,7 +283,7 @@ static double max_over_ranks(gpu_comm *c, double x, const char *op)
 
 extern "C" void gpu_comm_set_alone(gpu_comm *c) { c->alone = 1; }
 
-extern "C" double gpu_comm_time_allreduce(gpu_comm *c, float *dev, size_t n, int iters)
+static double time_allreduce(gpu_comm *c, void *dev, size_t n, ncclDataType_t type, int iters)
 {
     if (!talks(c) || n == 0)
         return 0;
@@ -289,15 +291,20 @@ extern "C" double gpu_comm_time_allreduce(gpu_comm *c, float *dev, size_t n, int
         iters = 1;
     const char *op = "timed all-reduce";
     comm_after_compute(c);
-    NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, c->comm, c->stream), op); // warm-up
+    NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, type, ncclSum, c->comm, c->stream), op); // warm-up
     CUDA_CHECK(cudaEventRecord(c->t0, c->stream));
     for (int i = 0; i < iters; i++)
-        NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, c->comm, c->stream), op);
+        NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, type, ncclSum, c->comm, c->stream), op);
     CUDA_CHECK(cudaEventRecord(c->t1, c->stream));
     compute_after_comm(c, op, __FILE__, __LINE__);
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, c->t0, c->t1));
     return max_over_ranks(c, 1e-3 * (double)ms / iters, op);
+}
+
+extern "C" double gpu_comm_time_allreduce(gpu_comm *c, float *dev, size_t n, int iters)
+{
+    return time_allreduce(c, dev, n, ncclFloat, iters);
 }
 
 extern "C" void gpu_comm_free(gpu_comm *c)
@@ -353,6 +360,39 @@ static void settle(void *ctx)
     g->replays_settled = g->replays;
 }
 
+// Reference for the overlap figure: the best of three isolated all-reduces of n elements at dev (each the
+// maximum over ranks); dev's content is overwritten.
+static double blocking_time(gpu_comm *c, void *dev, size_t n, ncclDataType_t type)
+{
+    double best = 1e30;
+    for (int i = 0; i < 3; i++) {
+        double t = time_allreduce(c, dev, n, type, 1);
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+// --grad-comm bf16: the gradients cross the wire as bfloat16, rounded by base/bf16.h as on the CPU path.
+__global__ static void narrow_bf16(size_t n, const float *in, uint16_t *out)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = bf16_from_float(in[i]);
+}
+
+__global__ static void widen_bf16(size_t n, const uint16_t *in, float *out)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = float_from_bf16(in[i]);
+}
+
+enum { WIRE_THREADS = 256 };
+
+static unsigned wire_blocks(size_t n)
+{
+    size_t b = (n + WIRE_THREADS - 1) / WIRE_THREADS;
+    return (unsigned)(b < 1 ? 1 : b < 4096 ? b : 4096); // grid-stride loops cover the rest
+}
+
 extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, size_t n, size_t bucket_bytes)
 {
     gpu_grad_comm *g = (gpu_grad_comm *)xcalloc(1, sizeof *g);
@@ -369,21 +409,24 @@ extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, si
         CUDA_CHECK(cudaEventCreateWithFlags(&g->replay_end[i], cudaEventDisableTiming));
     }
     if (talks(c) && n > 0) {
-        // Reference for the overlap figure: the best of three isolated all-reduces of the whole buffer
-        // (each the maximum over ranks). A scratch copy: the gradients may hold anything now.
+        // A scratch copy: the gradients may hold anything now.
         float *scratch = nullptr;
         CUDA_CHECK(cudaMalloc((void **)&scratch, n * sizeof(float)));
         CUDA_CHECK(cudaMemsetAsync(scratch, 0, n * sizeof(float), c->compute));
-        g->stats.blocking_s = 1e30;
-        for (int i = 0; i < 3; i++) {
-            double t = gpu_comm_time_allreduce(c, scratch, n, 1);
-            if (t < g->stats.blocking_s)
-                g->stats.blocking_s = t;
-        }
+        g->stats.blocking_s = blocking_time(c, scratch, n, ncclFloat);
         CUDA_CHECK(cudaFree(scratch)); // the timed operations were waited for
     }
     gpu_set_compute_wait(settle, g); // the backend's read-backs get the deadline and the figures
     return g;
+}
+
+extern "C" void gpu_grad_comm_set_wire_bf16(gpu_grad_comm *g)
+{
+    if (g->wire || !g->n)
+        return;
+    CUDA_CHECK(cudaMalloc((void **)&g->wire, g->n * sizeof *g->wire));
+    if (talks(g->c))
+        g->stats.blocking_s = blocking_time(g->c, g->wire, g->n, ncclBfloat16);
 }
 
 extern "C" void gpu_grad_comm_arm(gpu_grad_comm *g, int armed, long step)
@@ -404,8 +447,19 @@ static void launch(gpu_grad_comm *g, size_t start, size_t count)
     gpu_comm *c = g->c;
     CUDA_CHECK(cudaEventRecord(g->ready, c->compute));
     CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->ready, 0));
-    NCCL_ENQUEUE(c, ncclAllReduce(g->grads + start, g->grads + start, count, ncclFloat, ncclSum, c->comm, c->stream),
-                 "gradient all-reduce");
+    if (!g->wire) {
+        NCCL_ENQUEUE(c,
+                     ncclAllReduce(g->grads + start, g->grads + start, count, ncclFloat, ncclSum, c->comm, c->stream),
+                     "gradient all-reduce");
+    } else { // narrowed, reduced and widened on the comm stream, in its order
+        narrow_bf16<<<wire_blocks(count), WIRE_THREADS, 0, c->stream>>>(count, g->grads + start, g->wire + start);
+        CUDA_CHECK(cudaGetLastError());
+        NCCL_ENQUEUE(c,
+                     ncclAllReduce(g->wire + start, g->wire + start, count, ncclBfloat16, ncclSum, c->comm, c->stream),
+                     "gradient all-reduce");
+        widen_bf16<<<wire_blocks(count), WIRE_THREADS, 0, c->stream>>>(count, g->wire + start, g->grads + start);
+        CUDA_CHECK(cudaGetLastError());
+    }
     g->pass_buckets++;
     g->stats.launched++;
 }
@@ -514,6 +568,8 @@ extern "C" void gpu_grad_comm_free(gpu_grad_comm *g)
         CUDA_CHECK(cudaEventRecord(g->settled, g->c->compute));
         WAIT_EVENT(g->c, g->settled, "gradient all-reduce");
     }
+    if (g->wire)
+        CUDA_CHECK(cudaFree(g->wire));
     CUDA_CHECK(cudaEventDestroy(g->ready));
     CUDA_CHECK(cudaEventDestroy(g->settled));
     CUDA_CHECK(cudaEventDestroy(g->joined));

@@ -178,6 +178,9 @@ gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, size_t n, siz
 /* Only an armed pass reduces: gradient accumulation arms the last micro-batch only. Never with one rank,
  * unless gpu_comm_set_alone. */
 void gpu_grad_comm_arm(gpu_grad_comm *g, int armed, long step);
+/* --grad-comm bf16: each bucket narrowed to bfloat16 (base/bf16.h) on the communication stream, reduced with
+ * ncclBfloat16 (NCCL adds in fp32 and rounds each sum), widened back; blocking_s measured again. */
+void gpu_grad_comm_set_wire_bf16(gpu_grad_comm *g);
 /* Model hook (grad_ready_fn), called on the host once the kernels that make gradients
  * [offset, offset + count) final are queued on the compute stream. */
 void gpu_grad_comm_ready(void *ctx, size_t offset, size_t count);

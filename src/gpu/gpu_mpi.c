@@ -211,6 +211,8 @@ static void *nccl_create(const ddp_env *env, const comm_config *cfg, float *grad
     if (cfg->alone && env->world == 1)
         gpu_comm_set_alone(s->c);
     s->g = gpu_grad_comm_create(s->c, grads, n, cfg->bucket_bytes);
+    if (cfg->wire_bf16)
+        gpu_grad_comm_set_wire_bf16(s->g);
     return s;
 }
 

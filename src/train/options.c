@@ -120,8 +120,8 @@ static const option_spec specs[] = {
      "fp32 | bf16: the gradient exchange's format. bf16 sends"
      "\nhalf the bytes: each rank's gradients rounded to bfloat16,"
      "\neach addition in the all-reduce done in fp32 and rounded"
-     "\nto bf16, the result applied in fp32 (CPU path; as PyTorch"
-     "\nDDP's bf16 compression hook)"},
+     "\nto bf16, the result applied in fp32 (as PyTorch DDP's"
+     "\nbf16 compression hook)"},
     {NULL, "bootstrap-addr", "H:P", ARG_HOSTPORT, F(bootstrap_addr), 0, 0, NULL, NULL, "",
      "pin NCCL's bootstrap to HOST:PORT (firewalled clusters)"},
     {NULL, "comm-timeout", "S", ARG_DOUBLE, F(comm_timeout), 0.1, 1e6, NULL, "300", NULL,

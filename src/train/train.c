@@ -347,9 +347,6 @@ static void run_setup(run *r, int gpu)
     const options *o = r->o;
     r->be = gpu ? nn_cuda() : train_cpu_backend(o->conv, NULL, 0);
     r->cb = gpu ? comm_nccl() : &comm_mpi;
-    if (gpu && o->grad_comm != GRAD_COMM_FP32)
-        die_all(EX_USAGE, "--grad-comm bf16: the GPU path (NCCL) exchanges fp32 only so far; use it with --device "
-                          "cpu, or --grad-comm fp32 on the GPU");
     if (o->save_model)
         model_file_check_writable("--save-model", o->save_model, o->save_model);
     if (o->checkpoint_dir) {

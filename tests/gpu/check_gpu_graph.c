@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/bf16.h"
 #include "gpu/gpu.h"
 #include "gpu_mock.h"
 #include "../check_run.h"
@@ -186,7 +187,8 @@ END_TEST
 /* The gradient all-reduce (cuda/comm_nccl.cu) in the trainer's graph (cuda/device.cu): captured once after
  * an eager step, each replay reduces the data of the moment in order with "backward" (no race), counts its
  * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device.
- * Cases 0-1: two ranks (both scheduling policies); 2-3: one rank armed alone (gpu_comm_set_alone), the same. */
+ * Cases 0-1: two ranks (both scheduling policies); 2-3: one rank armed alone (gpu_comm_set_alone); 4-5: two
+ * ranks exchanging bfloat16 (narrowed, reduced, widened on the comm stream: each value rounded, then the sum). */
 START_TEST(test_grad_comm_replay)
 {
     enum { RING = 64, REPLAYS = RING + 6 };
@@ -198,10 +200,13 @@ START_TEST(test_grad_comm_replay)
     gpu_bind(&info);
     unsigned char id[GPU_NCCL_ID_BYTES];
     gpu_nccl_unique_id(id);
-    gpu_comm *c = gpu_comm_init(id, _i < 2 ? 2 : 1, 0, 5.0);
-    if (_i >= 2)
+    int variant = _i / 2, bf16 = variant == 2;
+    gpu_comm *c = gpu_comm_init(id, variant == 1 ? 1 : 2, 0, 5.0);
+    if (variant == 1)
         gpu_comm_set_alone(c);
     gpu_grad_comm *g = gpu_grad_comm_create(c, d, N, N / 2 * sizeof(float));
+    if (bf16)
+        gpu_grad_comm_set_wire_bf16(g);
     cudaStream_t s = (cudaStream_t)gpu_compute_stream();
     for (int pass = 0; pass < 2; pass++) { /* eager, then captured */
         if (pass)
@@ -218,7 +223,7 @@ START_TEST(test_grad_comm_replay)
     long waits = mock.waits;
     for (int k = 1; k <= REPLAYS; k++) {
         for (int i = 0; i < N; i++)
-            h[i] = (float)(k + i);
+            h[i] = (float)(k + i) + 0.3f; /* bf16 rounds it */
         gpu_graph_launch(graph);
         gpu_grad_comm_replayed(g, 1 + k);
         ck_assert_int_eq(gpu_grad_comm_get_stats(g).launched, 2 + 2 * k);
@@ -226,7 +231,8 @@ START_TEST(test_grad_comm_replay)
     }
     gpu_wait_compute(); /* the trainer's read-back */
     for (int i = 0; i < N; i++)
-        ck_assert_float_eq(d[i], 2 * h[i]);
+        ck_assert_float_eq(d[i], bf16 ? float_from_bf16(bf16_from_float(2 * float_from_bf16(bf16_from_float(h[i]))))
+                                      : 2 * h[i]);
     ck_assert_msg(mock.violations == 0, "API misuse: %s", mock.violation);
     gpu_graph_free(graph);
     gpu_grad_comm_free(g);
@@ -266,7 +272,7 @@ int main(void)
     tcase_add_test(tc, test_trace);
     tcase_add_loop_test(tc, test_capture_errors, 0, 6);
     tcase_add_test(tc, test_alloc_and_instantiate);
-    tcase_add_loop_test(tc, test_grad_comm_replay, 0, 4);
+    tcase_add_loop_test(tc, test_grad_comm_replay, 0, 6);
     tcase_add_test(tc, test_one_rank_silent);
     suite_add_tcase(s, tc);
     return check_run(s);

@@ -2,7 +2,7 @@
 # Training on the GPU path (a GPU machine; SKIP without a usable GPU):
 # - 1 epoch on 1 GPU: at least 98.3% test accuracy, like the CPU path (tests/integration/train-accuracy.sh);
 # - 1 GPU with NCCL armed as with peers (MNIST_DDP_ARM_ALONE=1), graph and eager: the parameters of the
-#   unarmed run, and the all-reduce reported;
+#   unarmed run, and the all-reduce reported; through the bf16 wire: other parameters (rounded);
 # - 1 epoch on 2 GPUs when the node has 2 or more: the same accuracy, and the NCCL all-reduce reports
 #   its blocking time and the share hidden behind backward;
 # - fp32 on the GPU follows the CPU path: the same seed for a few steps on each, and the per-step training
@@ -51,6 +51,15 @@ for graph in on off; do
   [ "$a" = "$p" ] || fail "armed alone, --cuda-graph $graph: parameters $a, unarmed $p"
   echo "ok: 1 GPU armed alone, --cuda-graph $graph: the same parameters as unarmed ($a)"
 done
+# The same through the bf16 wire (narrowed, ncclBfloat16, widened): the rounding shows in the parameters.
+# shellcheck disable=SC2086
+(export MNIST_DDP_ARM_ALONE=1; run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --seed 2 $steps \
+  --grad-comm bf16 --metrics "$TMP/alone-bf16.json") >"$TMP/alone-bf16.log" 2>&1 ||
+  { cat "$TMP/alone-bf16.log"; fail "1 GPU armed alone, --grad-comm bf16"; }
+grep -E 'all-reduce: [0-9.]+ ms blocking for 2\.4 MB \(bf16\)' "$TMP/alone-bf16.log" ||
+  { cat "$TMP/alone-bf16.log"; fail "armed alone, bf16: no all-reduce line"; }
+[ "$(json_field "$TMP/alone-bf16.json" summary fingerprint)" != "$a" ] || fail "armed alone, bf16: nothing was rounded"
+echo "ok: 1 GPU armed alone, --grad-comm bf16: rounded through the exchange"
 
 if [ "$ngpu" -ge 2 ]; then
   run_np 2 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --metrics "$TMP/gpu2.json" \

@@ -282,10 +282,11 @@ static ncclResult_t collective(ncclComm_t c, mock_op o, cudaStream_t s, const ch
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t redop,
                            ncclComm_t c, cudaStream_t s)
 {
-    if (send != recv || type != ncclFloat)
-        mock_violate("all-reduce not in place or not float");
-    mock_op o = {.kind = OP_ALLREDUCE, .buf = recv, .count = count, .redop = redop};
-    mock_trace(TR_ALLREDUCE, recv, count * sizeof(float));
+    if (send != recv || (type != ncclFloat && type != ncclBfloat16))
+        mock_violate("all-reduce not in place or not float or bfloat16");
+    int half = type == ncclBfloat16;
+    mock_op o = {.kind = OP_ALLREDUCE, .buf = recv, .count = count, .redop = redop, .half = half};
+    mock_trace(TR_ALLREDUCE, recv, count * (half ? 2 : sizeof(float)));
     return collective(c, o, s, "ncclAllReduce");
 }
 

@@ -12,7 +12,21 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
-enum { OP_MEMCPY, OP_MEMSET, OP_WAIT, OP_RECORD, OP_ALLREDUCE, OP_BCAST, OP_GEMM, OP_FAULT, OP_KERNEL };
+/* OP_NARROW, OP_WIDEN: the one pair of kernels the simulation computes (comm_nccl.cu's bf16 wire), count
+ * elements from src to dst, so the exchange's data flow and its races are checked like a copy's. */
+enum {
+    OP_MEMCPY,
+    OP_MEMSET,
+    OP_WAIT,
+    OP_RECORD,
+    OP_ALLREDUCE,
+    OP_BCAST,
+    OP_GEMM,
+    OP_FAULT,
+    OP_KERNEL,
+    OP_NARROW,
+    OP_WIDEN
+};
 /* Scheduling policies: which stream runs as early as it can while the other lags. */
 enum { EAGER_COMM, EAGER_COMPUTE };
 enum { MOCK_STREAMS = 16 };
@@ -30,6 +44,7 @@ typedef struct {
     long wait_pos;
     float *buf;
     size_t count;
+    int half; /* a collective's elements are bfloat16 (ncclBfloat16), not float */
     ncclRedOp_t redop;
     int root, rank;
     cudaError_t fault; /* OP_FAULT: the sticky error the kernel raises */

@@ -9,6 +9,7 @@
  *   violation. Vector clocks (vc) carry "happens before" along streams, events and host waits.
  * - Device faults: a faulting kernel sets a sticky error when it runs; from then on nothing runs and every
  *   runtime call returns the error. */
+#include "base/bf16.h"
 #include "gpu_mock.h"
 
 #include <stdlib.h>
@@ -73,7 +74,12 @@ static void execute(struct CUstream_st *s)
             o->ev->time = mock.time;
         break;
     case OP_ALLREDUCE:
-        for (size_t i = 0; i < o->count; i++)
+        for (size_t i = 0; o->half && i < o->count; i++) { /* bfloat16: the peer holds the same */
+            uint16_t *h = (uint16_t *)(void *)o->buf;
+            if (o->redop == ncclSum)
+                h[i] = bf16_from_float(2.0f * float_from_bf16(h[i]));
+        }
+        for (size_t i = 0; !o->half && i < o->count; i++)
             if (o->redop == ncclSum)
                 o->buf[i] *= 2.0f;
             else if (o->redop == ncclMax && mock.peer_max > o->buf[i])
@@ -81,6 +87,14 @@ static void execute(struct CUstream_st *s)
         break;
     case OP_GEMM:
         gemm_run(o);
+        break;
+    case OP_NARROW:
+        for (size_t i = 0; i < o->count; i++)
+            ((uint16_t *)o->dst)[i] = bf16_from_float(((const float *)o->src)[i]);
+        break;
+    case OP_WIDEN:
+        for (size_t i = 0; i < o->count; i++)
+            ((float *)o->dst)[i] = float_from_bf16(((const uint16_t *)o->src)[i]);
         break;
     case OP_BCAST:
         if (o->root != o->rank && !mock.bcast_keep)
@@ -143,9 +157,14 @@ static int accesses(const mock_op *o, access acc[3])
     case OP_MEMSET:
         acc[0] = (access){o->dst, o->bytes, 1};
         return 1;
+    case OP_NARROW:
+    case OP_WIDEN:
+        acc[0] = (access){o->src, o->count * (o->kind == OP_NARROW ? sizeof(float) : 2), 0};
+        acc[1] = (access){o->dst, o->count * (o->kind == OP_NARROW ? 2 : sizeof(float)), 1};
+        return 2;
     case OP_ALLREDUCE:
     case OP_BCAST:
-        acc[0] = (access){(const char *)o->buf, o->count * sizeof(float), 1};
+        acc[0] = (access){(const char *)o->buf, o->count * (o->half ? 2 : sizeof(float)), 1};
         return 1;
     case OP_GEMM:
         acc[0] = (access){(const char *)o->a, o->ta ? span(o->lda, o->k, o->m) : span(o->lda, o->m, o->k), 0};

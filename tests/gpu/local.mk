@@ -13,7 +13,8 @@ if HAVE_CUDA
 # control flow, stream/event ordering (race detector), deadlines, error and abort paths, device agreement
 # and the bootstrap address, on machines without a GPU.
 mock_sources = tests/gpu/gpu_mock.c tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock.h
-mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(CRYPTO_LIBS) $(ONEDNN_LIBS) $(BLAS_LIBS) -lm
+# The kernels' host stubs (layers.o, comm_nccl.o) are C++: -lstdc++, which CUDA_LIBS brings elsewhere.
+mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(CRYPTO_LIBS) $(ONEDNN_LIBS) $(BLAS_LIBS) -lm -lstdc++
 check_PROGRAMS += tests/gpu/gpu_mock_host
 tests_gpu_gpu_mock_host_SOURCES = tests/gpu/gpu_mock_host.c $(mock_sources)
 tests_gpu_gpu_mock_host_LDADD = $(mock_ldadd)
@@ -21,7 +22,7 @@ TESTS += tests/gpu/gpu-mock-host.sh
 # mnist_ddp's own main and trainer on the simulation: launches, host waits and allocations per step.
 check_PROGRAMS += tests/gpu/gpu_mock_train
 tests_gpu_gpu_mock_train_SOURCES = src/main.c tests/gpu/gpu_mock_main.c $(mock_sources)
-tests_gpu_gpu_mock_train_LDADD = $(mock_ldadd) -lstdc++ # layers.o is C++
+tests_gpu_gpu_mock_train_LDADD = $(mock_ldadd)
 TESTS += tests/gpu/gpu-mock-steps.sh
 # The step as a CUDA graph: the same results as eager, one graph launch per step, the fallbacks.
 TESTS += tests/gpu/gpu-mock-graph.sh
