@@ -225,7 +225,10 @@ extern "C" gpu_graph *gpu_graph_end(char *why, size_t len)
     const char *call = "cudaStreamEndCapture";
     if (e == cudaSuccess) {
         call = "cudaGraphInstantiate";
-        e = cudaGraphInstantiate(&exec, graph, 0);
+        // Each kernel node keeps the priority of the stream it was captured on: NCCL's kernels and the bf16
+        // wire's run ahead of backward's as they do eagerly (without the flag, a replay takes the launch
+        // stream's priority for every node).
+        e = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
     }
     if (graph)
         CUDA_CHECK(cudaGraphDestroy(graph)); // the executable graph is independent of it

@@ -186,7 +186,8 @@ END_TEST
 
 /* The gradient all-reduce (cuda/comm_nccl.cu) in the trainer's graph (cuda/device.cu): captured once after
  * an eager step, each replay reduces the data of the moment in order with "backward" (no race), counts its
- * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device.
+ * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device; the
+ * graph keeps its nodes' priorities (the comm stream's for NCCL's kernels).
  * Cases 0-1: two ranks (both scheduling policies); 2-3: one rank armed alone (gpu_comm_set_alone); 4-5: two
  * ranks exchanging bfloat16 (narrowed, reduced, widened on the comm stream: each value rounded, then the sum). */
 START_TEST(test_grad_comm_replay)
@@ -219,6 +220,8 @@ START_TEST(test_grad_comm_replay)
     }
     gpu_graph *graph = gpu_graph_end(why, sizeof why);
     ck_assert_msg(graph != NULL, "%s", why);
+    ck_assert_msg(mock.graph_flags_seen & cudaGraphInstantiateFlagUseNodePriority,
+                  "the step graph instantiated without node priorities: NCCL's kernels would replay at backward's");
     ck_assert_int_eq(gpu_grad_comm_get_stats(g).launched, 2); /* the captured buckets have not run */
     long waits = mock.waits;
     for (int k = 1; k <= REPLAYS; k++) {

@@ -112,8 +112,9 @@ typedef struct {
     int hang_collectives; /* collectives never complete */
     float peer_max;       /* the other rank's values in a max all-reduce */
     int init_blocking_seen, init_device_seen, comm_flags_ok, comm_priority_seen;
-    int compute_flags_ok;    /* the compute stream was created non-blocking */
-    char module_loading[16]; /* CUDA_MODULE_LOADING at the first runtime call ("" unset) */
+    unsigned long long graph_flags_seen; /* the last cudaGraphInstantiate's flags */
+    int compute_flags_ok;                /* the compute stream was created non-blocking */
+    char module_loading[16];             /* CUDA_MODULE_LOADING at the first runtime call ("" unset) */
     int abort_called, violations, collectives;
     long polls_running;
     char violation[256];

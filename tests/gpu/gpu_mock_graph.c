@@ -185,7 +185,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags)
 {
-    (void)flags;
+    mock.graph_flags_seen = flags;
     *exec = NULL;
     cudaError_t r = mock_cuda_status("cudaGraphInstantiate");
     if (r != cudaSuccess)
