@@ -42,8 +42,10 @@ fingerprint() { json_field "$1" summary fingerprint; }
 on_node1 node1:2,node2:2 $train --verbose --metrics "$TMP/two.jsonl" >two.out 2>two.err ||
   { cat two.out two.err; fail "4 ranks on node1 and node2"; }
 grep -q '^mnist_ddp .*: 4 ranks on 2 nodes (launched by mpirun)' two.out || { cat two.out; fail "not 4 ranks on 2 nodes"; }
-# The table: rank, host, local rank, as rank 0 gathered them from every rank.
-table=$(awk '/^ +rank +host +local/ { t = 1; next } t && /^ +[0-9]+ / { print $1, $2, $3; next } { t = 0 }' two.out)
+# The table: rank, host, local rank, as rank 0 gathered them from every rank. The other ranks' --verbose lines
+# ("[rank 2] ...") may land between its rows: mpirun forwards each rank's output line by line.
+table=$(awk '/^ +rank +host +local/ { t = 1; next } t && /^\[rank / { next }
+  t && /^ +[0-9]+ / { print $1, $2, $3; next } { t = 0 }' two.out)
 want=$(printf '0 node1 0\n1 node1 1\n2 node2 0\n3 node2 1')
 [ "$table" = "$want" ] || { cat two.out; fail "start-up table (rank host local) is '$table', expected '$want'"; }
 # Open MPI's view, each rank in its own words: the same hosts and local ranks, 2 ranks per node.

@@ -113,7 +113,8 @@ submit two --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 -- --device auto --ma
 grep -q '^run-ddp: MASTER_ADDR=node1 MASTER_PORT=[0-9]' "$log" || { show "$log"; fail "MASTER_ADDR is not node1"; }
 grep -q 'SLURM_GPUS_ON_NODE=2 ' "$log" || { show "$log"; fail "the job does not see 2 GPUs per node"; }
 grep -q '^mnist_ddp .*: 4 ranks on 2 nodes (launched by srun)' "$log" || { show "$log"; fail "not 4 ranks on 2 nodes by srun"; }
-table=$(awk '/^ +rank +host +local/ { t = 1; next } t && /^ +[0-9]+ / { print $1, $2, $3; next } { t = 0 }' "$log")
+table=$(awk '/^ +rank +host +local/ { t = 1; next } t && /^\[rank / { next }
+  t && /^ +[0-9]+ / { print $1, $2, $3; next } { t = 0 }' "$log") # other ranks' lines may land between rows
 want=$(printf '0 node1 0\n1 node1 1\n2 node2 0\n3 node2 1')
 [ "$table" = "$want" ] || { show "$log"; fail "start-up table (rank host local) is '$table', expected '$want'"; }
 # SLURM_LOCALID against the node-local MPI rank: mnist_ddp warns when they differ.
