@@ -1,4 +1,5 @@
-// NCCL communicator and the bucketed gradient all-reduce for device buffers (mirrors src/comm/comm_mpi.c).
+// The NCCL communicator and its collectives on device buffers (nccl_comm.h; the gradient all-reduce is in
+// grad_comm_nccl.cu).
 //
 // Streams: the trainer computes on the compute stream (device.cu); every collective here runs on a
 // dedicated communication stream (non-blocking, highest priority), ordered with events: the comm stream
@@ -18,57 +19,13 @@
 #include <cstring>
 #include <ctime>
 
-#include "base/bf16.h"
 #include "base/clock.h"
 #include "comm/stall.h"
-#include "cuda_check.h"
-#include "gpu/gpu.h"
+#include "comm_kernels.h"
+#include "nccl_comm.h"
 
 static_assert(GPU_NCCL_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "GPU_NCCL_ID_BYTES must equal NCCL_UNIQUE_ID_BYTES");
 static_assert(sizeof(ncclUniqueId) == GPU_NCCL_ID_BYTES, "ncclUniqueId size changed");
-
-struct gpu_comm {
-    ncclComm_t comm;
-    int rank, world, device;
-    double timeout_s;                 // the bound of each wait now: startup_s, then comm_wait_deadline() after a step
-    double startup_s, step_timeout_s; // --comm-timeout, --step-timeout
-    const char *option;               // the option that set timeout_s, for messages
-    long step;                        // the last armed step, for messages; -1 before the first
-    int initialised;                  // ncclCommInitRankConfig completed (selects the hint of a timeout)
-    int alone;                        // one rank communicates as with peers (gpu_comm_set_alone)
-    cudaStream_t compute;             // the trainer's (not owned)
-    cudaStream_t stream;              // communication stream (owned)
-    cudaEvent_t ready, done;          // ordering (timing disabled)
-    cudaEvent_t t0, t1;               // timing
-    float *dev_scalar, *host_scalar;  // one float for max-over-ranks (host side pinned: no blocking copy)
-};
-
-// Whether collectives run: with peers, or alone on request.
-static int talks(const gpu_comm *c) { return c->world > 1 || c->alone; }
-
-// Timed steps in flight: the host may run this many steps ahead of the GPU before finish() waits for the
-// oldest (CUDA's launch queue, about a thousand operations, throttles it sooner anyway).
-enum { TIMING_SLOTS = 64 };
-
-struct gpu_grad_comm {
-    gpu_comm *c;
-    float *grads;
-    size_t n;
-    bucket_plan plan;
-    int armed, pass_buckets;
-    cudaEvent_t ready;   // end of the kernels of a bucket (timing disabled)
-    cudaEvent_t settled; // end of the compute stream's queue at gpu_grad_comm_settle (timing disabled)
-    // Per step, a ring: end of backward / of the last bucket (timed: exposed time). Steps posted, timed.
-    cudaEvent_t bwd_end[TIMING_SLOTS], done[TIMING_SLOTS];
-    long posted, timed;
-    // A captured step (the trainer's CUDA graph): its buckets, and per launch a ring of untimed events at
-    // the end of the replay, which bounds how far the host runs ahead. Replays launched, settled.
-    int graph_buckets;
-    cudaEvent_t joined, replay_end[TIMING_SLOTS];
-    long replays, replays_settled;
-    uint16_t *wire; // --grad-comm bf16: the exchanged gradients (device); NULL: fp32 in place
-    comm_stats stats;
-};
 
 // Spin briefly (a bucket often completes within microseconds), then sleep with growing intervals.
 static void backoff(long spins)
@@ -133,7 +90,7 @@ static void abort_comm(gpu_comm *c)
 
 // After an NCCL call on the communicator: its result, then the communicator's state until it leaves
 // ncclInProgress (a non-blocking communicator may still be initialising, connecting or enqueuing).
-static void nccl_settle(gpu_comm *c, ncclResult_t r, const char *op, const char *file, int line)
+void nccl_settle(gpu_comm *c, ncclResult_t r, const char *op, const char *file, int line)
 {
     if (r != ncclSuccess && r != ncclInProgress)
         nccl_fail(c, r, op, file, line);
@@ -152,10 +109,9 @@ static void nccl_settle(gpu_comm *c, ncclResult_t r, const char *op, const char 
         backoff(spins);
     }
 }
-#define NCCL_ENQUEUE(c, call, op) nccl_settle((c), (call), (op), __FILE__, __LINE__)
 
 // Host wait for an event with the deadline, watching the communicator for asynchronous errors.
-static void wait_event(gpu_comm *c, cudaEvent_t ev, const char *op, const char *file, int line)
+void wait_event(gpu_comm *c, cudaEvent_t ev, const char *op, const char *file, int line)
 {
     double deadline = clock_now() + c->timeout_s;
     for (long spins = 0;; spins++) {
@@ -179,7 +135,6 @@ static void wait_event(gpu_comm *c, cudaEvent_t ev, const char *op, const char *
         backoff(spins);
     }
 }
-#define WAIT_EVENT(c, ev, op) wait_event((c), (ev), (op), __FILE__, __LINE__)
 
 extern "C" void gpu_nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES])
 {
@@ -283,18 +238,48 @@ static double max_over_ranks(gpu_comm *c, double x, const char *op)
 
 extern "C" void gpu_comm_set_alone(gpu_comm *c) { c->alone = 1; }
 
-static double time_allreduce(gpu_comm *c, void *dev, size_t n, ncclDataType_t type, int iters)
+extern "C" void gpu_comm_set_proxy(gpu_comm *c, const comm_proxy_spec *p) { c->proxy = *p; }
+
+// The proxy's sink holds n floats (outside a capture: it may allocate).
+void proxy_reserve(gpu_comm *c, size_t n)
+{
+    if (c->proxy.bus_gbps <= 0 || n <= c->sink_n)
+        return;
+    if (c->sink)
+        CUDA_CHECK(cudaFree(c->sink)); // no proxy is queued: every user of the sink waited for it
+    CUDA_CHECK(cudaMalloc((void **)&c->sink, n * sizeof(float)));
+    c->sink_n = n;
+}
+
+// After an all-reduce of wire_bytes on the comm stream: the traffic the peers would add (gpu_comm_set_proxy),
+// read from the n_floats at data.
+void proxy_after(gpu_comm *c, const float *data, size_t n_floats, size_t wire_bytes)
+{
+    if (c->proxy.bus_gbps <= 0)
+        return;
+    size_t moved = (size_t)(comm_proxy_bytes(&c->proxy, (double)wire_bytes) / sizeof(float));
+    comm_proxy(c->stream, data, n_floats, moved, c->sink,
+               (unsigned long long)(1e9 * comm_proxy_seconds(&c->proxy, (double)wire_bytes)));
+}
+
+static size_t type_bytes(ncclDataType_t type) { return type == ncclBfloat16 ? 2 : sizeof(float); }
+
+double time_allreduce(gpu_comm *c, void *dev, size_t n, ncclDataType_t type, int iters)
 {
     if (!talks(c) || n == 0)
         return 0;
     if (iters < 1)
         iters = 1;
     const char *op = "timed all-reduce";
+    size_t bytes = n * type_bytes(type);
+    proxy_reserve(c, bytes / sizeof(float));
     comm_after_compute(c);
-    NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, type, ncclSum, c->comm, c->stream), op); // warm-up
-    CUDA_CHECK(cudaEventRecord(c->t0, c->stream));
-    for (int i = 0; i < iters; i++)
+    for (int i = -1; i < iters; i++) { // i = -1: warm-up
+        if (i == 0)
+            CUDA_CHECK(cudaEventRecord(c->t0, c->stream));
         NCCL_ENQUEUE(c, ncclAllReduce(dev, dev, n, type, ncclSum, c->comm, c->stream), op);
+        proxy_after(c, (const float *)dev, bytes / sizeof(float), bytes);
+    }
     CUDA_CHECK(cudaEventRecord(c->t1, c->stream));
     compute_after_comm(c, op, __FILE__, __LINE__);
     float ms = 0;
@@ -331,252 +316,8 @@ extern "C" void gpu_comm_free(gpu_comm *c)
     CUDA_CHECK(cudaEventDestroy(c->t1));
     CUDA_CHECK(cudaFree(c->dev_scalar));
     CUDA_CHECK(cudaFreeHost(c->host_scalar));
+    if (c->sink)
+        CUDA_CHECK(cudaFree(c->sink));
     CUDA_CHECK(cudaStreamDestroy(c->stream));
     free(c);
-}
-
-// ---- Gradient all-reduce --------------------------------------------------------------------------
-
-// Adds the exposed time of the posted steps up to 'upto' (their events have completed: the host waited).
-static void add_exposed(gpu_grad_comm *g, long upto)
-{
-    for (; g->timed < upto; g->timed++) {
-        int slot = (int)(g->timed % TIMING_SLOTS);
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, g->bwd_end[slot], g->done[slot]));
-        g->stats.exposed_s += ms > 0 ? 1e-3 * (double)ms : 0;
-    }
-}
-
-// gpu_wait_compute() while g exists. One event at the end of the compute stream: that stream waits on every
-// 'done', so this one wait covers the all-reduces (under the deadline, watching NCCL's errors) and
-// everything the trainer queued; then the steps' exposed times can be read.
-static void settle(void *ctx)
-{
-    gpu_grad_comm *g = (gpu_grad_comm *)ctx;
-    CUDA_CHECK(cudaEventRecord(g->settled, g->c->compute));
-    WAIT_EVENT(g->c, g->settled, "gradient all-reduce");
-    add_exposed(g, g->posted);
-    g->replays_settled = g->replays;
-}
-
-// Reference for the overlap figure: the best of three isolated all-reduces of n elements at dev (each the
-// maximum over ranks); dev's content is overwritten.
-static double blocking_time(gpu_comm *c, void *dev, size_t n, ncclDataType_t type)
-{
-    double best = 1e30;
-    for (int i = 0; i < 3; i++) {
-        double t = time_allreduce(c, dev, n, type, 1);
-        best = t < best ? t : best;
-    }
-    return best;
-}
-
-// --grad-comm bf16: the gradients cross the wire as bfloat16, rounded by base/bf16.h as on the CPU path.
-__global__ static void narrow_bf16(size_t n, const float *in, uint16_t *out)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = bf16_from_float(in[i]);
-}
-
-__global__ static void widen_bf16(size_t n, const uint16_t *in, float *out)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = float_from_bf16(in[i]);
-}
-
-enum { WIRE_THREADS = 256 };
-
-static unsigned wire_blocks(size_t n)
-{
-    size_t b = (n + WIRE_THREADS - 1) / WIRE_THREADS;
-    return (unsigned)(b < 1 ? 1 : b < 4096 ? b : 4096); // grid-stride loops cover the rest
-}
-
-extern "C" gpu_grad_comm *gpu_grad_comm_create(gpu_comm *c, float *dev_grads, size_t n, size_t bucket_bytes)
-{
-    gpu_grad_comm *g = (gpu_grad_comm *)xcalloc(1, sizeof *g);
-    g->c = c;
-    g->grads = dev_grads;
-    g->n = n;
-    bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
-    CUDA_CHECK(cudaEventCreateWithFlags(&g->ready, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&g->settled, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&g->joined, cudaEventDisableTiming));
-    for (int i = 0; i < TIMING_SLOTS; i++) {
-        CUDA_CHECK(cudaEventCreate(&g->bwd_end[i]));
-        CUDA_CHECK(cudaEventCreate(&g->done[i]));
-        CUDA_CHECK(cudaEventCreateWithFlags(&g->replay_end[i], cudaEventDisableTiming));
-    }
-    if (talks(c) && n > 0) {
-        // A scratch copy: the gradients may hold anything now.
-        float *scratch = nullptr;
-        CUDA_CHECK(cudaMalloc((void **)&scratch, n * sizeof(float)));
-        CUDA_CHECK(cudaMemsetAsync(scratch, 0, n * sizeof(float), c->compute));
-        g->stats.blocking_s = blocking_time(c, scratch, n, ncclFloat);
-        CUDA_CHECK(cudaFree(scratch)); // the timed operations were waited for
-    }
-    gpu_set_compute_wait(settle, g); // the backend's read-backs get the deadline and the figures
-    return g;
-}
-
-extern "C" void gpu_grad_comm_set_wire_bf16(gpu_grad_comm *g)
-{
-    if (g->wire || !g->n)
-        return;
-    CUDA_CHECK(cudaMalloc((void **)&g->wire, g->n * sizeof *g->wire));
-    if (talks(g->c))
-        g->stats.blocking_s = blocking_time(g->c, g->wire, g->n, ncclBfloat16);
-}
-
-extern "C" void gpu_grad_comm_arm(gpu_grad_comm *g, int armed, long step)
-{
-    int was = g->armed;
-    g->armed = armed && talks(g->c);
-    g->c->step = step;
-    if (g->armed && !was) {
-        bucket_reset(&g->plan);
-        g->pass_buckets = 0;
-    }
-}
-
-// Enqueues the all-reduce of [start, start + count) on the comm stream, after the kernels queued so far
-// on the compute stream (one event covers every ready range of the bucket: stream order).
-static void launch(gpu_grad_comm *g, size_t start, size_t count)
-{
-    gpu_comm *c = g->c;
-    CUDA_CHECK(cudaEventRecord(g->ready, c->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->ready, 0));
-    if (!g->wire) {
-        NCCL_ENQUEUE(c,
-                     ncclAllReduce(g->grads + start, g->grads + start, count, ncclFloat, ncclSum, c->comm, c->stream),
-                     "gradient all-reduce");
-    } else { // narrowed, reduced and widened on the comm stream, in its order
-        narrow_bf16<<<wire_blocks(count), WIRE_THREADS, 0, c->stream>>>(count, g->grads + start, g->wire + start);
-        CUDA_CHECK(cudaGetLastError());
-        NCCL_ENQUEUE(c,
-                     ncclAllReduce(g->wire + start, g->wire + start, count, ncclBfloat16, ncclSum, c->comm, c->stream),
-                     "gradient all-reduce");
-        widen_bf16<<<wire_blocks(count), WIRE_THREADS, 0, c->stream>>>(count, g->wire + start, g->grads + start);
-        CUDA_CHECK(cudaGetLastError());
-    }
-    g->pass_buckets++;
-    g->stats.launched++;
-}
-
-extern "C" void gpu_grad_comm_ready(void *ctx, size_t offset, size_t count)
-{
-    gpu_grad_comm *g = (gpu_grad_comm *)ctx;
-    if (!g->armed)
-        return;
-    if (offset > g->n || count > g->n - offset)
-        die(EX_SOFTWARE, "gradient range [%zu, %zu) reported ready lies outside the %zu gradients", offset,
-            offset + count, g->n);
-    size_t start[2], counts[2];
-    int k = bucket_ready(&g->plan, offset, count, start, counts);
-    for (int i = 0; i < k; i++)
-        launch(g, start[i], counts[i]);
-}
-
-// The deadline of the next wait: the start-up one until the first all-reduce, eager or replayed.
-static void update_deadline(gpu_grad_comm *g)
-{
-    gpu_comm *c = g->c;
-    c->timeout_s = comm_wait_deadline(c->startup_s, c->step_timeout_s, g->stats.reductions + g->replays, &c->option);
-}
-
-// finish() inside a capture: the same order with untimed events (one recorded in a capture is an edge of
-// the graph, never recorded on the stream: the timing ring could not read it) and no host wait.
-static void finish_captured(gpu_grad_comm *g)
-{
-    gpu_comm *c = g->c;
-    CUDA_CHECK(cudaEventRecord(g->ready, c->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->ready, 0));
-    size_t start, count;
-    if (bucket_flush(&g->plan, &start, &count))
-        launch(g, start, count);
-    CUDA_CHECK(cudaEventRecord(g->joined, c->stream));
-    CUDA_CHECK(cudaStreamWaitEvent(c->compute, g->joined, 0));
-    g->graph_buckets = g->pass_buckets;
-    g->stats.launched -= g->pass_buckets; // they run (and count) at each replay
-    g->pass_buckets = 0;
-    g->armed = 0;
-}
-
-extern "C" void gpu_grad_comm_replayed(gpu_grad_comm *g, long step)
-{
-    if (!g->graph_buckets)
-        return; /* one rank: nothing communicates */
-    gpu_comm *c = g->c;
-    c->step = step;
-    int slot = (int)(g->replays % TIMING_SLOTS);
-    if (g->replays - g->replays_settled == TIMING_SLOTS) { // the host is a whole ring ahead
-        WAIT_EVENT(c, g->replay_end[slot], "gradient all-reduce");
-        g->replays_settled++;
-    }
-    CUDA_CHECK(cudaEventRecord(g->replay_end[slot], c->compute));
-    g->replays++;
-    g->stats.launched += g->graph_buckets;
-    g->stats.buckets = g->graph_buckets;
-    update_deadline(g);
-}
-
-extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
-{
-    if (!g->armed)
-        return;
-    gpu_comm *c = g->c;
-    if (gpu_capturing())
-        return finish_captured(g);
-    int slot = (int)(g->posted % TIMING_SLOTS);
-    if (g->posted - g->timed == TIMING_SLOTS) { // the host is a whole ring ahead: wait for the oldest step
-        WAIT_EVENT(c, g->done[slot], "gradient all-reduce");
-        add_exposed(g, g->timed + 1);
-    }
-    // End of backward on the device timeline; the comm stream waits on it, so 'done' below is never
-    // earlier than 'bwd_end' (exposed time >= 0; a completed 'done' implies a completed 'bwd_end', which
-    // the ring's wait above relies on) and the remainder is ordered after the last kernels.
-    CUDA_CHECK(cudaEventRecord(g->bwd_end[slot], c->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(c->stream, g->bwd_end[slot], 0));
-    size_t start, count;
-    if (bucket_flush(&g->plan, &start, &count))
-        launch(g, start, count);
-    CUDA_CHECK(cudaEventRecord(g->done[slot], c->stream));
-    // The optimizer waits on the last bucket, on the device: the host goes on queueing the next step.
-    CUDA_CHECK(cudaStreamWaitEvent(c->compute, g->done[slot], 0));
-    g->posted++;
-    g->stats.buckets = g->pass_buckets;
-    g->stats.reductions++;
-    update_deadline(g);
-    g->pass_buckets = 0;
-    g->armed = 0;
-}
-
-extern "C" void gpu_grad_comm_settle(gpu_grad_comm *g) { settle(g); }
-
-extern "C" comm_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g) { return g->stats; }
-
-extern "C" void gpu_grad_comm_free(gpu_grad_comm *g)
-{
-    if (!g)
-        return;
-    gpu_set_compute_wait(nullptr, nullptr);
-    // Nothing may still read the gradients or the events: wait for the comm stream (deadline).
-    CUDA_CHECK(cudaEventRecord(g->ready, g->c->stream));
-    WAIT_EVENT(g->c, g->ready, "gradient all-reduce");
-    if (g->replays) { // a replay's all-reduce runs in the graph, ordered on the compute stream
-        CUDA_CHECK(cudaEventRecord(g->settled, g->c->compute));
-        WAIT_EVENT(g->c, g->settled, "gradient all-reduce");
-    }
-    if (g->wire)
-        CUDA_CHECK(cudaFree(g->wire));
-    CUDA_CHECK(cudaEventDestroy(g->ready));
-    CUDA_CHECK(cudaEventDestroy(g->settled));
-    CUDA_CHECK(cudaEventDestroy(g->joined));
-    for (int i = 0; i < TIMING_SLOTS; i++) {
-        CUDA_CHECK(cudaEventDestroy(g->bwd_end[i]));
-        CUDA_CHECK(cudaEventDestroy(g->done[i]));
-        CUDA_CHECK(cudaEventDestroy(g->replay_end[i]));
-    }
-    free(g);
 }

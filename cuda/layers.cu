@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "cuda_check.h"
+#include "grid.h"
 #include "gpu/gpu.h"
 extern "C" {
 #include "nn/backend.h"
@@ -19,16 +20,9 @@ extern "C" {
 
 enum { THREADS = KERN_LANES }; // a power of two: block_sum halves it
 
-#define GRID_STRIDE(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
 static cudaStream_t stream(void) { return (cudaStream_t)gpu_compute_stream(); }
 
-static unsigned grid(size_t n)
-{
-    size_t b = (n + THREADS - 1) / THREADS;
-    return (unsigned)(b < 65536 ? b : 65536); // grid-stride loops cover the rest
-}
+static unsigned grid(size_t n) { return grid_blocks(n, THREADS, 65536); }
 
 // One thread per element, kernels taking the element count first.
 #define LAUNCH(kernel, n, ...)                                           \

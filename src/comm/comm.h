@@ -26,12 +26,17 @@ typedef struct {
     size_t bucket_bytes;        /* start a bucket once it holds this many bytes (0: every range at once) */
     int wire_bf16;              /* --grad-comm bf16: gradients exchanged as bfloat16 (half the bytes) */
     int alone;                  /* one rank reduces as if it had peers (MNIST_DDP_ARM_ALONE=1, below) */
+    comm_proxy_spec proxy;      /* the peers' traffic stood in for (MNIST_DDP_COMM_PROXY, below); NCCL only */
 } comm_config;
 
 /* MNIST_DDP_ARM_ALONE=1: a 1-rank run arms, times and runs the gradient all-reduce as with several ranks (a sum
  * over one rank: the identity in fp32), so one GPU runs NCCL inside the captured step, the bucket ring and the
  * deadlines, and one CPU the bf16 exchange's rounding. A test and report setting, not a user option. */
 int comm_alone_requested(void);
+/* MNIST_DDP_COMM_PROXY=GBPS[:RANKS] (comm_plan.h): with the GPU path (nccl), one rank and MNIST_DDP_ARM_ALONE=1,
+ * each bucket also moves and takes what a ring over RANKS GPUs at GBPS would (a report setting, like the
+ * above). Returns 0 when unset; 1 with *p; a malformed value or another setting ends the run (EX_CONFIG). */
+int comm_proxy_requested(comm_proxy_spec *p, int nccl, int world);
 
 /* state: the backend's own, from create(); every other entry takes it. All entries are collective. */
 typedef struct comm_backend {

@@ -166,6 +166,22 @@ int comm_alone_requested(void)
     return v && !strcmp(v, "1");
 }
 
+int comm_proxy_requested(comm_proxy_spec *p, int nccl, int world)
+{
+    const char *v = getenv("MNIST_DDP_COMM_PROXY");
+    char why[128];
+    if (!v)
+        return 0;
+    if (comm_proxy_parse(v, p, why, sizeof why) != 0)
+        die(EX_CONFIG, "environment variable MNIST_DDP_COMM_PROXY='%s': %s", v, why);
+    if (!nccl || world != 1 || !comm_alone_requested())
+        die(EX_CONFIG,
+            "environment variable MNIST_DDP_COMM_PROXY='%s' stands in for other GPUs' traffic: it needs the GPU "
+            "path, one rank and MNIST_DDP_ARM_ALONE=1",
+            v);
+    return 1;
+}
+
 void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s) { g->step_timeout_s = step_timeout_s; }
 
 void grad_comm_arm(grad_comm *g, int armed, long step)

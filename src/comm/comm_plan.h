@@ -48,6 +48,21 @@ double comm_exposed_per_step(const comm_stats *s);
 /* Share of the isolated all-reduce time hidden behind backward: 1 - exposed / blocking, within [0, 1]. */
 double comm_hidden_fraction(double exposed_s, double blocking_s);
 
+/* A stand-in for the other GPUs' traffic (MNIST_DDP_COMM_PROXY; one GPU armed alone): after each bucket the
+ * communication stream also moves the bytes a ring all-reduce over 'ranks' GPUs moves through each of them,
+ * 2 (ranks - 1) / ranks times the bucket, and takes as long as that at bus_gbps, NCCL's bus bandwidth (GB/s,
+ * as nccl-tests reports it). bus_gbps 0: no proxy. */
+typedef struct {
+    double bus_gbps;
+    int ranks;
+} comm_proxy_spec;
+
+/* Parses "GBPS" or "GBPS:RANKS" (0 < GBPS <= 100000, 2 <= RANKS <= 65536, default 8): 0, or -1 with why. */
+int comm_proxy_parse(const char *s, comm_proxy_spec *p, char *why, size_t len);
+/* Bytes the ring moves through one GPU for a bucket of 'bytes'; the seconds that takes at bus_gbps. */
+double comm_proxy_bytes(const comm_proxy_spec *p, double bytes);
+double comm_proxy_seconds(const comm_proxy_spec *p, double bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -154,6 +154,10 @@ void gpu_comm_set_step_timeout(gpu_comm *c, double step_timeout_s);
 /* One rank communicates as if it had peers (comm_alone_requested): the collectives below and the gradient
  * all-reduce run, are timed and captured instead of being skipped. Before gpu_grad_comm_create. */
 void gpu_comm_set_alone(gpu_comm *c);
+/* MNIST_DDP_COMM_PROXY (comm.h): each all-reduce of the gradients, and each timed one, followed on the
+ * communication stream by the traffic and time the peers' part of a ring would take (comm_kernels.h). Before
+ * gpu_grad_comm_create. */
+void gpu_comm_set_proxy(gpu_comm *c, const comm_proxy_spec *p);
 
 /* Device-buffer collectives for the trainer, so it never hands device pointers to MPI. Ordered after
  * all work queued on the compute stream, and the compute stream waits for them; the host waits too
@@ -196,7 +200,8 @@ void gpu_grad_comm_settle(gpu_grad_comm *g);
 /* A finish() queued while the compute stream is captured (gpu_graph_begin) orders the buckets with
  * untimed events and waits nowhere; each launch of that graph then calls this (step: for error messages),
  * which counts the pass's buckets and keeps the host at most 64 replays ahead of the device (a deadline
- * wait, as finish() does for eager steps). Replayed steps are not timed (exposed_s covers eager steps). */
+ * wait, as finish() does for eager steps). Each replay times itself on the device (end of backward to end
+ * of the last bucket); settle adds those to exposed_s and reductions. */
 void gpu_grad_comm_replayed(gpu_grad_comm *g, long step);
 /* The figures of the reductions settled so far (exposed_s) and posted (reductions, launched, buckets). */
 comm_stats gpu_grad_comm_get_stats(const gpu_grad_comm *g);

@@ -210,6 +210,8 @@ static void *nccl_create(const ddp_env *env, const comm_config *cfg, float *grad
     gpu_comm_set_step_timeout(s->c, cfg->step_timeout_s);
     if (cfg->alone && env->world == 1)
         gpu_comm_set_alone(s->c);
+    if (cfg->proxy.bus_gbps > 0)
+        gpu_comm_set_proxy(s->c, &cfg->proxy);
     s->g = gpu_grad_comm_create(s->c, grads, n, cfg->bucket_bytes);
     if (cfg->wire_bf16)
         gpu_grad_comm_set_wire_bf16(s->g);

@@ -187,9 +187,11 @@ END_TEST
 /* The gradient all-reduce (cuda/comm_nccl.cu) in the trainer's graph (cuda/device.cu): captured once after
  * an eager step, each replay reduces the data of the moment in order with "backward" (no race), counts its
  * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device; the
- * graph keeps its nodes' priorities (the comm stream's for NCCL's kernels).
+ * graph keeps its nodes' priorities (the comm stream's for NCCL's kernels); every replayed step is timed (its
+ * stamps, read at the host's wait, add to the figures).
  * Cases 0-1: two ranks (both scheduling policies); 2-3: one rank armed alone (gpu_comm_set_alone); 4-5: two
- * ranks exchanging bfloat16 (narrowed, reduced, widened on the comm stream: each value rounded, then the sum). */
+ * ranks exchanging bfloat16 (narrowed, reduced, widened on the comm stream: each value rounded, then the sum);
+ * 6-7: one rank armed alone with the communication proxy of an 8-GPU ring at 1 MB/s after each bucket. */
 START_TEST(test_grad_comm_replay)
 {
     enum { RING = 64, REPLAYS = RING + 6 };
@@ -201,10 +203,13 @@ START_TEST(test_grad_comm_replay)
     gpu_bind(&info);
     unsigned char id[GPU_NCCL_ID_BYTES];
     gpu_nccl_unique_id(id);
-    int variant = _i / 2, bf16 = variant == 2;
-    gpu_comm *c = gpu_comm_init(id, variant == 1 ? 1 : 2, 0, 5.0);
-    if (variant == 1)
+    int variant = _i / 2, bf16 = variant == 2, alone = variant == 1 || variant == 3;
+    gpu_comm *c = gpu_comm_init(id, alone ? 1 : 2, 0, 5.0);
+    if (alone)
         gpu_comm_set_alone(c);
+    comm_proxy_spec proxy = {0.001, 8};
+    if (variant == 3)
+        gpu_comm_set_proxy(c, &proxy);
     gpu_grad_comm *g = gpu_grad_comm_create(c, d, N, N / 2 * sizeof(float));
     if (bf16)
         gpu_grad_comm_set_wire_bf16(g);
@@ -235,7 +240,21 @@ START_TEST(test_grad_comm_replay)
     gpu_wait_compute(); /* the trainer's read-back */
     for (int i = 0; i < N; i++)
         ck_assert_float_eq(d[i], bf16 ? float_from_bf16(bf16_from_float(2 * float_from_bf16(bf16_from_float(h[i]))))
-                                      : 2 * h[i]);
+                                      : 2 * h[i]); /* the simulation's peer holds the same, alone too */
+    comm_stats st = gpu_grad_comm_get_stats(g);
+    ck_assert_int_eq(st.reductions, 1 + REPLAYS); /* the eager step and every replay, timed */
+    /* Each replay's exposed time lies within the simulation's time: 10 us per operation run. */
+    ck_assert_double_gt(st.exposed_s, 0);
+    ck_assert_double_le(st.exposed_s, 1e-5 * (double)mock.time);
+    if (variant == 3) { /* 3 timed references of 2 all-reduces, then 2 buckets per step */
+        ck_assert_int_eq(mock.proxies, 3 * 2 + 2 * (1 + REPLAYS));
+        ck_assert_uint_eq(mock.proxy_read, N / 2);
+        ck_assert_uint_eq(mock.proxy_moved, N / 2 * 7 / 4); /* 2 (8 - 1) / 8 of each bucket's bytes */
+        /* 128-byte buckets: 224 bytes at 1 MB/s, 224 us */
+        ck_assert_uint_ge(mock.proxy_ns, 223999);
+        ck_assert_uint_le(mock.proxy_ns, 224000);
+    } else
+        ck_assert_int_eq(mock.proxies, 0);
     ck_assert_msg(mock.violations == 0, "API misuse: %s", mock.violation);
     gpu_graph_free(graph);
     gpu_grad_comm_free(g);
@@ -275,7 +294,7 @@ int main(void)
     tcase_add_test(tc, test_trace);
     tcase_add_loop_test(tc, test_capture_errors, 0, 6);
     tcase_add_test(tc, test_alloc_and_instantiate);
-    tcase_add_loop_test(tc, test_grad_comm_replay, 0, 6);
+    tcase_add_loop_test(tc, test_grad_comm_replay, 0, 8);
     tcase_add_test(tc, test_one_rank_silent);
     suite_add_tcase(s, tc);
     return check_run(s);

@@ -10,7 +10,9 @@
 #     interval, the same device work per step as eager in the summary;
 # (3) a capture or instantiation that fails on one rank: one warning naming it, every rank eager, the
 #     same results;
-# (4) --accum-steps 2 never captures, not even its last step of one full micro-batch.
+# (4) --accum-steps 2 never captures, not even its last step of one full micro-batch;
+# (5) one rank armed alone (MNIST_DDP_ARM_ALONE=1) with the communication proxy: the results of the run without
+#     the proxy, every step but the first replayed, the all-reduce reported.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -26,7 +28,7 @@ INTERVAL=4
 # the learning rate stays, so only the new dropout key makes epoch 2 recapture.
 train() {
   name=$1; shift
-  MOCK_POLICY=${POLICY:-compute} MOCK_STEP_REPORT=$TMP/$name.rep run_np 2 "$P" --device cuda \
+  MOCK_POLICY=${POLICY:-compute} MOCK_STEP_REPORT=$TMP/$name.rep run_np "${NP:-2}" "$P" --device cuda \
     --data "${DATA:-$TMP/small}" \
     --seed 0 --batch-size 4 --test-batch-size 16 --epochs 2 --gamma 1 --log-interval $INTERVAL \
     --metrics "$TMP/$name.json" \
@@ -101,3 +103,14 @@ DATA=$TMP/small104 train accum --accum-steps 2 --cuda-graph on
 [ "$(graph_steps accum)" = 0 ] || fail "--accum-steps 2: $(graph_steps accum) steps replayed as a graph"
 awk '$16 != 0 { bad = 1 } END { exit bad }' "$TMP/accum.rep" || fail "--accum-steps 2: a graph launch in the report"
 echo "ok: --accum-steps 2 never captures"
+
+# The proxy moves copies of the gradients elsewhere: the results stay those of the same run without it.
+export MNIST_DDP_ARM_ALONE=1
+NP=1 train alone
+MNIST_DDP_COMM_PROXY=370:8 NP=1 train alone-proxy
+unset MNIST_DDP_ARM_ALONE
+same alone alone-proxy
+[ "$(graph_steps alone-proxy)" = 49 ] || fail "alone with the proxy: $(graph_steps alone-proxy) graph steps, expected 49 (50 but the first)"
+grep -q '^all-reduce: .* blocking for .* exposed per step in 2 buckets' "$TMP/alone-proxy.out" ||
+  { cat "$TMP/alone-proxy.out"; fail "alone with the proxy: no all-reduce line"; }
+echo "ok: 1 rank armed alone with the communication proxy: the same results, replayed, the all-reduce reported"

@@ -12,8 +12,11 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
-/* OP_NARROW, OP_WIDEN: the one pair of kernels the simulation computes (comm_nccl.cu's bf16 wire), count
- * elements from src to dst, so the exchange's data flow and its races are checked like a copy's. */
+/* The kernels the simulation computes (cuda/comm_kernels.h), so their data flow and races are checked like a
+ * copy's: OP_NARROW, OP_WIDEN (the bf16 wire: count elements from src to dst); OP_STAMP (value 0: the end of
+ * backward, 1: the end of the exchange, on the step_stamps at dst, in the simulation's time: 10 us per
+ * operation run, as cudaEventElapsedTime's 0.01 ms); OP_PROXY (the communication proxy: reads count floats at
+ * src, writes them to dst). */
 enum {
     OP_MEMCPY,
     OP_MEMSET,
@@ -25,7 +28,9 @@ enum {
     OP_FAULT,
     OP_KERNEL,
     OP_NARROW,
-    OP_WIDEN
+    OP_WIDEN,
+    OP_STAMP,
+    OP_PROXY
 };
 /* Scheduling policies: which stream runs as early as it can while the other lags. */
 enum { EAGER_COMM, EAGER_COMPUTE };
@@ -44,7 +49,9 @@ typedef struct {
     long wait_pos;
     float *buf;
     size_t count;
-    int half; /* a collective's elements are bfloat16 (ncclBfloat16), not float */
+    int half;              /* a collective's elements are bfloat16 (ncclBfloat16), not float */
+    size_t moved;          /* OP_PROXY: floats it moves */
+    unsigned long long ns; /* OP_PROXY: nanoseconds it holds */
     ncclRedOp_t redop;
     int root, rank;
     cudaError_t fault; /* OP_FAULT: the sticky error the kernel raises */
@@ -131,7 +138,11 @@ typedef struct {
     long graph_launches;        /* cudaGraphLaunch calls */
     struct CUgraph_st *capture; /* the open stream capture, NULL: none */
     int bcast_keep;             /* a broadcast leaves the data as it is (every rank holds the same) */
-    int nccl_rank;              /* of the last communicator initialised */
+    long proxies;               /* communication proxy kernels run */
+    size_t proxy_moved;         /* the last one's floats moved, read, and nanoseconds */
+    size_t proxy_read;
+    unsigned long long proxy_ns;
+    int nccl_rank; /* of the last communicator initialised */
 } gpu_mock_state;
 
 /* Trace kinds (tests/gpu/gpu_mock_steps.c). */

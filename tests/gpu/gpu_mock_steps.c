@@ -25,7 +25,7 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
                                cudaStream_t stream);
 
 /* The kernels the simulation computes, known by their (mangled) names at registration. */
-static const void *narrow_fun, *widen_fun;
+static const void *narrow_fun, *widen_fun, *stamp_bwd_fun, *stamp_end_fun, *proxy_fun;
 
 void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *name, int limit,
                             uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize)
@@ -35,6 +35,12 @@ void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fu
         narrow_fun = host_fun;
     if (strstr(name, "widen_bf16"))
         widen_fun = host_fun;
+    if (strstr(name, "stamp_backward_end"))
+        stamp_bwd_fun = host_fun;
+    if (strstr(name, "stamp_exchange_end"))
+        stamp_end_fun = host_fun;
+    if (strstr(name, "comm_proxy"))
+        proxy_fun = host_fun;
 }
 
 unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, struct CUstream_st *stream)
@@ -78,6 +84,17 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
                                               .count = *(size_t *)args[0],
                                               .src = *(const void **)args[1],
                                               .dst = *(void **)args[2]});
+    if ((const void *)kernel == stamp_bwd_fun || (const void *)kernel == stamp_end_fun) /* (step_stamps *) */
+        return mock_enqueue(
+            stream,
+            (mock_op){.kind = OP_STAMP, .value = (const void *)kernel == stamp_end_fun, .dst = *(void **)args[0]});
+    if ((const void *)kernel == proxy_fun) /* (in, n, moved, sink, ns) */
+        return mock_enqueue(stream, (mock_op){.kind = OP_PROXY,
+                                              .src = *(const void **)args[0],
+                                              .count = *(size_t *)args[1],
+                                              .moved = *(size_t *)args[2],
+                                              .dst = *(void **)args[3],
+                                              .ns = *(unsigned long long *)args[4]});
     return mock_enqueue(stream, (mock_op){.kind = OP_KERNEL});
 }
 

@@ -10,13 +10,15 @@
  * - Device faults: a faulting kernel sets a sticky error when it runs; from then on nothing runs and every
  *   runtime call returns the error. */
 #include "base/bf16.h"
+#include "../../cuda/comm_kernels.h"
 #include "gpu_mock.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_name[] = {"memcpy",    "memset", "stream wait",  "event record", "all-reduce",
-                                        "broadcast", "GEMM",   "kernel fault", "kernel"};
+static const char *const kind_name[] = {
+    "memcpy",       "memset", "stream wait",    "event record",  "all-reduce", "broadcast",          "GEMM",
+    "kernel fault", "kernel", "bf16 narrowing", "bf16 widening", "step stamp", "communication proxy"};
 
 static const char *stream_name(const struct CUstream_st *s)
 {
@@ -54,6 +56,19 @@ static void gemm_run(const mock_op *o)
             float *cij = &o->c[i + (size_t)j * o->ldc];
             *cij = (float)(o->alpha * acc + (o->beta == 0 ? 0.0 : (double)o->beta * *cij));
         }
+}
+
+/* The stamps of a replayed step (cuda/comm_kernels.cu), in the simulation's time. */
+static void stamp_run(const mock_op *o)
+{
+    step_stamps *d = o->dst;
+    unsigned long long now = 10000ULL * (unsigned long long)mock.time;
+    if (!o->value) {
+        d->backward_end_ns = now;
+        return;
+    }
+    d->exposed_ns += now > d->backward_end_ns ? now - d->backward_end_ns : 0;
+    d->steps++;
 }
 
 /* A 2-rank job: for a sum the peer holds the same data (each value doubles), for a max it holds
@@ -95,6 +110,16 @@ static void execute(struct CUstream_st *s)
     case OP_WIDEN:
         for (size_t i = 0; i < o->count; i++)
             ((float *)o->dst)[i] = float_from_bf16(((const uint16_t *)o->src)[i]);
+        break;
+    case OP_STAMP:
+        stamp_run(o);
+        break;
+    case OP_PROXY:
+        memcpy(o->dst, o->src, o->count * sizeof(float));
+        mock.proxies++;
+        mock.proxy_read = o->count;
+        mock.proxy_moved = o->moved;
+        mock.proxy_ns = o->ns;
         break;
     case OP_BCAST:
         if (o->root != o->rank && !mock.bcast_keep)
@@ -161,6 +186,13 @@ static int accesses(const mock_op *o, access acc[3])
     case OP_WIDEN:
         acc[0] = (access){o->src, o->count * (o->kind == OP_NARROW ? sizeof(float) : 2), 0};
         acc[1] = (access){o->dst, o->count * (o->kind == OP_NARROW ? 2 : sizeof(float)), 1};
+        return 2;
+    case OP_STAMP: /* the end stamp reads backward_end_ns and writes the rest: all of it, for the detector */
+        acc[0] = (access){o->dst, o->value ? sizeof(step_stamps) : sizeof(unsigned long long), 1};
+        return 1;
+    case OP_PROXY:
+        acc[0] = (access){o->src, o->count * sizeof(float), 0};
+        acc[1] = (access){o->dst, o->count * sizeof(float), 1};
         return 2;
     case OP_ALLREDUCE:
     case OP_BCAST:

@@ -2,7 +2,7 @@
 # make dist ships them whatever this tree was configured with.
 EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/check_gpu_graph.c tests/gpu/gpu_mock.c \
 	tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock.h tests/gpu/gpu_mock_host.c tests/gpu/gpu-mock-host.sh \
-	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh \
+	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh tests/gpu/gpu-proxy.sh \
 	tests/gpu/gpu_backend_models.c tests/gpu/gpu_backend_util.c tests/gpu/gpu_backend.h \
 	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-graph.sh tests/gpu/gpu-rpath.sh \
 	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh
@@ -58,6 +58,8 @@ tests_gpu_mpi_gpu_allreduce_SOURCES = tests/gpu/mpi_gpu_allreduce.c
 # following the CPU run. Both skip (77) without a usable GPU.
 check_PROGRAMS += tests/gpu/gpu_backend
 TESTS += tests/gpu/gpu_backend tests/gpu/gpu-train.sh
+# One GPU standing for eight: the communication proxy (skips without a usable GPU).
+TESTS += tests/gpu/gpu-proxy.sh
 tests_gpu_gpu_backend_SOURCES = tests/gpu/gpu_backend.c tests/gpu/gpu_backend_models.c tests/gpu/gpu_backend_util.c \
 	tests/gpu/gpu_backend.h
 endif
@@ -66,7 +68,7 @@ endif
 if HAVE_CUDA
 gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-graph.sh tests/gpu/gpu-mock-early.sh tests/gpu/gpu-rpath.sh \
 	tests/gpu/gpu-kit.sh tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/gpu_backend \
-	tests/gpu/gpu-train.sh
+	tests/gpu/gpu-train.sh tests/gpu/gpu-proxy.sh
 if HAVE_CHECK
 gpu_tests += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors tests/gpu/check_gpu_graph
 endif

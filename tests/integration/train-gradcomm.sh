@@ -4,7 +4,9 @@
 # fp32 exchange's, each 50-step mean within 5% (measured: 7e-5 and 1.3%; later single steps differ more, as any
 # perturbation grows), the replicas identical at the end (the trainer stops with 70 otherwise); on 1 rank
 # nothing is exchanged, so the result is fp32's bit for bit, unless MNIST_DDP_ARM_ALONE=1 arms the exchange
-# anyway (fp32: unchanged; bf16: rounded); the all-reduce line names the format and half the bytes; a checkpoint of an fp32 exchange is refused for a bf16 one (65), as any setting of the trajectory.
+# anyway (fp32: unchanged; bf16: rounded); the all-reduce line names the format and half the bytes; a checkpoint
+# of an fp32 exchange is refused for a bf16 one (65), as any setting of the trajectory; the communication proxy
+# (GPU only) is refused on the CPU path and when malformed (78).
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -62,3 +64,13 @@ run_np 2 "$MNIST_DDP" $run --max-steps 4 --checkpoint-dir "$TMP/ckpt" --checkpoi
 # shellcheck disable=SC2086
 expect_fail 65 'it was written with grad_comm fp32, this run has grad_comm bf16' \
   run_np 2 "$MNIST_DDP" $run --max-steps 6 --checkpoint-dir "$TMP/ckpt" --grad-comm bf16
+
+# MNIST_DDP_COMM_PROXY stands in for other GPUs' traffic: a malformed value, or the CPU path, ends the run (78).
+# shellcheck disable=SC2086
+(export MNIST_DDP_ARM_ALONE=1 MNIST_DDP_COMM_PROXY=370:1
+  expect_fail 78 "variable MNIST_DDP_COMM_PROXY='370:1': the rank count after ':' must be an integer from 2" \
+    run_np 1 "$MNIST_DDP" $run --max-steps 2)
+# shellcheck disable=SC2086
+(export MNIST_DDP_ARM_ALONE=1 MNIST_DDP_COMM_PROXY=370
+  expect_fail 78 "MNIST_DDP_COMM_PROXY='370' stands in for other GPUs' traffic: it needs the GPU path, one rank" \
+    run_np 1 "$MNIST_DDP" $run --max-steps 2)

@@ -126,6 +126,34 @@ START_TEST(test_hidden_fraction)
 }
 END_TEST
 
+/* MNIST_DDP_COMM_PROXY's values, and the ring's bytes and time: nccl-tests' bus bandwidth definition,
+ * busbw = bytes / time * 2 (ranks - 1) / ranks, solved for the time. */
+START_TEST(test_proxy)
+{
+    comm_proxy_spec p = {0};
+    char why[128];
+    ck_assert_int_eq(comm_proxy_parse("370", &p, why, sizeof why), 0);
+    ck_assert_double_eq(p.bus_gbps, 370);
+    ck_assert_int_eq(p.ranks, 8);
+    ck_assert_double_eq_tol(comm_proxy_bytes(&p, 4e6), 7e6, 1e-6);
+    ck_assert_double_eq_tol(comm_proxy_seconds(&p, 4e6), 7e6 / 370e9, 1e-15);
+    ck_assert_int_eq(comm_proxy_parse("25:16", &p, why, sizeof why), 0);
+    ck_assert_double_eq(p.bus_gbps, 25);
+    ck_assert_int_eq(p.ranks, 16);
+    ck_assert_double_eq_tol(comm_proxy_seconds(&p, 1e6), 2.0 * 15 / 16 * 1e6 / 25e9, 1e-15);
+    ck_assert_int_eq(comm_proxy_parse("12.5:2", &p, why, sizeof why), 0);
+    ck_assert_double_eq_tol(comm_proxy_bytes(&p, 1000), 1000, 1e-9); /* two ranks: each sends the bucket once */
+    const char *bad[] = {"", "0", "-5", "abc", "370:", "370:1", "370:65537", "370:8x", "370x", "1e6", "nan", ":8"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        why[0] = 0;
+        ck_assert_msg(comm_proxy_parse(bad[i], &p, why, sizeof why) == -1, "'%s' accepted", bad[i]);
+        ck_assert_msg(why[0], "'%s' refused without a reason", bad[i]);
+    }
+    comm_proxy_spec none = {0};
+    ck_assert_double_eq(comm_proxy_seconds(&none, 4e6), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("comm_plan");
@@ -133,6 +161,7 @@ int main(void)
     tcase_add_test(tc, test_buckets_fixed);
     tcase_add_test(tc, test_buckets_cover_once);
     tcase_add_test(tc, test_hidden_fraction);
+    tcase_add_test(tc, test_proxy);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
