@@ -3,7 +3,7 @@
 # MNIST_DDP); the installed copies are rewritten to default to this prefix's $(bindir)/mnist_ddp and
 # $(pkgdatadir), so they work with no checkout present (MNIST_DDP_ROOT / MNIST_DDP still override).
 nobase_dist_pkgdata_SCRIPTS = slurm/run-ddp.sbatch slurm/run-array.sbatch slurm/select-port slurm/scaling \
-	slurm/sweep-summary
+	slurm/scaling-model slurm/sweep-summary
 nobase_dist_pkgdata_DATA = slurm/sweep.tsv
 
 # The lines rewritten (each must match exactly once per script that has it; the hook checks the result).
