@@ -17,7 +17,8 @@ gpu_probe
 # train NAME [VAR=VALUE...]: one epoch on the GPU with the environment given; metrics in $TMP/NAME.json.
 train() {
   name=$1; shift
-  env "$@" "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --seed 4 --metrics "$TMP/$name.json" \
+  (for kv in "$@"; do export "${kv?}"; done
+    run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --seed 4 --metrics "$TMP/$name.json") \
     >"$TMP/$name.log" 2>&1 || { cat "$TMP/$name.log"; fail "$name: the run failed"; }
   grep '^all-reduce:' "$TMP/$name.log" || true
 }
