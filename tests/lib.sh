@@ -57,6 +57,15 @@ gpu_probe() {
   fi
 }
 
+# need_gpu: for a test that trains on the GPU: skip (77) with the reason without a usable GPU or without the
+# MNIST shards (make check prepares them; make check-gpu does not); fail when the probe failed otherwise.
+need_gpu() {
+  gpu_probe
+  [ -z "$gpu_reason" ] || skip "$gpu_reason"
+  [ -d "$MNIST_DATA" ] || skip "no MNIST shards in $MNIST_DATA (run 'make data' first)"
+  [ "$gpu_rc" -eq 0 ] || { cat "$TMP/probe.out" "$TMP/probe.err"; fail "--device cuda --epochs 0 exited with $gpu_rc"; }
+}
+
 # gpu_count: GPUs this process may use: CUDA_VISIBLE_DEVICES when set (Slurm sets it), else what
 # nvidia-smi lists; 1 when neither says.
 gpu_count() {

@@ -184,7 +184,19 @@ START_TEST(test_alloc_and_instantiate)
 }
 END_TEST
 
-/* The gradient all-reduce (cuda/comm_nccl.cu) in the trainer's graph (cuda/device.cu): captured once after
+/* Device 0 of the simulation bound, and a communicator of nranks with this process as rank 0. */
+static gpu_comm *bound_comm(int nranks)
+{
+    gpu_info info;
+    char why[GPU_MSG_LEN];
+    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
+    gpu_bind(&info);
+    unsigned char id[GPU_NCCL_ID_BYTES];
+    gpu_nccl_unique_id(id);
+    return gpu_comm_init(id, nranks, 0, 5.0);
+}
+
+/* The gradient all-reduce (cuda/grad_comm_nccl.cu) in the trainer's graph (cuda/device.cu): captured once after
  * an eager step, each replay reduces the data of the moment in order with "backward" (no race), counts its
  * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device; the
  * graph keeps its nodes' priorities (the comm stream's for NCCL's kernels); every replayed step is timed (its
@@ -197,14 +209,9 @@ START_TEST(test_grad_comm_replay)
     enum { RING = 64, REPLAYS = RING + 6 };
     static float h[N], d[N];
     mock_reset(_i % 2);
-    gpu_info info;
     char why[GPU_MSG_LEN];
-    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
-    gpu_bind(&info);
-    unsigned char id[GPU_NCCL_ID_BYTES];
-    gpu_nccl_unique_id(id);
     int variant = _i / 2, bf16 = variant == 2, alone = variant == 1 || variant == 3;
-    gpu_comm *c = gpu_comm_init(id, alone ? 1 : 2, 0, 5.0);
+    gpu_comm *c = bound_comm(alone ? 1 : 2);
     if (alone)
         gpu_comm_set_alone(c);
     comm_proxy_spec proxy = {0.001, 8};
@@ -267,13 +274,7 @@ START_TEST(test_one_rank_silent)
 {
     static float d[N];
     mock_reset(0);
-    gpu_info info;
-    char why[GPU_MSG_LEN];
-    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
-    gpu_bind(&info);
-    unsigned char id[GPU_NCCL_ID_BYTES];
-    gpu_nccl_unique_id(id);
-    gpu_comm *c = gpu_comm_init(id, 1, 0, 5.0);
+    gpu_comm *c = bound_comm(1);
     gpu_grad_comm *g = gpu_grad_comm_create(c, d, N, N / 2 * sizeof(float));
     gpu_grad_comm_arm(g, 1, 0);
     gpu_grad_comm_ready(g, 0, N);

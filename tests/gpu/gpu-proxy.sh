@@ -9,10 +9,7 @@
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 
-gpu_probe
-[ -z "$gpu_reason" ] || skip "$gpu_reason"
-[ -d "$MNIST_DATA" ] || skip "no MNIST shards in $MNIST_DATA (run 'make data' first)"
-[ "$gpu_rc" -eq 0 ] || { cat "$TMP/probe.out" "$TMP/probe.err"; fail "--device cuda --epochs 0 exited with $gpu_rc"; }
+need_gpu
 
 # train NAME [VAR=VALUE...]: one epoch on the GPU with the environment given; metrics in $TMP/NAME.json.
 train() {

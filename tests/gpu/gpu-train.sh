@@ -10,11 +10,7 @@
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 
-gpu_probe
-[ -z "$gpu_reason" ] || skip "$gpu_reason"
-# make check prepares the data; make check-gpu does not.
-[ -d "$MNIST_DATA" ] || skip "no MNIST shards in $MNIST_DATA (run 'make data' first)"
-[ "$gpu_rc" -eq 0 ] || { cat "$TMP/probe.out" "$TMP/probe.err"; fail "--device cuda --epochs 0 exited with $gpu_rc"; }
+need_gpu
 grep -A1 'CUDA_VISIBLE_DEVICES' "$TMP/probe.out" || true
 
 ngpu=$(gpu_count)
