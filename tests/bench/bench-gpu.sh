@@ -1,113 +1,146 @@
 #!/bin/sh
-# GPU benchmark (not a test: it prints figures, asserts nothing): one epoch of the default model on 1 GPU
-# in each --precision, and on all GPUs of the node in fp32, then the PyTorch peer (its DDP example on
-# NCCL, tests/reference/pytorch_ddp_mnist.py) on the same shards in the same run where Python has a
-# CUDA-enabled PyTorch and h5py. Per run: training images/s, epoch and training seconds, whole-process
-# wall clock, accuracy, kernel launches, GEMMs and host waits per training step (counted by the backend's
-# own launch wrappers and waits: the metrics summary), and for more than one GPU the gradient all-reduce:
-# blocking time, bus bandwidth as nccl-tests computes it for all-reduce (busbw = algbw * 2 (n - 1) / n,
-# algbw = bytes / time, bytes = 4 x parameters), time exposed per step and the share hidden behind
-# backward. Without a usable GPU it says so and succeeds. Run: make bench-gpu
+# GPU benchmark, and the performance half of the GPU report (make gpu-report, the kit's ./run --perf: both
+# set BENCH_GPU_STRICT=1). Not a test: it prints figures and asserts nothing about them. In order:
+# - pre-flight: the GPUs, driver and the CUDA version it supports, the CUDA runtime, cuBLAS and NCCL that
+#   mnist_ddp loads, and mnist_ddp's own probe. Strict, a missing library or an unusable GPU is a failure
+#   (exit 1); otherwise (make bench-gpu on a machine without a GPU) it says so and succeeds;
+# - mnist_ddp on 1 GPU for BENCH_GPU_EPOCHS epochs (default 3) in fp32 and tf32, each with the step replayed
+#   as a CUDA graph and eager, and bf16 as a graph; on all GPUs of the node in fp32. Steady state is epochs
+#   2 onwards (epoch 1 holds the first capture and cuBLAS's warm-up);
+# - where each layer's time goes (--profile, eager, per step), start-up with lazy and eager module loading;
+# - the PyTorch peers where Python has a CUDA-enabled PyTorch and h5py, in the same run: PyTorch's DDP
+#   example (tests/reference/pytorch_ddp_mnist.py, 1 epoch) and a tuned single-GPU peer
+#   (tests/reference/pytorch_tuned_mnist.py: data resident on the GPU, channels-last, cuDNN autotuning, the
+#   whole step as a CUDA graph where its PyTorch can).
+# GPU memory is the most nvidia-smi saw in use above the level before each run (every allocation, CUDA's
+# context and libraries' workspaces included, for both programs alike). Measures: docs/performance.md.
+# BENCH_GPU_DATA: the shards (default MNIST_DATA); BENCH_GPU_PROGRAM: the trainer (default src/mnist_ddp);
+# BENCH_GPU_ARGS: more options for each of its runs (tests/gpu/gpu-mock-bench.sh runs this script against the
+# simulated CUDA runtime, on a few samples in small batches).
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
+MNIST_DDP=${BENCH_GPU_PROGRAM:-$MNIST_DDP}
+MNIST_DATA=${BENCH_GPU_DATA:-$MNIST_DATA}
+epochs=${BENCH_GPU_EPOCHS:-3}
+strict=${BENCH_GPU_STRICT:-0}
+ref=$abs_top_srcdir/tests/reference
 
+# ---- pre-flight
+echo "pre-flight: $(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname)"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv 2>&1 || true
+  echo "driver supports CUDA $(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)"
+else
+  echo "nvidia-smi: not found"
+fi
+# The libraries the binary loads, by file name (their versions), and any it cannot find.
+ldd "$MNIST_DDP" >"$TMP/ldd" 2>&1 || true
+grep -E 'libcudart|libcublas|libnccl' "$TMP/ldd" | while read -r lib _ path _; do
+  case $path in /*) echo "$lib -> $(readlink -f "$path")" ;; *) echo "$lib: not found" ;; esac
+done
+if grep -E 'libcudart|libcublas|libnccl' "$TMP/ldd" | grep -q 'not found'; then
+  [ "$strict" = 1 ] && fail "pre-flight: mnist_ddp cannot find a CUDA library (above)"
+  echo "no CUDA library: nothing to benchmark"
+  exit 0
+fi
 gpu_probe
 if [ -n "$gpu_reason" ]; then
+  [ "$strict" = 1 ] && fail "pre-flight: $gpu_reason"
   echo "no GPU: nothing to benchmark ($gpu_reason)"
   exit 0
 fi
 need_data
 [ "$gpu_rc" -eq 0 ] || { cat "$TMP/probe.out" "$TMP/probe.err"; fail "--device cuda --epochs 0 exited with $gpu_rc"; }
-
+cat "$TMP/probe.out" # mnist_ddp's start-up: each rank's GPU, the driver, runtime and NCCL it found
 ngpu=$(gpu_count)
 [ "$ngpu" -ge 1 ] || ngpu=1
-grep -A1 CUDA_VISIBLE_DEVICES "$TMP/probe.out" || true
 
+# ---- GPU memory: a sampler beside each run (nothing where nvidia-smi is missing)
+mem_start() {
+  mem_pid=
+  command -v nvidia-smi >/dev/null 2>&1 || return 0
+  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 100 >"$TMP/$1.mem" 2>/dev/null &
+  mem_pid=$!
+  sleep 0.3 # the level before the run: its first samples
+}
+mem_stop() {
+  [ -n "$mem_pid" ] || return 0
+  kill "$mem_pid" 2>/dev/null || true
+  wait "$mem_pid" 2>/dev/null || true
+}
+
+# ---- mnist_ddp
 runs=
-bench() { # bench NAME RANKS PRECISION
-  echo "bench: $1: $2 GPU(s), --precision $3"
+# ddp NAME RANKS PRECISION GRAPH EPOCHS [OPTION...]: the run's metrics, log, wall clock and memory in $TMP/NAME.*
+ddp() {
+  name=$1 np=$2 prec=$3 graph=$4 ep=$5
+  shift 5
+  # shellcheck disable=SC2086
+  echo "bench: $name: $np GPU(s), --precision $prec --cuda-graph $graph --epochs $ep $*"
+  mem_start "$name"
   t0=$(now)
-  run_np "$2" "$MNIST_DDP" --device cuda --precision "$3" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 \
-    --metrics "$TMP/$1.json" >"$TMP/$1.log" 2>&1 || { cat "$TMP/$1.log"; fail "$1"; }
-  ms_since "$t0" >"$TMP/$1.wall"
-  grep -E '^(all-reduce|summary|device work per step):' "$TMP/$1.log" || true
-  runs="$runs $1"
+  run_np "$np" "$MNIST_DDP" --device cuda --precision "$prec" --cuda-graph "$graph" --data "$MNIST_DATA" \
+    --epochs "$ep" --log-interval 100000 --metrics "$TMP/$name.json" ${BENCH_GPU_ARGS:-} "$@" >"$TMP/$name.log" 2>&1 ||
+    { mem_stop; cat "$TMP/$name.log"; fail "$name"; }
+  ms_since "$t0" >"$TMP/$name.wall"
+  mem_stop
+  grep -E '^(epoch [0-9]+:|all-reduce:|device work per step:|summary:)' "$TMP/$name.log" || true
+  runs="$runs $name"
 }
-peers=
-peer() { # peer NAME RANKS DEVICE: the PyTorch peer; a failure is printed, not fatal (a benchmark)
-  echo "bench: $1: PyTorch peer, $2 GPU(s), $3"
-  t0=$(now)
-  if "$PYTHON3" "$abs_top_srcdir/tests/reference/pytorch_ddp_mnist.py" "$MNIST_DATA" "$2" 1 0 "$3" >"$TMP/$1.json" \
-       2>"$TMP/$1.err"; then
-    ms_since "$t0" >"$TMP/$1.wall"
-    cat "$TMP/$1.json"
-    peers="$peers $1"
-  else
-    tail -n 20 "$TMP/$1.err"
-    echo "note: the PyTorch peer failed: no row for $1"
-  fi
-}
-for p in fp32 tf32 bf16; do
-  bench "1gpu-$p" 1 "$p"
-done
+ddp fp32-graph 1 fp32 on "$epochs"
+ddp fp32-eager 1 fp32 off "$epochs"
+ddp tf32-graph 1 tf32 on "$epochs"
+ddp tf32-eager 1 tf32 off "$epochs"
+ddp bf16-graph 1 bf16 on "$epochs"
 if [ "$ngpu" -ge 2 ]; then
-  bench "${ngpu}gpu-fp32" "$ngpu" fp32
+  ddp "fp32-graph-${ngpu}gpu" "$ngpu" fp32 on "$epochs"
 else
   echo "note: 1 GPU visible: no multi-GPU row"
 fi
+# Where each layer's time goes: CUDA events around each phase, so eager (a graph has no phases).
+ddp profile 1 fp32 off 1 --profile
+# Start-up: CUDA loads its modules when first used (lazy, CUDA 12.2 onwards' default) or all at start.
+for mode in LAZY EAGER; do
+  CUDA_MODULE_LOADING=$mode
+  export CUDA_MODULE_LOADING
+  ddp "startup-$mode" 1 fp32 on 1 --max-steps 20
+done
+unset CUDA_MODULE_LOADING
 
-if "$PYTHON3" -c 'import h5py, torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  peer peer-1gpu-fp32 1 cuda-fp32
-  peer peer-1gpu-default 1 cuda
-  [ "$ngpu" -lt 2 ] || peer "peer-${ngpu}gpu-fp32" "$ngpu" cuda-fp32
+# ---- the PyTorch peers
+peers=
+# peer NAME SCRIPT ARGS...: a failure is printed, not fatal (a benchmark); its JSON line in $TMP/NAME.json
+peer() {
+  name=$1 script=$2
+  shift 2
+  echo "bench: $name: $script $*"
+  mem_start "$name"
+  t0=$(now)
+  if "$PYTHON3" "$ref/$script" "$@" >"$TMP/$name.json" 2>"$TMP/$name.err"; then
+    ms_since "$t0" >"$TMP/$name.wall"
+    cat "$TMP/$name.json"
+    peers="$peers $name"
+  else
+    tail -n 20 "$TMP/$name.err"
+    echo "note: the PyTorch peer failed: no row for $name"
+  fi
+  mem_stop
+}
+# BENCH_GPU_PEERS_DEVICE=cpu: both peers on the CPU for a few steps (the report's own test, without a GPU).
+if [ "${BENCH_GPU_PEERS_DEVICE:-cuda}" = cpu ]; then
+  fp32=cpu default=cpu tf32=cpu steps=4 have='import h5py, torch'
+else
+  fp32=cuda-fp32 default=cuda tf32=cuda-tf32 steps=0 have='import h5py, torch; assert torch.cuda.is_available()'
+fi
+if "$PYTHON3" -c "$have" 2>/dev/null; then
+  peer example-fp32 pytorch_ddp_mnist.py "$MNIST_DATA" 1 "$epochs" "$steps" "$fp32"
+  peer example-default pytorch_ddp_mnist.py "$MNIST_DATA" 1 "$epochs" "$steps" "$default"
+  [ "$ngpu" -lt 2 ] || peer "example-fp32-${ngpu}gpu" pytorch_ddp_mnist.py "$MNIST_DATA" "$ngpu" "$epochs" "$steps" "$fp32"
+  peer tuned-fp32 pytorch_tuned_mnist.py "$MNIST_DATA" "$epochs" "$fp32" "$steps"
+  peer tuned-tf32 pytorch_tuned_mnist.py "$MNIST_DATA" "$epochs" "$tf32" "$steps"
 else
   echo "note: $PYTHON3 has no CUDA-enabled PyTorch with h5py: no PyTorch peer rows"
 fi
 
 # shellcheck disable=SC2086
-"$PYTHON3" - "$TMP" $runs -- $peers <<'PY'
-import json, re, sys
-d, args = sys.argv[1], sys.argv[2:]
-names, peers = args[:args.index("--")], args[args.index("--") + 1:]
-wall = lambda n: int(open(f"{d}/{n}.wall").read()) / 1e3
-rows = []
-for n in names:
-    recs = [json.loads(l) for l in open(f"{d}/{n}.json") if l.strip()]
-    s = [r for r in recs if r["type"] == "summary"][-1]
-    e = [r for r in recs if r["type"] == "epoch"][-1]
-    params = int(re.search(r"model \S+: (\d+) parameters", open(f"{d}/{n}.log").read()).group(1))
-    world, t = s["world"], s["allreduce_blocking_ms"] / 1e3
-    algbw = 4 * params / t / 1e9 if t > 0 else None  # GB/s
-    busbw = algbw * 2 * (world - 1) / world if algbw else None
-    rows.append((n, world, n.split("-")[-1], s["images_per_s"], e["epoch_s"], s["train_s"], 100 * s["test_accuracy"],
-                 s["allreduce_blocking_ms"] if world > 1 else None, algbw, busbw,
-                 s["allreduce_exposed_ms"] if world > 1 else None, s["allreduce_hidden"] if world > 1 else None,
-                 s["kernels_per_step"], s["gemms_per_step"], s["host_waits_per_step"], params))
-print(f"\none epoch, default model ({rows[0][-1]} parameters, {4 * rows[0][-1] / 1e6:.2f} MB of gradients)")
-head = ("run", "GPUs", "prec", "images/s", "epoch s", "train s", "wall s", "acc %", "allred ms", "algbw GB/s", "busbw GB/s",
-        "exposed ms", "hidden", "kern/st", "gemm/st", "wait/st")
-print(f"{head[0]:<12}{head[1]:>5}{head[2]:>6}{head[3]:>11}{head[4]:>9}{head[5]:>9}{head[6]:>8}{head[7]:>8}{head[8]:>11}"
-      f"{head[9]:>12}{head[10]:>12}{head[11]:>12}{head[12]:>8}{head[13]:>9}{head[14]:>9}{head[15]:>9}")
-f = lambda v, fmt: "-" if v is None else format(v, fmt)
-for r in rows:
-    hidden = "-" if r[11] is None else f"{100 * r[11]:.0f}%"
-    print(f"{r[0]:<12}{r[1]:>5}{r[2]:>6}{r[3]:>11.0f}{r[4]:>9.2f}{r[5]:>9.2f}{wall(r[0]):>8.1f}{r[6]:>8.2f}{f(r[7], '.3f'):>11}"
-          f"{f(r[8], '.1f'):>12}{f(r[9], '.1f'):>12}{f(r[10], '.3f'):>12}{hidden:>8}{r[12]:>9.1f}{r[13]:>9.1f}"
-          f"{r[14]:>9.3f}")
-if peers:
-    print(f"\nthe PyTorch peer in the same run (DDP on NCCL; default: cuDNN convolutions in TF32), against "
-          f"mnist_ddp on as many GPUs")
-    print(f"{'run':<20}{'torch':>14}{'images/s':>11}{'epoch s':>9}{'wall s':>8}{'acc %':>8}"
-          "   mnist_ddp's images/s and wall clock against the peer's")
-    for n in peers:
-        p = json.loads(open(f"{d}/{n}.json").read().strip().splitlines()[-1])
-        ours = [r for r in rows if r[1] == p["world"] and r[2] == ("fp32" if n.endswith("fp32") else "tf32")]
-        vs = (f"   {ours[0][3] / p['images_per_s']:.2f}x images/s, {wall(n) / wall(ours[0][0]):.2f}x wall ({ours[0][0]})"
-              if ours else "")
-        print(f"{n:<20}{p['torch']:>14}{p['images_per_s']:>11.0f}{p['train_s']:>9.2f}{wall(n):>8.1f}"
-              f"{100 * p['test_accuracy']:>8.2f}{vs}")
-print("wall s: the whole process, start-up and evaluation included")
-print("allred: one isolated all-reduce of all gradients (best of 3, slowest rank); busbw = algbw x 2 (n - 1) / n "
-      "(nccl-tests); exposed: per step, after backward; hidden: 1 - exposed / blocking; kern/gemm/wait per st: "
-      "kernel launches, cuBLAS GEMMs and host waits per training step")
-PY
+"$PYTHON3" "$abs_top_srcdir/tests/bench/bench_gpu_report.py" "$TMP" $runs -- $peers

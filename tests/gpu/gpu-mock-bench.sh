@@ -1,0 +1,51 @@
+#!/bin/sh
+# The GPU performance report (tests/bench/bench-gpu.sh and tests/bench/bench_gpu_report.py: make gpu-report,
+# the kit's ./run --perf) end to end against the simulated CUDA runtime (tests/gpu/gpu_mock_train), so that
+# the rare session with a GPU never loses it to a script error. No GPU needed; the figures mean nothing here
+# (the simulation times nothing), the structure is checked: strict pre-flight passes, every mnist_ddp run
+# (fp32, tf32 and bf16; graph and eager) gives a row with the same nodes per step, the per-layer table and
+# the start-up rows are there, and the PyTorch peers' rows where BENCH_GPU_PEERS_DEVICE=cpu runs both peers
+# on the CPU for a few steps. Where the real mnist_ddp finds no GPU, strict pre-flight fails and says why.
+. "${abs_top_srcdir:-.}/tests/lib.sh"
+set -e
+P=$abs_top_builddir/tests/gpu/gpu_mock_train
+[ -x "$P" ] || skip "tests/gpu/gpu_mock_train not built (GPU build only)"
+need_data
+"$PYTHON3" -c 'import torch' 2>/dev/null || fail "PyTorch is needed for the peers' rows (apt-get install python3-torch)"
+# 64 samples (the probe's default batch), batches of 8: 8 steps per epoch.
+small_mnist "$TMP/small" 64 16
+
+BENCH_GPU_PROGRAM=$P BENCH_GPU_DATA=$TMP/small BENCH_GPU_EPOCHS=2 BENCH_GPU_STRICT=1 MOCK_POLICY=compute \
+  BENCH_GPU_ARGS="--batch-size 8 --test-batch-size 16" BENCH_GPU_PEERS_DEVICE=cpu \
+  sh "$abs_top_srcdir/tests/bench/bench-gpu.sh" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "bench-gpu.sh failed"; }
+cat "$TMP/out"
+! grep -q Traceback "$TMP/out" || fail "the report's Python failed"
+"$PYTHON3" - "$TMP/out" <<'PY' || fail "the report lacks a table or a row (above)"
+import re, sys
+out = open(sys.argv[1]).read()
+table = out[out.index("\nrun "):]
+rows = {m.group(1): m.group(0).split() for m in re.finditer(r"^((?:fp32|tf32|bf16)-(?:graph|eager))\s.*$", table, re.M)}
+want = {"fp32-graph", "fp32-eager", "tf32-graph", "tf32-eager", "bf16-graph"}
+assert set(rows) == want, sorted(rows)
+nodes = {r[8] for r in rows.values()}  # nodes/st: the same work, replayed or not
+assert len(nodes) == 1 and float(nodes.pop()) > 0, rows
+assert re.search(r"^  conv2 backward +[0-9.]+ µs", out, re.M), "no per-layer row"
+assert re.search(r"^  LAZY +start-up [0-9.]+ s", out, re.M) and re.search(r"^  EAGER +start-up", out, re.M)
+for peer in ("example-fp32", "example-default", "tuned-fp32", "tuned-tf32"):
+    assert re.search(rf"^{peer} .*x images/s", out, re.M), f"no row for the peer {peer}"
+PY
+
+# Strict: where mnist_ddp finds no GPU, the pre-flight fails with the reason; not strict, it succeeds.
+gpu_probe
+if [ -n "$gpu_reason" ]; then
+  set +e
+  BENCH_GPU_DATA=$TMP/small BENCH_GPU_STRICT=1 sh "$abs_top_srcdir/tests/bench/bench-gpu.sh" >"$TMP/strict" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -ne 0 ] || fail "strict pre-flight passed without a GPU"
+  grep -q '^FAIL: pre-flight: .*no usable GPU' "$TMP/strict" || { cat "$TMP/strict"; fail "no reason from the pre-flight"; }
+  BENCH_GPU_DATA=$TMP/small sh "$abs_top_srcdir/tests/bench/bench-gpu.sh" >"$TMP/lax" 2>&1 ||
+    { cat "$TMP/lax"; fail "make bench-gpu failed without a GPU"; }
+  grep -q '^no GPU: nothing to benchmark' "$TMP/lax" || { cat "$TMP/lax"; fail "make bench-gpu did not say why"; }
+fi
+echo "ok: the report's tables and rows; strict pre-flight fails without a GPU"
