@@ -15,6 +15,7 @@ need_data
 # 4.4 ms per step).
 unset OMPI_MCA_btl_vader_single_copy_mechanism
 steps=${BENCH_STEPS:-200}
+bench_coretype=${OPENBLAS_CORETYPE:-} # a choice the environment made for both programs, reported below
 rounds=${BENCH_ROUNDS:-5}
 
 t0=$(now)
@@ -85,6 +86,23 @@ print(f"  threads, 1 rank: --threads 2 {spread(t2, '{:.0f}'.format)} images/s: "
       f"{spread([b / a for a, b in zip(one, t2)], '{:.2f}x'.format)} --threads 1, against the same ceiling's "
       f"{spread([2 * c for c in ceiling], '{:.2f}x'.format)} (a static split waits for the slower core)")
 PY
-grep '^OpenBLAS kernels' "$TMP/ddp2.log" | sed 's/$/; the PyTorch peer ran the same/'
+# The host, so that a run on either vendor shows where it stands: CPU model, the ISA features the kernels
+# choose by, the BLAS and convolution kernels both programs ran.
+"$PYTHON3" - "$(getconf _NPROCESSORS_ONLN)" <<'PY'
+import sys
+info = {}
+for line in open("/proc/cpuinfo"):
+    if ":" in line:
+        k, v = (x.strip() for x in line.split(":", 1))
+        info.setdefault(k, v)
+flags = set(info.get("flags", "").split())
+isa = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile", "sha_ni")
+       if f in flags]
+print(f"host: {info.get('model name', '?')} ({info.get('vendor_id', '?')}, family {info.get('cpu family', '?')} "
+      f"model {info.get('model', '?')}), {sys.argv[1]} CPUs; {' '.join(isa) or 'no AVX2'}")
+PY
+grep '^OpenBLAS kernels' "$TMP/ddp2.log" |
+  sed "s/\$/${bench_coretype:+ (OPENBLAS_CORETYPE=$bench_coretype from the environment)}; the PyTorch peer ran the same/"
+sed -n 's/^ *0 .*  \(cpu, .*[^ ]\)  *[0-9][0-9]*$/convolutions: \1/p' "$TMP/ddp2.log" | head -1
 echo "where mnist_ddp's epoch went (--profile):"
 sed -n '/^profile: seconds per phase/,/^profile: the training phases/p' "$TMP/ddp2.log"
