@@ -114,6 +114,12 @@ __global__ void k_im2col(size_t n, const float *x, float *col, int N, int H, int
     GRID_STRIDE(i, n) kern_im2col((uint32_t)i, x, col, N, H, W, k, pad, n0, ns, wide);
 }
 
+__global__ void k_conv1_bias_relu(size_t n, const float *x, const float *w, const float *b, float *y, int N, int H,
+                                  int W, int k, int pad)
+{
+    GRID_STRIDE(i, n) y[i] = kern_conv1_bias_relu((uint32_t)i, x, w, b, N, H, W, k, pad);
+}
+
 __global__ void k_col2im(size_t n, const float *dcol, float *dx, int N, int H, int W, int k, int pad, int n0, int ns,
                          int wide)
 {
@@ -351,6 +357,16 @@ static void cu_sum_add(float *out, const float *x, int channels, size_t count, s
 
 static void cu_relu_forward(float *x, size_t count) { LAUNCH(k_relu, count, x); }
 
+static int cu_conv1_bias_relu_forward(const float *x, const float *w, const float *b, float *y, int N, int H, int W,
+                                      int F, int k, int pad)
+{
+    size_t n = (size_t)F * N * conv_plane(H, W, k, pad, 0);
+    if (n > UINT32_MAX) // the kernel indexes in 32 bits; the composition checks its own bounds
+        return 0;
+    LAUNCH(k_conv1_bias_relu, n, x, w, b, y, N, H, W, k, pad);
+    return 1;
+}
+
 static void cu_bias_relu_forward(float *x, const float *b, int C, size_t count)
 {
     LAUNCH(k_bias_relu, (size_t)C * count, x, b, count);
@@ -530,10 +546,15 @@ static const nn_backend cuda_backend = {
     .graph_free = cu_graph_free,
 };
 
-extern "C" const nn_backend *nn_cuda(void)
+extern "C" const nn_backend *nn_cuda(int conv1_direct)
 {
+    static nn_backend direct; // the same with net's conv1 as one kernel (MNIST_DDP_CONV1=direct)
     if (!gpu_compute_stream())
         die(EX_SOFTWARE, "nn_cuda: no device bound (gpu_select() comes first)");
     reduction_alloc();
-    return &cuda_backend;
+    if (!conv1_direct)
+        return &cuda_backend;
+    direct = cuda_backend;
+    direct.conv1_bias_relu_forward = cu_conv1_bias_relu_forward;
+    return &direct;
 }

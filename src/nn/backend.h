@@ -98,6 +98,10 @@ typedef struct nn_backend {
     int (*pool_conv_backward)(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
                               const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
                               int pad, int wide);
+    /* layers.h's conv_bias_relu_forward of one input channel, not wide, in one pass; 0 having done nothing
+     * (layers.c composes it). NULL: always composed. The CUDA backend's with MNIST_DDP_CONV1=direct. */
+    int (*conv1_bias_relu_forward)(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F,
+                                   int k, int pad);
     /* A graph of the work queued between graph_begin and graph_end, replayed by graph_launch (CUDA graphs:
      * gpu.h's gpu_graph_*, whose failures they report the same way); NULL: the backend has none (CPU). */
     int (*graph_begin)(char *why, size_t len);
@@ -108,6 +112,7 @@ typedef struct nn_backend {
 
 extern const nn_backend nn_cpu;
 
-/* The CUDA backend; after gpu_select() and gpu_blas_init() (src/gpu/gpu.h). A stub in the CPU-only build. */
-const nn_backend *nn_cuda(void);
+/* The CUDA backend; after gpu_select() and gpu_blas_init() (src/gpu/gpu.h). conv1_direct: net's conv1 as one
+ * kernel (conv1_bias_relu_forward), else im2col, GEMM and a bias pass. A stub in the CPU-only build. */
+const nn_backend *nn_cuda(int conv1_direct);
 #endif

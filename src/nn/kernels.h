@@ -49,6 +49,22 @@ static inline HD void kern_im2col(uint32_t i, const float *x, float *col, int N,
     }
 }
 
+/* i < F * N*OH*OW: one output of a convolution of one input channel (not wide) with its bias and ReLU,
+ * the taps in im2col's (kh, kw) order: y [F][N][OH*OW] as conv_forward then bias_relu_forward write it,
+ * in one pass instead of im2col, a K = k*k GEMM and a bias pass (net's conv1 on the GPU). */
+static inline HD float kern_conv1_bias_relu(uint32_t i, const float *x, const float *w, const float *b, int N, int H,
+                                            int W, int k, int pad)
+{
+    uint32_t OH = (uint32_t)conv_out(H, k, pad), OW = (uint32_t)conv_out(W, k, pad), P = OH * OW;
+    uint32_t NP = (uint32_t)N * P, f = i / NP, q = i - f * NP, n = q / P, j = q - n * P, oh = j / OW;
+    const float *plane = x + (size_t)n * (size_t)H * (size_t)W, *wf = w + (size_t)f * (size_t)(k * k);
+    float s = 0.0f;
+    for (int kh = 0; kh < k; kh++)
+        for (int kw = 0; kw < k; kw++)
+            s += wf[kh * k + kw] * op_im2col(plane, H, W, pad, kh, kw, (int)oh, (int)(j - oh * OW));
+    return op_bias_relu(s, b[f]);
+}
+
 /* i < C * ns*H*W: input gradient (c, n0 + n, ih, iw) gathered from dcol, taps in op_col2im's order. */
 static inline HD void kern_col2im(uint32_t i, const float *dcol, float *dx, int N, int H, int W, int k, int pad, int n0,
                                   int ns, int wide)

@@ -59,6 +59,16 @@ void conv_backward(const nn_backend *be, const float *x, const float *w, const f
     conv_backward_range(be, be->gemm, x, w, dy, dw, dx, N, C, H, W, F, k, pad, col, 0, N, chunk, wide);
 }
 
+int conv_bias_relu_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C,
+                           int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
+{
+    if (C == 1 && !wide && be->conv1_bias_relu_forward && be->conv1_bias_relu_forward(x, w, b, y, N, H, W, F, k, pad))
+        return 0;
+    int kept = conv_forward(be, x, w, NULL, y, N, C, H, W, F, k, pad, col, chunk, wide);
+    be->bias_relu_forward(y, b, F, (size_t)N * conv_plane(H, W, k, pad, wide));
+    return kept;
+}
+
 int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,
                       int32_t *arg, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
 {

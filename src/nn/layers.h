@@ -41,6 +41,11 @@ void conv_backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x,
                          float *dw, float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int n0,
                          int n1, int chunk, int wide);
 
+/* conv_forward without bias into y, then the backend's bias_relu_forward of y with b: net's conv1. A backend's
+ * conv1_bias_relu_forward does both in one pass for one input channel (then nothing is kept: returns 0).
+ * Returns what conv_forward returns. */
+int conv_bias_relu_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C,
+                           int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
 /* conv_forward without bias into y, then the backend's maxpool2_relu_forward of y (rows wide ? W : OW long)
  * with bias pb into py and arg: net's conv2, whose bias follows the pool (max(x) + b = max(x + b)). y is
  * scratch: a backend may pool its own layout and leave y unwritten. Returns what conv_forward returns. */

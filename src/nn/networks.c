@@ -153,6 +153,15 @@ static void conv_bwd(model *m, int L, const conv_shape *s, const float *x, const
     grads_ready(m, L);
 }
 
+/* conv_fwd then the bias and ReLU of layer L (net's conv1). */
+static void conv_bias_relu_fwd(model *m, int L, const conv_shape *s, const float *x, float *y, int n)
+{
+    const layer_params *p = &m->layer[L];
+    note_kept(m, x,
+              conv_bias_relu_forward(m->be, x, p->w, p->b, y, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk,
+                                     s->wide));
+}
+
 /* conv_fwd then the pool, bias and ReLU after it (y the convolution's scratch output); the backward, whose
  * input x_relu is a ReLU's output: dx comes back through that ReLU. */
 static void conv_pool_fwd(model *m, int L, const conv_shape *s, const float *x, float *y, float *py, int32_t *arg,
@@ -225,8 +234,7 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     const nn_backend *be = m->be;
     net_acts *a = &m->a.net;
     size_t N = (size_t)n;
-    conv_fwd(m, &net_conv1, x, m->layer[NET_CONV1].w, NULL, a->h1, n);
-    be->bias_relu_forward(a->h1, m->layer[NET_CONV1].b, NET_C1, N * NET_P1);
+    conv_bias_relu_fwd(m, NET_CONV1, &net_conv1, x, a->h1, n);
     lap(train, "conv1 forward");
     conv_pool_fwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->p2, a->arg2, n);
     lap(train, "conv2 forward");

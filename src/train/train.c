@@ -342,11 +342,26 @@ const nn_backend *train_cpu_backend(const char *conv, char *desc, size_t len)
     return be;
 }
 
+/* MNIST_DDP_CONV1=direct: net's conv1 as one GPU kernel instead of im2col, GEMM and a bias pass (issue 30),
+ * a switch until the GPU report shows it faster; im2col (the default) or unset: the composition. */
+static int conv1_direct(int gpu)
+{
+    const char *v = getenv("MNIST_DDP_CONV1");
+    if (!v || !*v || strcmp(v, "im2col") == 0)
+        return 0;
+    if (strcmp(v, "direct") != 0)
+        die_all(EX_CONFIG, "MNIST_DDP_CONV1=%s: im2col (the default) or direct", v);
+    if (!gpu)
+        die_all(EX_CONFIG, "MNIST_DDP_CONV1=direct: the GPU path only (the CPU's conv1 is --conv's)");
+    return 1;
+}
+
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */
 static void run_setup(run *r, int gpu)
 {
     const options *o = r->o;
-    r->be = gpu ? nn_cuda() : train_cpu_backend(o->conv, NULL, 0);
+    int direct = conv1_direct(gpu);
+    r->be = gpu ? nn_cuda(direct) : train_cpu_backend(o->conv, NULL, 0);
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
         model_file_check_writable("--save-model", o->save_model, o->save_model);

@@ -5,8 +5,9 @@
 #   mnist_ddp loads, and mnist_ddp's own probe. Strict, a missing library or an unusable GPU is a failure
 #   (exit 1); otherwise (make bench-gpu on a machine without a GPU) it says so and succeeds;
 # - mnist_ddp on 1 GPU for BENCH_GPU_EPOCHS epochs (default 3) in fp32 and tf32, each with the step replayed
-#   as a CUDA graph and eager, and bf16 as a graph; on all GPUs of the node in fp32. Steady state is epochs
-#   2 onwards (epoch 1 holds the first capture and cuBLAS's warm-up);
+#   as a CUDA graph and eager, and bf16 as a graph; the paths behind a switch (MNIST_DDP_CONV1=direct) as
+#   graphs in fp32 and tf32; on all GPUs of the node in fp32. Steady state is epochs 2 onwards (epoch 1
+#   holds the first capture and cuBLAS's warm-up);
 # - where each layer's time goes (--profile, eager, per step), start-up with lazy and eager module loading;
 # - the PyTorch peers where Python has a CUDA-enabled PyTorch and h5py, in the same run: PyTorch's DDP
 #   example (tests/reference/pytorch_ddp_mnist.py, 1 epoch) and a tuned single-GPU peer
@@ -92,6 +93,12 @@ ddp fp32-eager 1 fp32 off "$epochs"
 ddp tf32-graph 1 tf32 on "$epochs"
 ddp tf32-eager 1 tf32 off "$epochs"
 ddp bf16-graph 1 bf16 on "$epochs"
+# New paths behind a switch until this report shows them faster (docs/gpu.md): net's conv1 as one kernel.
+MNIST_DDP_CONV1=direct
+export MNIST_DDP_CONV1
+ddp fp32-graph-conv1direct 1 fp32 on "$epochs"
+ddp tf32-graph-conv1direct 1 tf32 on "$epochs"
+unset MNIST_DDP_CONV1
 if [ "$ngpu" -ge 2 ]; then
   ddp "fp32-graph-${ngpu}gpu" "$ngpu" fp32 on "$epochs"
 else

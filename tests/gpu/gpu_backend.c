@@ -30,6 +30,7 @@
 #include <stdlib.h>
 
 #include "nn/backend.h"
+#include "nn/layers.h"
 #include "base/errors.h"
 #include "gpu/gpu.h"
 #include "gpu_backend.h"
@@ -382,6 +383,23 @@ static void test_gemm(const tolerances *t)
 /* Batch sizes of the model comparison: the recipes' (net 64, convnet 100). */
 enum { NET_BATCH = 64, CONVNET_BATCH = 100 };
 
+/* MNIST_DDP_CONV1=direct: net's conv1 with its bias and ReLU as one kernel, against the CPU's im2col, GEMM and
+ * bias pass (a sum of 9 products in another order: TOL_ROUND), then the whole net on that backend. */
+static void test_conv1_direct(const tolerances *t)
+{
+    enum { N = 7, H = 28, W = 28, F = 32, K = 3, OUT = F * N * 26 * 26 };
+    const nn_backend *composed = bk[1];
+    bk[1] = nn_cuda(1);
+    twin x = twin_rnd((size_t)N * H * W, -1, 1), w = twin_rnd(F * K * K, -0.5f, 0.5f), b = twin_rnd(F, -0.2f, 0.2f);
+    twin y = twin_new(NULL, OUT * sizeof(float)), col = twin_new(NULL, (size_t)K * K * N * 26 * 26 * sizeof(float));
+    BOTH(conv_bias_relu_forward(be, P(x), P(w), P(b), P(y), N, 1, H, W, F, K, 0, P(col), N, 0));
+    check("conv1 direct, bias, ReLU (net conv1, 7 samples)", &y, OUT, TOL_ROUND);
+    twin_free(&x), twin_free(&w), twin_free(&b), twin_free(&y), twin_free(&col);
+    printf("-- net with conv1 as one kernel (MNIST_DDP_CONV1=direct)\n");
+    test_model("net", NET_BATCH, t);
+    bk[1] = composed;
+}
+
 static void run_precision(const tolerances *t, int primitives)
 {
     gpu_blas_init(t->precision);
@@ -402,6 +420,8 @@ static void run_precision(const tolerances *t, int primitives)
     test_gemm(t);
     test_model("net", NET_BATCH, t);
     test_model("convnet", CONVNET_BATCH, t);
+    if (primitives)
+        test_conv1_direct(t);
     gpu_blas_free();
 }
 
@@ -423,7 +443,7 @@ int main(void)
     printf("GPU %d: %s (%s), compute capability %d.%d\n", info.device, info.name, info.pci_bus_id, info.cc_major,
            info.cc_minor);
     bk[0] = &nn_cpu;
-    bk[1] = nn_cuda();
+    bk[1] = nn_cuda(0);
 
     run_precision(&tol_fp32, 1);
     run_precision(&tol_tf32, 0);

@@ -21,6 +21,11 @@ for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs 
 done
 expect_fail 64 "unexpected argument 'stray'" "$MNIST_DDP" --data "$MNIST_DATA" stray
 expect_fail 64 "--precision bf16" "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --precision bf16
+# MNIST_DDP_CONV1 (the GPU's one-kernel conv1): a value it does not know, or the CPU path, ends the run (78).
+expect_fail 78 "MNIST_DDP_CONV1=fast: im2col (the default) or direct" \
+  env MNIST_DDP_CONV1=fast "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
+expect_fail 78 "MNIST_DDP_CONV1=direct: the GPU path only" \
+  env MNIST_DDP_CONV1=direct "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
 if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
   expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
 fi

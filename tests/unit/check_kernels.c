@@ -129,6 +129,44 @@ START_TEST(test_conv_fits32)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- conv1 in one pass */
+
+/* U(lo, hi) rounded to eighths: every product and partial sum of a convolution is exact in fp32, so any
+ * order of the taps gives the same bits (the GPU's direct kernel sums them in another order than the GEMM). */
+static float *eighths(size_t n, uint64_t key, float lo, float hi)
+{
+    float *v = random_floats(n, key, lo, hi);
+    for (size_t i = 0; i < n; i++)
+        v[i] = roundf(v[i] * 8.0f) / 8.0f;
+    return v;
+}
+
+/* kern_conv1_bias_relu against the CPU's im2col, GEMM and bias_relu_forward (conv_bias_relu_forward on
+ * nn_cpu): net's conv1 shape, and padding that makes every border tap read zeros. */
+START_TEST(test_conv1_bias_relu)
+{
+    static const struct {
+        int N, H, W, F, k, pad;
+    } c[] = {{3, 28, 28, 5, 3, 0}, {2, 9, 13, 4, 5, 2}};
+    int N = c[_i].N, H = c[_i].H, W = c[_i].W, F = c[_i].F, k = c[_i].k, pad = c[_i].pad;
+    size_t P = conv_plane(H, W, k, pad, 0), ny = (size_t)F * N * P;
+    float *x = eighths((size_t)N * H * W, rng_key(12, (uint64_t)_i), -2, 2);
+    float *w = eighths((size_t)F * k * k, rng_key(13, (uint64_t)_i), -1, 1);
+    float *b = eighths((size_t)F, rng_key(14, (uint64_t)_i), -1, 1);
+    float *col = malloc((size_t)k * k * N * P * sizeof(float));
+    float *ye = sentinel(ny * sizeof(float)), *yg = sentinel(ny * sizeof(float));
+    conv_bias_relu_forward(&nn_cpu, x, w, b, ye, N, 1, H, W, F, k, pad, col, N, 0);
+    for (size_t i = 0; i < ny; i++)
+        yg[i] = kern_conv1_bias_relu((uint32_t)i, x, w, b, N, H, W, k, pad);
+    same_floats("conv1 bias relu", ye, yg, ny);
+    size_t zeros = 0;
+    for (size_t i = 0; i < ny; i++)
+        zeros += yg[i] == 0.0f;
+    ck_assert_msg(zeros > 0 && zeros < ny, "ReLU: %zu zeros of %zu", zeros, ny); /* both sides of it seen */
+    free(x), free(w), free(b), free(col), free(ye), free(yg);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- fill */
 
 /* Bias rows of a convolution (by_row, rows ld > cols apart: a chunk of a wider output) and bias
@@ -497,6 +535,7 @@ int main(void)
     tcase_add_loop_test(tc, test_im2col, 0, nshapes);
     tcase_add_loop_test(tc, test_col2im, 0, nshapes);
     tcase_add_test(tc, test_conv_fits32);
+    tcase_add_loop_test(tc, test_conv1_bias_relu, 0, 2);
     tcase_add_test(tc, test_fill);
     tcase_add_test(tc, test_maxpool);
     tcase_add_test(tc, test_dropout);
