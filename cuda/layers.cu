@@ -226,6 +226,20 @@ __global__ void k_sum_finish(size_t n, const double *part, int slices, float *ou
     GRID_STRIDE(c, n) kern_sum_finish(c, part, slices, out);
 }
 
+__global__ void k_conv1_grad_part(const float *x, const float *dy, size_t count, int N, int H, int W, int F, int k,
+                                  int pad, double *part)
+{
+    size_t lo, hi, slot = slice_of(count, &lo, &hi);
+    double s = block_sum(kern_lane_conv1_grad(blockIdx.x, x, dy, lo, hi, N, H, W, F, k, pad, threadIdx.x));
+    if (threadIdx.x == 0)
+        part[slot] = s;
+}
+
+__global__ void k_conv1_grad_finish(size_t n, const double *part, int slices, float *dw, float *db, int FK)
+{
+    GRID_STRIDE(c, n) kern_conv1_grad_finish(c, part, slices, dw, db, FK);
+}
+
 // BatchNorm statistics of a slice: its sum, and its squared deviations from its own mean (two passes).
 __global__ void k_bn_part(const float *x, size_t count, double *sum, double *m2)
 {
@@ -364,6 +378,21 @@ static int cu_conv1_bias_relu_forward(const float *x, const float *w, const floa
     if (n > UINT32_MAX) // the kernel indexes in 32 bits; the composition checks its own bounds
         return 0;
     LAUNCH(k_conv1_bias_relu, n, x, w, b, y, N, H, W, k, pad);
+    return 1;
+}
+
+// conv_backward of backend.h for one input channel without an input gradient (net's and convnet's conv1): the
+// weight and bias gradients in one reduction; 0 for every other convolution (composed by layers.c).
+static int cu_conv1_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw,
+                             float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide)
+{
+    (void)be, (void)w;
+    size_t count = (size_t)N * conv_plane(H, W, k, pad, 0);
+    int sums = F * k * k + F, slices = kern_red_slices(sums, count);
+    if (C != 1 || wide || dx || !x || count > UINT32_MAX || kern_red_group(sums, slices) < sums)
+        return 0;
+    LAUNCH_GRID(k_conv1_grad_part, sums, slices, x, dy, count, N, H, W, F, k, pad, red_a);
+    LAUNCH(k_conv1_grad_finish, (size_t)sums, red_a, slices, dw, db, F * k * k);
     return 1;
 }
 
@@ -548,7 +577,7 @@ static const nn_backend cuda_backend = {
 
 extern "C" const nn_backend *nn_cuda(int conv1_direct)
 {
-    static nn_backend direct; // the same with net's conv1 as one kernel (MNIST_DDP_CONV1=direct)
+    static nn_backend direct; // the same with conv1 direct, forward and gradients (MNIST_DDP_CONV1=direct)
     if (!gpu_compute_stream())
         die(EX_SOFTWARE, "nn_cuda: no device bound (gpu_select() comes first)");
     reduction_alloc();
@@ -556,5 +585,6 @@ extern "C" const nn_backend *nn_cuda(int conv1_direct)
         return &cuda_backend;
     direct = cuda_backend;
     direct.conv1_bias_relu_forward = cu_conv1_bias_relu_forward;
+    direct.conv_backward = cu_conv1_backward;
     return &direct;
 }

@@ -242,6 +242,33 @@ static inline HD void kern_lane_bn_grad(const float *x, const float *dy, size_t 
     }
 }
 
+/* Lane `lane`'s share of slice [lo, hi) of conv1's gradient sum c over the N*OH*OW outputs of a convolution of
+ * one input channel (not wide): c < F*k*k: dw[f][kh][kw], the output gradient dy times the input under that
+ * tap (products in double); else db[c - F*k*k], the sum of dy. Its weight and bias gradients in one
+ * reduction instead of im2col, a GEMM and sum_add (MNIST_DDP_CONV1=direct). */
+static inline HD double kern_lane_conv1_grad(uint32_t c, const float *x, const float *dy, size_t lo, size_t hi, int N,
+                                             int H, int W, int F, int k, int pad, unsigned lane)
+{
+    uint32_t OW = (uint32_t)conv_out(W, k, pad), P = (uint32_t)conv_out(H, k, pad) * OW, K = (uint32_t)(k * k);
+    uint32_t FK = (uint32_t)F * K, f = c < FK ? c / K : c - FK, t = c < FK ? c - f * K : 0, kh = t / (uint32_t)k;
+    const float *dyf = dy + (size_t)f * (size_t)N * P;
+    double s = 0.0;
+    for (size_t e = lo + lane; e < hi; e += KERN_LANES) {
+        uint32_t n = (uint32_t)e / P, j = (uint32_t)e - n * P, oh = j / OW;
+        s += c < FK ? (double)dyf[e] * op_im2col(x + (size_t)n * (size_t)(H * W), H, W, pad, (int)kh,
+                                                 (int)(t - kh * (uint32_t)k), (int)oh, (int)(j - oh * OW))
+                    : (double)dyf[e];
+    }
+    return s;
+}
+
+/* Its second pass for sum c: dw or db += its slices' partials. */
+static inline HD void kern_conv1_grad_finish(size_t c, const double *part, int slices, float *dw, float *db, int FK)
+{
+    float *out = c < (size_t)FK ? dw + c : db + (c - (size_t)FK);
+    *out += (float)op_partials_sum(part + c * (size_t)slices, slices);
+}
+
 /* Second pass of sum_add for channel c (one thread per channel): out[c] += its slices' partials. */
 static inline HD void kern_sum_finish(size_t c, const double *part, int slices, float *out)
 {

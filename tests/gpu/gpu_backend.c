@@ -383,8 +383,9 @@ static void test_gemm(const tolerances *t)
 /* Batch sizes of the model comparison: the recipes' (net 64, convnet 100). */
 enum { NET_BATCH = 64, CONVNET_BATCH = 100 };
 
-/* MNIST_DDP_CONV1=direct: net's conv1 with its bias and ReLU as one kernel, against the CPU's im2col, GEMM and
- * bias pass (a sum of 9 products in another order: TOL_ROUND), then the whole net on that backend. */
+/* MNIST_DDP_CONV1=direct: net's conv1 with its bias and ReLU as one kernel, and its weight and bias gradients
+ * as one reduction, against the CPU's im2col, GEMM, bias pass and sum_add (sums in another order: TOL_ROUND),
+ * then the whole net on that backend. */
 static void test_conv1_direct(const tolerances *t)
 {
     enum { N = 7, H = 28, W = 28, F = 32, K = 3, OUT = F * N * 26 * 26 };
@@ -394,9 +395,16 @@ static void test_conv1_direct(const tolerances *t)
     twin y = twin_new(NULL, OUT * sizeof(float)), col = twin_new(NULL, (size_t)K * K * N * 26 * 26 * sizeof(float));
     BOTH(conv_bias_relu_forward(be, P(x), P(w), P(b), P(y), N, 1, H, W, F, K, 0, P(col), N, 0));
     check("conv1 direct, bias, ReLU (net conv1, 7 samples)", &y, OUT, TOL_ROUND);
-    twin_free(&x), twin_free(&w), twin_free(&b), twin_free(&y), twin_free(&col);
-    printf("-- net with conv1 as one kernel (MNIST_DDP_CONV1=direct)\n");
+    /* Its gradients in one reduction (double sums in another order than the CPU's GEMM and sum_add). */
+    twin dy = twin_rnd(OUT, -1, 1), dw = twin_rnd(F * K * K, -0.1f, 0.1f), db = twin_rnd(F, -0.1f, 0.1f);
+    BOTH(conv_backward(be, P(x), P(w), P(dy), P(dw), P(db), NULL, N, 1, H, W, F, K, 0, P(col), N, 0));
+    check("conv1 direct weight gradient", &dw, F * K * K, TOL_ROUND);
+    check("conv1 direct bias gradient", &db, F, TOL_ROUND);
+    twin_free(&x), twin_free(&w), twin_free(&b), twin_free(&y), twin_free(&col), twin_free(&dy), twin_free(&dw),
+        twin_free(&db);
+    printf("-- conv1 direct (MNIST_DDP_CONV1=direct): net (forward and gradients), convnet (gradients)\n");
     test_model("net", NET_BATCH, t);
+    test_model("convnet", CONVNET_BATCH, t);
     bk[1] = composed;
 }
 

@@ -167,6 +167,45 @@ START_TEST(test_conv1_bias_relu)
 }
 END_TEST
 
+/* Its gradients: kern_lane_conv1_grad over every slice and lane as the GPU's grid runs it (lanes added in
+ * index order here, in a tree there: on these exact inputs any order gives the same bits), then
+ * kern_conv1_grad_finish, against the CPU's sum_add, im2col and GEMM (conv_backward on nn_cpu). dw and db
+ * start nonzero: both add. */
+START_TEST(test_conv1_grad)
+{
+    static const struct {
+        int N, H, W, F, k, pad;
+    } c[] = {{3, 28, 28, 5, 3, 0}, {2, 9, 13, 4, 5, 2}};
+    int N = c[_i].N, H = c[_i].H, W = c[_i].W, F = c[_i].F, k = c[_i].k, pad = c[_i].pad, FK = F * k * k;
+    size_t P = conv_plane(H, W, k, pad, 0), count = (size_t)N * P;
+    int sums = FK + F, slices = kern_red_slices(sums, count);
+    float *x = eighths((size_t)N * H * W, rng_key(15, (uint64_t)_i), -2, 2);
+    float *dy = eighths((size_t)F * count, rng_key(16, (uint64_t)_i), -1, 1);
+    float *dwe = eighths((size_t)FK, rng_key(17, (uint64_t)_i), -1, 1),
+          *dbe = eighths((size_t)F, rng_key(18, 0), -1, 1);
+    float *dwg = malloc((size_t)FK * sizeof(float)), *dbg = malloc((size_t)F * sizeof(float));
+    memcpy(dwg, dwe, (size_t)FK * sizeof(float));
+    memcpy(dbg, dbe, (size_t)F * sizeof(float));
+    float *col = malloc((size_t)k * k * count * sizeof(float));
+    conv_backward(&nn_cpu, x, NULL, dy, dwe, dbe, NULL, N, 1, H, W, F, k, pad, col, N, 0);
+    double *part = malloc((size_t)sums * slices * sizeof(double));
+    for (int ch = 0; ch < sums; ch++)
+        for (int sl = 0; sl < slices; sl++) {
+            size_t lo, hi;
+            op_slice(count, slices, sl, &lo, &hi);
+            double sum = 0.0;
+            for (unsigned lane = 0; lane < KERN_LANES; lane++)
+                sum += kern_lane_conv1_grad((uint32_t)ch, x, dy, lo, hi, N, H, W, F, k, pad, lane);
+            part[(size_t)ch * slices + sl] = sum;
+        }
+    for (int ch = 0; ch < sums; ch++)
+        kern_conv1_grad_finish((size_t)ch, part, slices, dwg, dbg, FK);
+    same_floats("conv1 weight gradient", dwe, dwg, (size_t)FK);
+    same_floats("conv1 bias gradient", dbe, dbg, (size_t)F);
+    free(x), free(dy), free(dwe), free(dbe), free(dwg), free(dbg), free(col), free(part);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- fill */
 
 /* Bias rows of a convolution (by_row, rows ld > cols apart: a chunk of a wider output) and bias
@@ -536,6 +575,7 @@ int main(void)
     tcase_add_loop_test(tc, test_col2im, 0, nshapes);
     tcase_add_test(tc, test_conv_fits32);
     tcase_add_loop_test(tc, test_conv1_bias_relu, 0, 2);
+    tcase_add_loop_test(tc, test_conv1_grad, 0, 2);
     tcase_add_test(tc, test_fill);
     tcase_add_test(tc, test_maxpool);
     tcase_add_test(tc, test_dropout);
