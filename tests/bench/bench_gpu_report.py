@@ -69,6 +69,16 @@ def speed_table(rows):
           "nvidia-smi saw in use on one GPU above its level before the run")
 
 
+def switch_lines(rows):
+    """Each path behind a switch (a run named BASE-SWITCH) against its base run: the figure that sets the default."""
+    by = {r.name: r for r in rows}
+    for r in rows:
+        base = by.get(r.name.rsplit("-", 1)[0])
+        if base and base is not r and r.name.count("-") == 2 and base.steady_ips:
+            print(f"{r.name}: {r.steady_ips / base.steady_ips:.3f}x the steady images/s of {base.name}, "
+                  f"{r.nodes():.0f} nodes per step against {base.nodes():.0f}")
+
+
 def allreduce_table(rows):
     many = [r for r in rows if r.s["world"] > 1]
     if not many:
@@ -136,6 +146,7 @@ def main():
     runs = [Run(d, n) for n in names]
     speed = [r for r in runs if r.name != "profile" and not r.name.startswith("startup-")]
     speed_table(speed)
+    switch_lines(speed)
     allreduce_table(speed)
     for r in runs:
         if r.name == "profile":

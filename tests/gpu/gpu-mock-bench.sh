@@ -34,6 +34,10 @@ assert len(nodes) == 1 and float(next(iter(nodes))) > 0, rows
 for prec in ("fp32", "tf32"):
     direct = re.search(rf"^{prec}-graph-conv1direct\s.*$", table, re.M)
     assert direct and float(direct.group(0).split()[8]) == float(next(iter(nodes))) - 4, (direct, nodes)
+for prec in ("fp32", "tf32"):
+    line = re.search(rf"^{prec}-graph-conv1direct: [0-9.]+x the steady images/s of {prec}-graph, (\d+) nodes per "
+                     r"step against (\d+)$", out, re.M)
+    assert line and int(line.group(2)) - int(line.group(1)) == 4, f"no line comparing {prec}-graph-conv1direct"
 assert re.search(r"^  conv2 backward +[0-9.]+ µs", out, re.M), "no per-layer row"
 assert re.search(r"^  LAZY +start-up [0-9.]+ s", out, re.M) and re.search(r"^  EAGER +start-up", out, re.M)
 for peer in ("example-fp32", "example-default", "tuned-fp32", "tuned-tf32"):
