@@ -8,7 +8,8 @@
 #   as a CUDA graph and eager, and bf16 as a graph; the paths behind a switch (MNIST_DDP_CONV1=direct) as
 #   graphs in fp32 and tf32; on all GPUs of the node in fp32. Steady state is epochs 2 onwards (epoch 1
 #   holds the first capture and cuBLAS's warm-up);
-# - where each layer's time goes (--profile, eager, per step), start-up with lazy and eager module loading;
+# - where each layer's time goes (--profile, eager, per step; also with each switch), start-up with lazy and
+#   eager module loading;
 # - the PyTorch peers where Python has a CUDA-enabled PyTorch and h5py, in the same run: PyTorch's DDP
 #   example (tests/reference/pytorch_ddp_mnist.py, 1 epoch) and a tuned single-GPU peer
 #   (tests/reference/pytorch_tuned_mnist.py: data resident on the GPU, channels-last, cuDNN autotuning, the
@@ -98,6 +99,7 @@ MNIST_DDP_CONV1=direct
 export MNIST_DDP_CONV1
 ddp fp32-graph-conv1direct 1 fp32 on "$epochs"
 ddp tf32-graph-conv1direct 1 tf32 on "$epochs"
+ddp profile-conv1direct 1 fp32 off 1 --profile
 unset MNIST_DDP_CONV1
 if [ "$ngpu" -ge 2 ]; then
   ddp "fp32-graph-${ngpu}gpu" "$ngpu" fp32 on "$epochs"

@@ -95,17 +95,22 @@ def allreduce_table(rows):
               f"{s['allreduce_exposed_ms']:>12.3f}{100 * s['allreduce_hidden']:>7.0f}%")
 
 
-def profile_table(r):
-    prof = r.s.get("profile")
-    if not prof:
+def profile_table(runs):
+    """µs per step of each training phase, one column per profiled run (the default, then each switch)."""
+    runs = [r for r in runs if r.s.get("profile")]
+    if not runs:
         return
-    steps = r.s["steps"]
+    steps = runs[0].s["steps"]
     print(f"\nwhere a step goes (fp32, eager, --profile: CUDA events around each phase; {steps} steps; µs per step, "
-          "mean over ranks)")
-    for p in prof["phases"]:
+          "mean over ranks; share of the first run's training time)")
+    print(f"  {'phase':<28}" + "".join(f"{r.name:>22}" for r in runs) + f"{'share':>8}")
+    first = runs[0].s["profile"]
+    cols = [{p["phase"]: p["mean_s"] / r.s["steps"] for p in r.s["profile"]["phases"]} for r in runs]
+    for p in first["phases"]:
         if p["training"]:
-            share = 100 * p["mean_s"] / prof["train_mean_s"] if prof["train_mean_s"] else 0
-            print(f"  {p['phase']:<28}{1e6 * p['mean_s'] / steps:>10.1f} µs{share:>8.1f}%")
+            share = 100 * p["mean_s"] / first["train_mean_s"] if first["train_mean_s"] else 0
+            cells = "".join(f"{fmt(1e6 * c[p['phase']] if p['phase'] in c else None, '.1f'):>22}" for c in cols)
+            print(f"  {p['phase']:<28}{cells}{share:>7.1f}%")
 
 
 def startup_table(rows):
@@ -144,13 +149,11 @@ def main():
     d, args = sys.argv[1], sys.argv[2:]
     names, peers = args[:args.index("--")], args[args.index("--") + 1:]
     runs = [Run(d, n) for n in names]
-    speed = [r for r in runs if r.name != "profile" and not r.name.startswith("startup-")]
+    speed = [r for r in runs if not r.name.startswith(("profile", "startup-"))]
     speed_table(speed)
     switch_lines(speed)
     allreduce_table(speed)
-    for r in runs:
-        if r.name == "profile":
-            profile_table(r)
+    profile_table(sorted((r for r in runs if r.name.startswith("profile")), key=lambda r: r.name != "profile"))
     startup_table([r for r in runs if r.name.startswith("startup-")])
     peer_table(d, peers, speed)
 
