@@ -84,7 +84,9 @@ typedef struct nn_backend {
      * return 1, or 0 having done nothing for a shape they leave to im2col and gemm (the backward leaves the
      * shapes the forward leaves); be: the backend they were called through, whose primitives they may use.
      * NULL: layers.c composes every convolution from im2col and gemm. The CPU's
-     * (conv_cpu.h) share small layers' samples among threads; oneDNN's run its primitives. */
+     * (conv_cpu.h) share small layers' samples among threads; oneDNN's run its primitives; the CUDA
+     * backend's with MNIST_DDP_CONV1=direct reduces conv1's weight and bias gradients (one input channel,
+     * no input gradient) in one pass. */
     int (*conv_forward)(const struct nn_backend *be, const float *x, const float *w, const float *b, float *y, int N,
                         int C, int H, int W, int F, int k, int pad, int wide);
     int (*conv_backward)(const struct nn_backend *be, const float *x, const float *w, const float *dy, float *dw,

@@ -141,13 +141,18 @@ static float *eighths(size_t n, uint64_t key, float lo, float hi)
     return v;
 }
 
+/* net's conv1 shape, and padding that makes every border tap read zeros (convnet's conv1 has pad 2, k 5). */
+typedef struct {
+    int N, H, W, F, k, pad;
+} conv1_case;
+static const conv1_case conv1_cases[] = {{3, 28, 28, 5, 3, 0}, {2, 9, 13, 4, 5, 2}};
+enum { CONV1_CASES = sizeof conv1_cases / sizeof conv1_cases[0] };
+
 /* kern_conv1_bias_relu against the CPU's im2col, GEMM and bias_relu_forward (conv_bias_relu_forward on
- * nn_cpu): net's conv1 shape, and padding that makes every border tap read zeros. */
+ * nn_cpu). */
 START_TEST(test_conv1_bias_relu)
 {
-    static const struct {
-        int N, H, W, F, k, pad;
-    } c[] = {{3, 28, 28, 5, 3, 0}, {2, 9, 13, 4, 5, 2}};
+    const conv1_case *c = conv1_cases;
     int N = c[_i].N, H = c[_i].H, W = c[_i].W, F = c[_i].F, k = c[_i].k, pad = c[_i].pad;
     size_t P = conv_plane(H, W, k, pad, 0), ny = (size_t)F * N * P;
     float *x = eighths((size_t)N * H * W, rng_key(12, (uint64_t)_i), -2, 2);
@@ -173,9 +178,7 @@ END_TEST
  * start nonzero: both add. */
 START_TEST(test_conv1_grad)
 {
-    static const struct {
-        int N, H, W, F, k, pad;
-    } c[] = {{3, 28, 28, 5, 3, 0}, {2, 9, 13, 4, 5, 2}};
+    const conv1_case *c = conv1_cases;
     int N = c[_i].N, H = c[_i].H, W = c[_i].W, F = c[_i].F, k = c[_i].k, pad = c[_i].pad, FK = F * k * k;
     size_t P = conv_plane(H, W, k, pad, 0), count = (size_t)N * P;
     int sums = FK + F, slices = kern_red_slices(sums, count);
@@ -574,8 +577,8 @@ int main(void)
     tcase_add_loop_test(tc, test_im2col, 0, nshapes);
     tcase_add_loop_test(tc, test_col2im, 0, nshapes);
     tcase_add_test(tc, test_conv_fits32);
-    tcase_add_loop_test(tc, test_conv1_bias_relu, 0, 2);
-    tcase_add_loop_test(tc, test_conv1_grad, 0, 2);
+    tcase_add_loop_test(tc, test_conv1_bias_relu, 0, CONV1_CASES);
+    tcase_add_loop_test(tc, test_conv1_grad, 0, CONV1_CASES);
     tcase_add_test(tc, test_fill);
     tcase_add_test(tc, test_maxpool);
     tcase_add_test(tc, test_dropout);
