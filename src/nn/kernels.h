@@ -9,6 +9,7 @@
 
 #include "base/host_device.h"
 #include "data/mnist.h"
+#include "nn/head.h"
 #include "nn/ops.h"
 
 /* i < n * MNIST_PIXELS: pixel p of batch sample i / MNIST_PIXELS, which is sample idx[that] (idx NULL: itself). */
@@ -310,5 +311,67 @@ static inline HD void kern_bn_grad_finish(size_t c, const double *pa, const doub
         return;
     dgamma[c] += (float)b;
     dbeta[c] += (float)a;
+}
+
+/* net's training head (head.h) in four phases, each over its indices i < kern_head_count(a, phase), a barrier
+ * between phases (one GPU block; tests/unit/check_fused.c runs them in loops): 0, i < N*D: the dropout of h[i]
+ * (dropout_forward's mask, not stored: h > 0 after it means kept); 1, i < N*K: the logit z[i], the layer's
+ * products summed in order then its bias (fill, then GEMM with beta 1); 2, i < N: sample i's log-softmax, NLL
+ * and logit gradients; 3, i < N*D + K*D + K + 1: dh, then dw (sums over samples in double), db, and last the
+ * loss sum in sample order (cpu_sum_losses). Indices in 32 bits: N*D is a batch of fc1's outputs. */
+static inline HD uint32_t kern_head_count(const nn_head *a, int phase)
+{
+    uint32_t N = (uint32_t)a->N, D = (uint32_t)a->D, K = (uint32_t)a->K;
+    return phase == 0 ? N * D : phase == 1 ? N * K : phase == 2 ? N : N * D + K * D + K + 1;
+}
+
+static inline HD void kern_head_grad(uint32_t i, const nn_head *a)
+{
+    uint32_t N = (uint32_t)a->N, D = (uint32_t)a->D, K = (uint32_t)a->K;
+    if (i < N * D) { /* through the layer, the dropout (1/(1-p) where kept) and the ReLU */
+        uint32_t n = i / D, j = i - n * D;
+        float s = 0.0f;
+        for (uint32_t k = 0; k < K; k++)
+            s += a->dz[n * K + k] * a->w[k * D + j];
+        a->dh[i] = a->h[i] > 0.0f ? s * (1.0f / (1.0f - a->p)) : 0.0f;
+    } else if ((i -= N * D) < K * D) {
+        uint32_t k = i / D, j = i - k * D;
+        double s = 0.0;
+        for (uint32_t n = 0; n < N; n++)
+            s += (double)a->dz[n * K + k] * (double)a->h[n * D + j];
+        a->dw[i] += (float)s;
+    } else if ((i -= K * D) < K) {
+        double s = 0.0;
+        for (uint32_t n = 0; n < N; n++)
+            s += (double)a->dz[n * K + i];
+        a->db[i] += (float)s;
+    } else {
+        double s = 0.0;
+        for (uint32_t n = 0; n < N; n++)
+            s += a->loss[n];
+        *a->loss_sum += s;
+    }
+}
+
+static inline HD void kern_head(int phase, uint32_t i, const nn_head *a)
+{
+    uint32_t D = (uint32_t)a->D, K = (uint32_t)a->K;
+    if (phase == 0) {
+        uint32_t n = i / D;
+        a->h[i] *= op_dropout_mask(op_dropout_key(a->key, a->ids[n], a->layer), i - n * D, op_dropout_threshold(a->p),
+                                   1.0f / (1.0f - a->p));
+    } else if (phase == 1) {
+        uint32_t n = i / K, k = i - n * K;
+        float s = 0.0f;
+        for (uint32_t j = 0; j < D; j++)
+            s += a->h[n * D + j] * a->w[k * D + j];
+        a->z[i] = s + a->b[k];
+    } else if (phase == 2) {
+        a->loss[i] = op_log_softmax_nll(a->z + i * K, a->K, a->labels[i], a->logp + i * K);
+        for (uint32_t k = 0; k < K; k++)
+            a->dz[i * K + k] = op_log_softmax_nll_grad(a->logp + i * K, a->labels[i], (int)k, a->g);
+    } else {
+        kern_head_grad(i, a);
+    }
 }
 #endif

@@ -342,8 +342,9 @@ const nn_backend *train_cpu_backend(const char *conv, char *desc, size_t len)
     return be;
 }
 
-/* MNIST_DDP_CONV1=direct: net's conv1 as one GPU kernel instead of im2col, GEMM and a bias pass (issue 30),
- * a switch until the GPU report shows it faster; im2col (the default) or unset: the composition. */
+/* MNIST_DDP_CONV1=direct: conv1's forward as one GPU kernel and its weight and bias gradients as one
+ * reduction, instead of im2col, GEMMs and bias passes (issue 30); a switch until the GPU report shows it
+ * faster. im2col (the default) or unset: the composition. */
 static int conv1_direct(int gpu)
 {
     const char *v = getenv("MNIST_DDP_CONV1");

@@ -11,7 +11,7 @@
 # - where each layer's time goes (--profile, eager, per step; also with each switch), start-up with lazy and
 #   eager module loading;
 # - the PyTorch peers where Python has a CUDA-enabled PyTorch and h5py, in the same run: PyTorch's DDP
-#   example (tests/reference/pytorch_ddp_mnist.py, 1 epoch) and a tuned single-GPU peer
+#   example (tests/reference/pytorch_ddp_mnist.py, BENCH_GPU_EPOCHS epochs) and a tuned single-GPU peer
 #   (tests/reference/pytorch_tuned_mnist.py: data resident on the GPU, channels-last, cuDNN autotuning, the
 #   whole step as a CUDA graph where its PyTorch can).
 # GPU memory is the most nvidia-smi saw in use above the level before each run (every allocation, CUDA's
@@ -37,10 +37,11 @@ else
 fi
 # The libraries the binary loads, by file name (their versions), and any it cannot find.
 ldd "$MNIST_DDP" >"$TMP/ldd" 2>&1 || true
-grep -E 'libcudart|libcublas|libnccl' "$TMP/ldd" | while read -r lib _ path _; do
+grep -E 'libcudart|libcublas|libnccl' "$TMP/ldd" >"$TMP/ldd.cuda" || true
+while read -r lib _ path _; do
   case $path in /*) echo "$lib -> $(readlink -f "$path")" ;; *) echo "$lib: not found" ;; esac
-done
-if grep -E 'libcudart|libcublas|libnccl' "$TMP/ldd" | grep -q 'not found'; then
+done <"$TMP/ldd.cuda"
+if grep -q 'not found' "$TMP/ldd.cuda"; then
   [ "$strict" = 1 ] && fail "pre-flight: mnist_ddp cannot find a CUDA library (above)"
   echo "no CUDA library: nothing to benchmark"
   exit 0
@@ -77,10 +78,10 @@ runs=
 ddp() {
   name=$1 np=$2 prec=$3 graph=$4 ep=$5
   shift 5
-  # shellcheck disable=SC2086
   echo "bench: $name: $np GPU(s), --precision $prec --cuda-graph $graph --epochs $ep $*"
   mem_start "$name"
   t0=$(now)
+  # shellcheck disable=SC2086 # BENCH_GPU_ARGS: several options
   run_np "$np" "$MNIST_DDP" --device cuda --precision "$prec" --cuda-graph "$graph" --data "$MNIST_DATA" \
     --epochs "$ep" --log-interval 100000 --metrics "$TMP/$name.json" ${BENCH_GPU_ARGS:-} "$@" >"$TMP/$name.log" 2>&1 ||
     { mem_stop; cat "$TMP/$name.log"; fail "$name"; }

@@ -4,13 +4,15 @@
  * against the same pairs. Shapes odd on purpose: an odd last row and column in no window, rows longer than
  * the used columns, channel and sample counts that are not powers of two. Inputs hold ties, NaNs, negative
  * values and signed zeros, so the ReLU and the pool's first-maximum rule both matter. The pool on oneDNN's
- * blocked layout (nchw16c.h) against the CPU's fused entries too. */
+ * blocked layout (nchw16c.h) against the CPU's fused entries too. net's training head (kern_head, head.h)
+ * against the ten CPU layers it replaces. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/kernels.h"
+#include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
 #include "nn/cpu/nchw16c.h"
 #include "base/rng.h"
@@ -214,6 +216,105 @@ START_TEST(test_flatten_dropout)
 }
 END_TEST
 
+/* Multiples of 1/8 in [lo, hi]: sums of their products are exact in float, in any order. */
+static float *eighths(size_t n, uint64_t seed, int lo, int hi)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = (float)((int)rng_below(seed, i, (uint64_t)(8 * (hi - lo) + 1)) + 8 * lo) / 8.0f;
+    return v;
+}
+
+/* got within rounding of exp: the two sum in different orders (a GEMM; in order, in double). */
+static void close_floats(const char *what, const float *exp, const float *got, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabsf(exp[i] - got[i]) <= 1e-7f + 1e-5f * fabsf(exp[i]), "%s[%zu]: %.9g, the CPU %.9g", what, i,
+                      (double)got[i], (double)exp[i]);
+}
+
+typedef struct {
+    int N, D, K;
+} head_shape;
+static const head_shape heads[] = {{5, 128, 10}, {3, 7, 4}, {1, 9, 3}}; /* net's fc2; odd; one sample */
+
+/* The phases of kern_head in loops, against the CPU's dropout, fc2 (fill + GEMM), log-softmax and NLL, the
+ * loss sum, the NLL gradient, fc2's backward (GEMMs, sum_add), the dropout's and the ReLU's backward. On
+ * these inputs the logits are exact, so everything up to the logit gradients agrees bit for bit; the
+ * gradients summed in another order agree to rounding. dw, db and the loss sum start nonzero: all add. */
+START_TEST(test_net_head)
+{
+    const head_shape *s = &heads[_i];
+    int N = s->N, D = s->D, K = s->K;
+    size_t nd = (size_t)N * D, nk = (size_t)N * K, kd = (size_t)K * D;
+    float *h = eighths(nd, rng_key(70, (uint64_t)_i), -1, 1), *w = eighths(kd, rng_key(71, (uint64_t)_i), -1, 1);
+    float *b = eighths((size_t)K, rng_key(72, (uint64_t)_i), -1, 1);
+    float *dwe = eighths(kd, rng_key(73, (uint64_t)_i), -1, 1), *dbe = eighths((size_t)K, rng_key(74, 0), -1, 1);
+    cpu_relu_forward(h, nd);
+    uint64_t ids[8];
+    uint8_t labels[8];
+    for (int n = 0; n < N; n++) {
+        ids[n] = rng_u64(75, (uint64_t)n) % 60000;
+        labels[n] = (uint8_t)rng_below(76, (uint64_t)n, (uint64_t)K);
+    }
+    float g = 1.0f / 64.0f, p = 0.5f;
+    uint64_t key = 0xfeedULL + (uint64_t)_i;
+    float *he = copy_floats(h, nd), *mask = malloc(nd * sizeof(float)), *ze = sentinel(nk * sizeof(float));
+    float *lpe = sentinel(nk * sizeof(float)), *losse = sentinel((size_t)N * sizeof(float));
+    float *dze = sentinel(nk * sizeof(float)), *dhe = sentinel(nd * sizeof(float));
+    double sume = 0.25;
+    cpu_dropout_forward(he, mask, N, D, ids, key, 1, p);
+    linear_forward(&nn_cpu, he, w, b, ze, N, D, K);
+    cpu_log_softmax_nll_forward(ze, labels, lpe, losse, N, K);
+    cpu_add_losses(losse, N, &sume);
+    cpu_log_softmax_nll_backward(lpe, labels, dze, N, K, g);
+    linear_backward(&nn_cpu, he, w, dze, dwe, dbe, dhe, N, D, K);
+    cpu_dropout_backward(dhe, mask, nd);
+    cpu_relu_backward(dhe, he, nd);
+
+    nn_head a = {.h = copy_floats(h, nd),
+                 .ids = ids,
+                 .key = key,
+                 .layer = 1,
+                 .p = p,
+                 .w = w,
+                 .b = b,
+                 .dw = eighths(kd, rng_key(73, (uint64_t)_i), -1, 1),
+                 .db = eighths((size_t)K, rng_key(74, 0), -1, 1),
+                 .labels = labels,
+                 .g = g,
+                 .z = sentinel(nk * sizeof(float)),
+                 .logp = sentinel(nk * sizeof(float)),
+                 .dz = sentinel(nk * sizeof(float)),
+                 .loss = sentinel((size_t)N * sizeof(float)),
+                 .loss_sum = malloc(sizeof(double)),
+                 .dh = sentinel(nd * sizeof(float)),
+                 .N = N,
+                 .D = D,
+                 .K = K};
+    *a.loss_sum = 0.25;
+    for (int phase = 0; phase < 4; phase++)
+        for (uint32_t i = 0; i < kern_head_count(&a, phase); i++)
+            kern_head(phase, i, &a);
+    same_floats("head: h after dropout", he, a.h, nd);
+    same_floats("head: logits", ze, a.z, nk);
+    same_floats("head: log-softmax", lpe, a.logp, nk);
+    same_floats("head: loss", losse, a.loss, (size_t)N);
+    same_floats("head: logit gradient", dze, a.dz, nk);
+    ck_assert_msg(sume == *a.loss_sum, "head: loss sum %.17g, the CPU %.17g", *a.loss_sum, sume);
+    close_floats("head: dh", dhe, a.dh, nd);
+    close_floats("head: fc2 weight gradient", dwe, a.dw, kd);
+    close_floats("head: fc2 bias gradient", dbe, a.db, (size_t)K);
+    size_t kept = 0, zero = 0;
+    for (size_t i = 0; i < nd; i++)
+        kept += mask[i] != 0.0f, zero += a.dh[i] == 0.0f;
+    ck_assert_msg(nd < 8 || (kept > 0 && kept < nd && zero > nd - kept), "head: %zu kept, %zu zero", kept, zero);
+    free(h), free(w), free(b), free(dwe), free(dbe), free(he), free(mask), free(ze), free(lpe), free(losse);
+    free(dze), free(dhe), free(a.h), free(a.dw), free(a.db), free(a.z), free(a.logp), free(a.dz), free(a.loss);
+    free(a.loss_sum), free(a.dh);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fused");
@@ -222,6 +323,7 @@ int main(void)
     tcase_add_loop_test(tc, test_pool_nchw16c, 0, (int)(sizeof blocked_pools / sizeof blocked_pools[0]));
     tcase_add_loop_test(tc, test_relu_nchw16c, 0, 2);
     tcase_add_loop_test(tc, test_flatten_dropout, 0, (int)(sizeof flats / sizeof flats[0]));
+    tcase_add_loop_test(tc, test_net_head, 0, (int)(sizeof heads / sizeof heads[0]));
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -1,0 +1,27 @@
+/* net's training head as one unit (backend.h's head_train, MNIST_DDP_HEAD=fused): what runs from fc1's ReLU
+ * output to the gradient fc1's backward takes, in one GPU block instead of a dozen kernels and GEMMs:
+ * dropout on h (in place, as dropout_forward), the last linear layer into z, log-softmax and NLL into logp
+ * and loss, *loss_sum += their sum (add_losses), dz = g * the logits' gradient, dw and db += the layer's
+ * gradients, and dh = the gradient of h through the layer, the dropout and the ReLU. kernels.h holds its
+ * phases (kern_head_*), run in order with a barrier between them. */
+#ifndef MNIST_HEAD_H
+#define MNIST_HEAD_H
+#include <stdint.h>
+
+typedef struct {
+    float *h;            /* [N][D]: fc1's ReLU output, dropped out in place */
+    const uint64_t *ids; /* the samples' global indices, the dropout's keys (op_dropout_key) */
+    uint64_t key;        /* the epoch's dropout key */
+    int layer;           /* the dropout layer's number in that key */
+    float p;             /* its drop probability */
+    const float *w, *b;  /* the linear layer: w [K][D], b [K] */
+    float *dw, *db;      /* its gradients, added to */
+    const uint8_t *labels;
+    float g;              /* the loss gradient's scale (1 / the global batch) */
+    float *z, *logp, *dz; /* [N][K] */
+    float *loss;          /* [N] */
+    double *loss_sum;     /* one double */
+    float *dh;            /* [N][D] */
+    int N, D, K;
+} nn_head;
+#endif
