@@ -11,47 +11,13 @@
 #include <cstdint>
 
 #include "cuda_check.h"
-#include "grid.h"
+#include "launch.h"
+#include "net_head.h"
 #include "gpu/gpu.h"
 extern "C" {
 #include "nn/backend.h"
 #include "nn/kernels.h"
 }
-
-enum { THREADS = KERN_LANES }; // a power of two: block_sum halves it
-
-static cudaStream_t stream(void) { return (cudaStream_t)gpu_compute_stream(); }
-
-static unsigned grid(size_t n) { return grid_blocks(n, THREADS, 65536); }
-
-// One thread per element, kernels taking the element count first.
-#define LAUNCH(kernel, n, ...)                                           \
-    do {                                                                 \
-        size_t n_ = (n);                                                 \
-        if (n_) {                                                        \
-            kernel<<<grid(n_), THREADS, 0, stream()>>>(n_, __VA_ARGS__); \
-            gpu_count_kernel();                                          \
-            CUDA_CHECK(cudaGetLastError());                              \
-        }                                                                \
-    } while (0)
-
-// A per-channel reduction's 2-D grid: channels x slices blocks (kernels.h).
-#define LAUNCH_GRID(kernel, channels, slices, ...)                                                     \
-    do {                                                                                               \
-        kernel<<<dim3((unsigned)(channels), (unsigned)(slices)), THREADS, 0, stream()>>>(__VA_ARGS__); \
-        gpu_count_kernel();                                                                            \
-        CUDA_CHECK(cudaGetLastError());                                                                \
-    } while (0)
-
-// A fixed number of blocks.
-#define LAUNCH_BLOCKS(kernel, blocks, ...)                                     \
-    do {                                                                       \
-        if ((blocks) > 0) {                                                    \
-            kernel<<<(unsigned)(blocks), THREADS, 0, stream()>>>(__VA_ARGS__); \
-            gpu_count_kernel();                                                \
-            CUDA_CHECK(cudaGetLastError());                                    \
-        }                                                                      \
-    } while (0)
 
 // The sum of v over the block, returned to every thread (in double, like the CPU's reductions).
 __device__ static double block_sum(double v)
@@ -575,16 +541,21 @@ static const nn_backend cuda_backend = {
     .graph_free = cu_graph_free,
 };
 
-extern "C" const nn_backend *nn_cuda(int conv1_direct)
+extern "C" const nn_backend *nn_cuda(unsigned switches)
 {
-    static nn_backend direct; // the same with conv1 direct, forward and gradients (MNIST_DDP_CONV1=direct)
+    static nn_backend with[4]; // the same with the paths behind switches (backend.h), by their bits
     if (!gpu_compute_stream())
         die(EX_SOFTWARE, "nn_cuda: no device bound (gpu_select() comes first)");
     reduction_alloc();
-    if (!conv1_direct)
+    if (!switches)
         return &cuda_backend;
-    direct = cuda_backend;
-    direct.conv1_bias_relu_forward = cu_conv1_bias_relu_forward;
-    direct.conv_backward = cu_conv1_backward;
-    return &direct;
+    nn_backend *b = &with[switches & 3];
+    *b = cuda_backend;
+    if (switches & NN_CUDA_CONV1_DIRECT) {
+        b->conv1_bias_relu_forward = cu_conv1_bias_relu_forward;
+        b->conv_backward = cu_conv1_backward;
+    }
+    if (switches & NN_CUDA_HEAD_FUSED)
+        b->head_train = cu_net_head;
+    return b;
 }

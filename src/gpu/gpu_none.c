@@ -56,9 +56,9 @@ void gpu_blas_init(const char *precision)
 void gpu_choose_early(void) {}
 void gpu_blas_free(void) { no_gpu_path(__func__); }
 void gpu_release(void) { no_gpu_path(__func__); }
-const nn_backend *nn_cuda(int conv1_direct)
+const nn_backend *nn_cuda(unsigned switches)
 {
-    (void)conv1_direct;
+    (void)switches;
     no_gpu_path(__func__);
 }
 const struct profile_clock *gpu_profile_clock(void) { no_gpu_path(__func__); }

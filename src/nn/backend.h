@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/head.h"
+
 /* Work a backend queued and waited for since the process started: kernel launches, GEMM calls, and host
  * waits for the device, as counted by its own launch wrappers and wait function. */
 typedef struct {
@@ -104,6 +106,9 @@ typedef struct nn_backend {
      * (layers.c composes it). NULL: always composed. The CUDA backend's with MNIST_DDP_CONV1=direct. */
     int (*conv1_bias_relu_forward)(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F,
                                    int k, int pad);
+    /* net's training head (head.h) in one pass; NULL: networks.c composes it from the entries above. The CUDA
+     * backend's with MNIST_DDP_HEAD=fused: one block. */
+    void (*head_train)(const nn_head *h);
     /* A graph of the work queued between graph_begin and graph_end, replayed by graph_launch (CUDA graphs:
      * gpu.h's gpu_graph_*, whose failures they report the same way); NULL: the backend has none (CPU). */
     int (*graph_begin)(char *why, size_t len);
@@ -114,7 +119,12 @@ typedef struct nn_backend {
 
 extern const nn_backend nn_cpu;
 
-/* The CUDA backend; after gpu_select() and gpu_blas_init() (src/gpu/gpu.h). conv1_direct: net's conv1 as one
- * kernel (conv1_bias_relu_forward), else im2col, GEMM and a bias pass. A stub in the CPU-only build. */
-const nn_backend *nn_cuda(int conv1_direct);
+/* The CUDA backend's paths behind a switch (train.c reads them from the environment): conv1 as one kernel
+ * and one reduction (conv1_bias_relu_forward, conv_backward) instead of im2col, GEMMs and bias passes; net's
+ * training head as one kernel (head_train). */
+enum { NN_CUDA_CONV1_DIRECT = 1, NN_CUDA_HEAD_FUSED = 2 };
+
+/* The CUDA backend with the paths of `switches` (NN_CUDA_*); after gpu_select() and gpu_blas_init()
+ * (src/gpu/gpu.h). A stub in the CPU-only build. */
+const nn_backend *nn_cuda(unsigned switches);
 #endif

@@ -159,11 +159,13 @@ void model_train_batch(model *m, const float *x, const uint8_t *labels, const ui
         return;
     }
     m->arch->forward(m, x, n, ids, dropout_key, 1);
-    be->log_softmax_nll_forward(m->logits, labels, m->logp, m->loss, n, CLASSES);
-    /* Before backward, so the gradient all-reduce can start the moment backward's last hook returns. */
-    be->add_losses(m->loss, n, &m->loss_sum[0]);
-    be->log_softmax_nll_backward(m->logp, labels, m->dlogits, n, CLASSES, grad_scale);
-    profile_lap("loss");
+    if (!m->arch->head || !m->arch->head(m, labels, ids, dropout_key, n, grad_scale)) {
+        be->log_softmax_nll_forward(m->logits, labels, m->logp, m->loss, n, CLASSES);
+        /* Before backward, so the gradient all-reduce can start the moment backward's last hook returns. */
+        be->add_losses(m->loss, n, &m->loss_sum[0]);
+        be->log_softmax_nll_backward(m->logp, labels, m->dlogits, n, CLASSES, grad_scale);
+        profile_lap("loss");
+    }
     m->arch->backward(m, x, n);
 }
 

@@ -63,6 +63,10 @@ typedef struct {
     void (*alloc)(model *m); /* activations and im2col scratch */
     void (*forward)(model *m, const float *x, int n, const uint64_t *ids, uint64_t key, int train);
     void (*backward)(model *m, const float *x, int n);
+    /* The loss and the head's backward in one backend call (backend.h's head_train), between a training
+     * forward and backward; 0 having done nothing (no such backend entry), and then forward went to the
+     * logits and backward starts from them. NULL: never (convnet). */
+    int (*head)(model *m, const uint8_t *labels, const uint64_t *ids, uint64_t key, int n, float grad_scale);
 } architecture;
 
 /* Named views into the flat buffers: a layer's parameters and gradients, a BatchNorm's running stats. */

@@ -229,6 +229,14 @@ static void lap(int train, const char *name)
  * and max and ReLU commute (gradients agree too: the argmax is the same). conv2 uses the wide
  * layout (rows of NET_S1, NET_S2 used); the pool reads only the used columns and its backward zeroes
  * the rest, as conv_backward requires. */
+/* net's second dropout (the key's layer number, the drop probability): in net_forward, or in net_head. */
+enum { NET_DROP2_LAYER = 1 };
+#define NET_DROP2_P 0.5f
+
+/* Training on a backend with the whole head in one call (backend.h's head_train): forward stops at fc1's
+ * ReLU, net_head runs the rest and the loss, backward starts at fc1. */
+static int net_head_fused(const model *m, int train) { return train && m->be->head_train; }
+
 static void net_forward(model *m, const float *x, int n, const uint64_t *ids, uint64_t key, int train)
 {
     const nn_backend *be = m->be;
@@ -243,11 +251,46 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     linear_fwd(m, NET_FC1, a->f, a->h3, n, NET_FLAT, NET_HIDDEN);
     be->relu_forward(a->h3, N * NET_HIDDEN);
     lap(train, "fc1 forward");
+    if (net_head_fused(m, train))
+        return; /* net_head does the rest */
     if (train)
-        be->dropout_forward(a->h3, a->mask2, n, NET_HIDDEN, ids, key, 1, 0.5f);
+        be->dropout_forward(a->h3, a->mask2, n, NET_HIDDEN, ids, key, NET_DROP2_LAYER, NET_DROP2_P);
     lap(train, "dropout2 forward");
     linear_fwd(m, NET_FC2, a->h3, m->logits, n, NET_HIDDEN, CLASSES);
     lap(train, "fc2 forward");
+}
+
+/* From fc1's ReLU output to dh3 in one backend call, when the backend has it (head.h). */
+static int net_head(model *m, const uint8_t *labels, const uint64_t *ids, uint64_t key, int n, float grad_scale)
+{
+    if (!net_head_fused(m, 1))
+        return 0;
+    net_acts *a = &m->a.net;
+    const layer_params *p = &m->layer[NET_FC2];
+    nn_head h = {.h = a->h3,
+                 .ids = ids,
+                 .key = key,
+                 .layer = NET_DROP2_LAYER,
+                 .p = NET_DROP2_P,
+                 .w = p->w,
+                 .b = p->b,
+                 .dw = p->dw,
+                 .db = p->db,
+                 .labels = labels,
+                 .g = grad_scale,
+                 .z = m->logits,
+                 .logp = m->logp,
+                 .dz = m->dlogits,
+                 .loss = m->loss,
+                 .loss_sum = &m->loss_sum[0],
+                 .dh = a->dh3,
+                 .N = n,
+                 .D = NET_HIDDEN,
+                 .K = CLASSES};
+    m->be->head_train(&h);
+    profile_lap("head");
+    grads_ready(m, NET_FC2);
+    return 1;
 }
 
 static void net_backward(model *m, const float *x, int n)
@@ -255,11 +298,13 @@ static void net_backward(model *m, const float *x, int n)
     const nn_backend *be = m->be;
     net_acts *a = &m->a.net;
     size_t N = (size_t)n;
-    linear_bwd(m, NET_FC2, a->h3, m->dlogits, a->dh3, n, NET_HIDDEN, CLASSES);
-    profile_lap("fc2 backward");
-    be->dropout_backward(a->dh3, a->mask2, N * NET_HIDDEN);
-    profile_lap("dropout2 backward");
-    be->relu_backward(a->dh3, a->h3, N * NET_HIDDEN); /* h3 after dropout: positive exactly where kept and active */
+    if (!net_head_fused(m, 1)) { /* else net_head left dh3 */
+        linear_bwd(m, NET_FC2, a->h3, m->dlogits, a->dh3, n, NET_HIDDEN, CLASSES);
+        profile_lap("fc2 backward");
+        be->dropout_backward(a->dh3, a->mask2, N * NET_HIDDEN);
+        profile_lap("dropout2 backward");
+        be->relu_backward(a->dh3, a->h3, N * NET_HIDDEN); /* h3 after dropout: positive exactly where kept and active */
+    }
     linear_bwd(m, NET_FC1, a->f, a->dh3, a->df, n, NET_FLAT, NET_HIDDEN);
     profile_lap("fc1 backward");
     be->dropout_unflatten_backward(a->df, a->mask1, a->dp, NET_C2, n, NET_PP);
@@ -327,6 +372,7 @@ const architecture architectures[MODEL_KINDS] = {
                    .alloc = net_alloc,
                    .forward = net_forward,
                    .backward = net_backward,
+                   .head = net_head,
                    .recipe = {.batch = 64, .optimizer = OPTIM_ADADELTA, .lr = 1.0}},
     [MODEL_CONVNET] = {.params = convnet_params,
                        .buffers = convnet_buffers,

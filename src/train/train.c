@@ -342,27 +342,35 @@ const nn_backend *train_cpu_backend(const char *conv, char *desc, size_t len)
     return be;
 }
 
-/* MNIST_DDP_CONV1=direct: conv1's forward as one GPU kernel and its weight and bias gradients as one
- * reduction, instead of im2col, GEMMs and bias passes (issue 30); a switch until the GPU report shows it
- * faster. im2col (the default) or unset: the composition. */
-static int conv1_direct(int gpu)
+/* A GPU path behind a switch until the GPU report shows it faster (issue 30): the environment variable
+ * var set to `on` gives `bit` (backend.h's NN_CUDA_*); unset, empty or `off` (the default): 0. */
+static unsigned cuda_switch(int gpu, const char *var, const char *off, const char *on, unsigned bit)
 {
-    const char *v = getenv("MNIST_DDP_CONV1");
-    if (!v || !*v || strcmp(v, "im2col") == 0)
+    const char *v = getenv(var);
+    if (!v || !*v || strcmp(v, off) == 0)
         return 0;
-    if (strcmp(v, "direct") != 0)
-        die_all(EX_CONFIG, "MNIST_DDP_CONV1=%s: im2col (the default) or direct", v);
+    if (strcmp(v, on) != 0)
+        die_all(EX_CONFIG, "%s=%s: %s (the default) or %s", var, v, off, on);
     if (!gpu)
-        die_all(EX_CONFIG, "MNIST_DDP_CONV1=direct: the GPU path only (the CPU's conv1 is --conv's)");
-    return 1;
+        die_all(EX_CONFIG, "%s=%s: the GPU path only", var, on);
+    return bit;
+}
+
+/* MNIST_DDP_CONV1=direct: conv1's forward as one kernel and its gradients as one reduction, instead of
+ * im2col, GEMMs and bias passes; MNIST_DDP_HEAD=fused: net's training head, dropout2 to fc1's output
+ * gradient, as one kernel instead of a dozen (src/nn/head.h). */
+static unsigned cuda_switches(int gpu)
+{
+    return cuda_switch(gpu, "MNIST_DDP_CONV1", "im2col", "direct", NN_CUDA_CONV1_DIRECT) |
+           cuda_switch(gpu, "MNIST_DDP_HEAD", "composed", "fused", NN_CUDA_HEAD_FUSED);
 }
 
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */
 static void run_setup(run *r, int gpu)
 {
     const options *o = r->o;
-    int direct = conv1_direct(gpu);
-    r->be = gpu ? nn_cuda(direct) : train_cpu_backend(o->conv, NULL, 0);
+    unsigned switches = cuda_switches(gpu);
+    r->be = gpu ? nn_cuda(switches) : train_cpu_backend(o->conv, NULL, 0);
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
         model_file_check_writable("--save-model", o->save_model, o->save_model);

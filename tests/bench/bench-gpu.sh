@@ -5,8 +5,8 @@
 #   mnist_ddp loads, and mnist_ddp's own probe. Strict, a missing library or an unusable GPU is a failure
 #   (exit 1); otherwise (make bench-gpu on a machine without a GPU) it says so and succeeds;
 # - mnist_ddp on 1 GPU for BENCH_GPU_EPOCHS epochs (default 3) in fp32 and tf32, each with the step replayed
-#   as a CUDA graph and eager, and bf16 as a graph; the paths behind a switch (MNIST_DDP_CONV1=direct) as
-#   graphs in fp32 and tf32; on all GPUs of the node in fp32. Steady state is epochs 2 onwards (epoch 1
+#   as a CUDA graph and eager, and bf16 as a graph; the paths behind a switch (MNIST_DDP_CONV1=direct,
+#   MNIST_DDP_HEAD=fused) as graphs in fp32 and tf32, and both together in fp32; on all GPUs of the node in fp32. Steady state is epochs 2 onwards (epoch 1
 #   holds the first capture and cuBLAS's warm-up);
 # - where each layer's time goes (--profile, eager, per step; also with each switch), start-up with lazy and
 #   eager module loading;
@@ -102,6 +102,14 @@ ddp fp32-graph-conv1direct 1 fp32 on "$epochs"
 ddp tf32-graph-conv1direct 1 tf32 on "$epochs"
 ddp profile-conv1direct 1 fp32 off 1 --profile
 unset MNIST_DDP_CONV1
+# net's training head (dropout2 to fc1's output gradient) as one kernel; then both switches.
+MNIST_DDP_HEAD=fused
+export MNIST_DDP_HEAD
+ddp fp32-graph-headfused 1 fp32 on "$epochs"
+ddp tf32-graph-headfused 1 tf32 on "$epochs"
+ddp profile-headfused 1 fp32 off 1 --profile
+MNIST_DDP_CONV1=direct ddp fp32-graph-both 1 fp32 on "$epochs"
+unset MNIST_DDP_HEAD
 if [ "$ngpu" -ge 2 ]; then
   ddp "fp32-graph-${ngpu}gpu" "$ngpu" fp32 on "$epochs"
 else

@@ -106,11 +106,18 @@ def profile_table(runs):
     print(f"  {'phase':<28}" + "".join(f"{r.name:>22}" for r in runs) + f"{'share':>8}")
     first = runs[0].s["profile"]
     cols = [{p["phase"]: p["mean_s"] / r.s["steps"] for p in r.s["profile"]["phases"]} for r in runs]
-    for p in first["phases"]:
-        if p["training"]:
-            share = 100 * p["mean_s"] / first["train_mean_s"] if first["train_mean_s"] else 0
-            cells = "".join(f"{fmt(1e6 * c[p['phase']] if p['phase'] in c else None, '.1f'):>22}" for c in cols)
-            print(f"  {p['phase']:<28}{cells}{share:>7.1f}%")
+    # The first run's phases in its order, then those only a switch has (a fused kernel's own phase).
+    phases = [p for p in first["phases"] if p["training"]]
+    seen = {p["phase"] for p in first["phases"]}
+    for r in runs[1:]:
+        for p in r.s["profile"]["phases"]:
+            if p["training"] and p["phase"] not in seen:
+                phases.append(dict(p, mean_s=None))
+                seen.add(p["phase"])
+    for p in phases:
+        share = 100 * p["mean_s"] / first["train_mean_s"] if p["mean_s"] is not None and first["train_mean_s"] else None
+        cells = "".join(f"{fmt(1e6 * c[p['phase']] if p['phase'] in c else None, '.1f'):>22}" for c in cols)
+        print(f"  {p['phase']:<28}{cells}{fmt(share, '.1f'):>7}{'%' if share is not None else ''}")
 
 
 def startup_table(rows):

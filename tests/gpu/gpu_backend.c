@@ -390,7 +390,7 @@ static void test_conv1_direct(const tolerances *t)
 {
     enum { N = 7, H = 28, W = 28, F = 32, K = 3, OUT = F * N * 26 * 26 };
     const nn_backend *composed = bk[1];
-    bk[1] = nn_cuda(1);
+    bk[1] = nn_cuda(NN_CUDA_CONV1_DIRECT);
     twin x = twin_rnd((size_t)N * H * W, -1, 1), w = twin_rnd(F * K * K, -0.5f, 0.5f), b = twin_rnd(F, -0.2f, 0.2f);
     twin y = twin_new(NULL, OUT * sizeof(float)), col = twin_new(NULL, (size_t)K * K * N * 26 * 26 * sizeof(float));
     BOTH(conv_bias_relu_forward(be, P(x), P(w), P(b), P(y), N, 1, H, W, F, K, 0, P(col), N, 0));
@@ -405,6 +405,19 @@ static void test_conv1_direct(const tolerances *t)
     printf("-- conv1 direct (MNIST_DDP_CONV1=direct): net (forward and gradients), convnet (gradients)\n");
     test_model("net", NET_BATCH, t);
     test_model("convnet", CONVNET_BATCH, t);
+    bk[1] = composed;
+}
+
+/* MNIST_DDP_HEAD=fused: net's training head as one kernel (loss, fc2's gradients and fc1's output gradient
+ * through dropout and ReLU), alone and with conv1 direct, against the CPU's composition. */
+static void test_head_fused(const tolerances *t)
+{
+    const nn_backend *composed = bk[1];
+    printf("-- net's head as one kernel (MNIST_DDP_HEAD=fused); with conv1 direct too\n");
+    bk[1] = nn_cuda(NN_CUDA_HEAD_FUSED);
+    test_model("net", NET_BATCH, t);
+    bk[1] = nn_cuda(NN_CUDA_HEAD_FUSED | NN_CUDA_CONV1_DIRECT);
+    test_model("net", NET_BATCH, t);
     bk[1] = composed;
 }
 
@@ -428,8 +441,10 @@ static void run_precision(const tolerances *t, int primitives)
     test_gemm(t);
     test_model("net", NET_BATCH, t);
     test_model("convnet", CONVNET_BATCH, t);
-    if (primitives)
+    if (primitives) {
         test_conv1_direct(t);
+        test_head_fused(t);
+    }
     gpu_blas_free();
 }
 

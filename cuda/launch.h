@@ -1,0 +1,47 @@
+// Launching the layers' kernels (cuda/layers.cu, cuda/head.cu): on the compute stream, each counted for the
+// backend's per-step figures (gpu_count_kernel) and checked at once.
+#ifndef MNIST_CUDA_LAUNCH_H
+#define MNIST_CUDA_LAUNCH_H
+#include "cuda_check.h"
+#include "grid.h"
+#include "gpu/gpu.h"
+extern "C" {
+#include "nn/kernels.h"
+}
+
+enum { THREADS = KERN_LANES }; // a power of two: block_sum halves it
+
+static inline cudaStream_t stream(void) { return (cudaStream_t)gpu_compute_stream(); }
+
+static inline unsigned grid(size_t n) { return grid_blocks(n, THREADS, 65536); }
+
+// One thread per element, kernels taking the element count first.
+#define LAUNCH(kernel, n, ...)                                           \
+    do {                                                                 \
+        size_t n_ = (n);                                                 \
+        if (n_) {                                                        \
+            kernel<<<grid(n_), THREADS, 0, stream()>>>(n_, __VA_ARGS__); \
+            gpu_count_kernel();                                          \
+            CUDA_CHECK(cudaGetLastError());                              \
+        }                                                                \
+    } while (0)
+
+// A per-channel reduction's 2-D grid: channels x slices blocks (kernels.h).
+#define LAUNCH_GRID(kernel, channels, slices, ...)                                                     \
+    do {                                                                                               \
+        kernel<<<dim3((unsigned)(channels), (unsigned)(slices)), THREADS, 0, stream()>>>(__VA_ARGS__); \
+        gpu_count_kernel();                                                                            \
+        CUDA_CHECK(cudaGetLastError());                                                                \
+    } while (0)
+
+// A fixed number of blocks.
+#define LAUNCH_BLOCKS(kernel, blocks, ...)                                     \
+    do {                                                                       \
+        if ((blocks) > 0) {                                                    \
+            kernel<<<(unsigned)(blocks), THREADS, 0, stream()>>>(__VA_ARGS__); \
+            gpu_count_kernel();                                                \
+            CUDA_CHECK(cudaGetLastError());                                    \
+        }                                                                      \
+    } while (0)
+
+#endif
