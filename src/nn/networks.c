@@ -224,11 +224,6 @@ static void lap(int train, const char *name)
         profile_lap(name);
 }
 
-/* net: conv1 -> ReLU -> conv2 -> ReLU -> max-pool -> dropout(.25) -> fc1 -> ReLU -> dropout(.5) -> fc2.
- * conv2's bias and ReLU run after the pool, on a quarter of the values: max(x) + b = max(x + b),
- * and max and ReLU commute (gradients agree too: the argmax is the same). conv2 uses the wide
- * layout (rows of NET_S1, NET_S2 used); the pool reads only the used columns and its backward zeroes
- * the rest, as conv_backward requires. */
 /* net's second dropout (the key's layer number, the drop probability): in net_forward, or in net_head. */
 enum { NET_DROP2_LAYER = 1 };
 #define NET_DROP2_P 0.5f
@@ -237,6 +232,11 @@ enum { NET_DROP2_LAYER = 1 };
  * ReLU, net_head runs the rest and the loss, backward starts at fc1. */
 static int net_head_fused(const model *m, int train) { return train && m->be->head_train; }
 
+/* net: conv1 -> ReLU -> conv2 -> ReLU -> max-pool -> dropout(.25) -> fc1 -> ReLU -> dropout(.5) -> fc2.
+ * conv2's bias and ReLU run after the pool, on a quarter of the values: max(x) + b = max(x + b),
+ * and max and ReLU commute (gradients agree too: the argmax is the same). conv2 uses the wide
+ * layout (rows of NET_S1, NET_S2 used); the pool reads only the used columns and its backward zeroes
+ * the rest, as conv_backward requires. */
 static void net_forward(model *m, const float *x, int n, const uint64_t *ids, uint64_t key, int train)
 {
     const nn_backend *be = m->be;
