@@ -1,5 +1,5 @@
 // net's training head in one block (src/nn/head.h): the phases of kernels.h's kern_head, a barrier between
-// them, instead of a dozen kernels and cuBLAS calls from dropout2 to fc1's output gradient. A batch's head
+// them, instead of a dozen kernels and cuBLAS calls from fc1's ReLU to fc1's output gradient. A batch's head
 // is a few MFLOP (64 x 128 x 10 three times), so one block is enough and needs no grid-wide barrier; its
 // sums run in a fixed order (results identical run to run) and in fp32 whatever --precision says.
 #include "config.h"

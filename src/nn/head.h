@@ -1,6 +1,6 @@
-/* net's training head as one unit (backend.h's head_train, MNIST_DDP_HEAD=fused): what runs from fc1's ReLU
- * output to the gradient fc1's backward takes, in one GPU block instead of a dozen kernels and GEMMs:
- * dropout on h (in place, as dropout_forward), the last linear layer into z, log-softmax and NLL into logp
+/* net's training head as one unit (backend.h's head_train, MNIST_DDP_HEAD=fused): what runs from fc1's output
+ * to the gradient fc1's backward takes, in one GPU block instead of a dozen kernels and GEMMs: the ReLU and
+ * dropout on h (in place, as relu_forward then dropout_forward), the last linear layer into z, log-softmax and NLL into logp
  * and loss, *loss_sum += their sum (add_losses), dz = g * the logits' gradient, dw and db += the layer's
  * gradients, and dh = the gradient of h through the layer, the dropout and the ReLU. kernels.h holds its
  * phases (kern_head_*), run in order with a barrier between them. */
@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 typedef struct {
-    float *h;            /* [N][D]: fc1's ReLU output, dropped out in place */
+    float *h;            /* [N][D]: fc1's output, through its ReLU and the dropout in place */
     const uint64_t *ids; /* the samples' global indices, the dropout's keys (op_dropout_key) */
     uint64_t key;        /* the epoch's dropout key */
     int layer;           /* the dropout layer's number in that key */

@@ -314,8 +314,8 @@ static inline HD void kern_bn_grad_finish(size_t c, const double *pa, const doub
 }
 
 /* net's training head (head.h) in four phases, each over its indices i < kern_head_count(a, phase), a barrier
- * between phases (one GPU block; tests/unit/check_fused.c runs them in loops): 0, i < N*D: the dropout of h[i]
- * (dropout_forward's mask, not stored: h > 0 after it means kept); 1, i < N*K: the logit z[i], the layer's
+ * between phases (one GPU block; tests/unit/check_fused.c runs them in loops): 0, i < N*D: the ReLU and the
+ * dropout of h[i] (dropout_forward's mask, not stored: h > 0 after it means kept); 1, i < N*K: the logit z[i], the layer's
  * products summed in order then its bias (fill, then GEMM with beta 1); 2, i < N: sample i's log-softmax, NLL
  * and logit gradients; 3, i < N*D + K*D + K + 1: dh, then dw (sums over samples in double), db, and last the
  * loss sum in sample order (cpu_sum_losses). Indices in 32 bits: N*D is a batch of fc1's outputs. */
@@ -358,8 +358,8 @@ static inline HD void kern_head(int phase, uint32_t i, const nn_head *a)
     uint32_t D = (uint32_t)a->D, K = (uint32_t)a->K;
     if (phase == 0) {
         uint32_t n = i / D;
-        a->h[i] *= op_dropout_mask(op_dropout_key(a->key, a->ids[n], a->layer), i - n * D, op_dropout_threshold(a->p),
-                                   1.0f / (1.0f - a->p));
+        a->h[i] = op_relu(a->h[i]) * op_dropout_mask(op_dropout_key(a->key, a->ids[n], a->layer), i - n * D,
+                                                     op_dropout_threshold(a->p), 1.0f / (1.0f - a->p));
     } else if (phase == 1) {
         uint32_t n = i / K, k = i - n * K;
         float s = 0.0f;

@@ -229,7 +229,7 @@ enum { NET_DROP2_LAYER = 1 };
 #define NET_DROP2_P 0.5f
 
 /* Training on a backend with the whole head in one call (backend.h's head_train): forward stops at fc1's
- * ReLU, net_head runs the rest and the loss, backward starts at fc1. */
+ * output, net_head runs its ReLU, the rest and the loss, backward starts at fc1. */
 static int net_head_fused(const model *m, int train) { return train && m->be->head_train; }
 
 /* net: conv1 -> ReLU -> conv2 -> ReLU -> max-pool -> dropout(.25) -> fc1 -> ReLU -> dropout(.5) -> fc2.
@@ -249,10 +249,12 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     be->flatten_dropout_forward(a->p2, a->f, train ? a->mask1 : NULL, NET_C2, n, NET_PP, ids, key, 0, 0.25f);
     lap(train, "dropout1 forward");
     linear_fwd(m, NET_FC1, a->f, a->h3, n, NET_FLAT, NET_HIDDEN);
+    if (net_head_fused(m, train)) {
+        lap(train, "fc1 forward");
+        return; /* net_head does the rest, from fc1's ReLU */
+    }
     be->relu_forward(a->h3, N * NET_HIDDEN);
     lap(train, "fc1 forward");
-    if (net_head_fused(m, train))
-        return; /* net_head does the rest */
     if (train)
         be->dropout_forward(a->h3, a->mask2, n, NET_HIDDEN, ids, key, NET_DROP2_LAYER, NET_DROP2_P);
     lap(train, "dropout2 forward");
@@ -260,7 +262,7 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     lap(train, "fc2 forward");
 }
 
-/* From fc1's ReLU output to dh3 in one backend call, when the backend has it (head.h). */
+/* From fc1's output to dh3 in one backend call, when the backend has it (head.h). */
 static int net_head(model *m, const uint8_t *labels, const uint64_t *ids, uint64_t key, int n, float grad_scale)
 {
     if (!net_head_fused(m, 1))

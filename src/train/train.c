@@ -357,7 +357,7 @@ static unsigned cuda_switch(int gpu, const char *var, const char *off, const cha
 }
 
 /* MNIST_DDP_CONV1=direct: conv1's forward as one kernel and its gradients as one reduction, instead of
- * im2col, GEMMs and bias passes; MNIST_DDP_HEAD=fused: net's training head, dropout2 to fc1's output
+ * im2col, GEMMs and bias passes; MNIST_DDP_HEAD=fused: net's training head, fc1's ReLU to its output
  * gradient, as one kernel instead of a dozen (src/nn/head.h). */
 static unsigned cuda_switches(int gpu)
 {

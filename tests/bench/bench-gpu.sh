@@ -102,7 +102,7 @@ ddp fp32-graph-conv1direct 1 fp32 on "$epochs"
 ddp tf32-graph-conv1direct 1 tf32 on "$epochs"
 ddp profile-conv1direct 1 fp32 off 1 --profile
 unset MNIST_DDP_CONV1
-# net's training head (dropout2 to fc1's output gradient) as one kernel; then both switches.
+# net's training head (fc1's ReLU to its output gradient) as one kernel; then both switches.
 MNIST_DDP_HEAD=fused
 export MNIST_DDP_HEAD
 ddp fp32-graph-headfused 1 fp32 on "$epochs"

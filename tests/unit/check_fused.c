@@ -5,7 +5,7 @@
  * the used columns, channel and sample counts that are not powers of two. Inputs hold ties, NaNs, negative
  * values and signed zeros, so the ReLU and the pool's first-maximum rule both matter. The pool on oneDNN's
  * blocked layout (nchw16c.h) against the CPU's fused entries too. net's training head (kern_head, head.h)
- * against the ten CPU layers it replaces. */
+ * against the eleven CPU layers it replaces. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -238,7 +238,7 @@ typedef struct {
 } head_shape;
 static const head_shape heads[] = {{5, 128, 10}, {3, 7, 4}, {1, 9, 3}}; /* net's fc2; odd; one sample */
 
-/* The phases of kern_head in loops, against the CPU's dropout, fc2 (fill + GEMM), log-softmax and NLL, the
+/* The phases of kern_head in loops, against the CPU's ReLU, dropout, fc2 (fill + GEMM), log-softmax and NLL, the
  * loss sum, the NLL gradient, fc2's backward (GEMMs, sum_add), the dropout's and the ReLU's backward. On
  * these inputs the logits are exact, so everything up to the logit gradients agrees bit for bit; the
  * gradients summed in another order agree to rounding. dw, db and the loss sum start nonzero: all add. */
@@ -250,7 +250,6 @@ START_TEST(test_net_head)
     float *h = eighths(nd, rng_key(70, (uint64_t)_i), -1, 1), *w = eighths(kd, rng_key(71, (uint64_t)_i), -1, 1);
     float *b = eighths((size_t)K, rng_key(72, (uint64_t)_i), -1, 1);
     float *dwe = eighths(kd, rng_key(73, (uint64_t)_i), -1, 1), *dbe = eighths((size_t)K, rng_key(74, 0), -1, 1);
-    cpu_relu_forward(h, nd);
     uint64_t ids[8];
     uint8_t labels[8];
     for (int n = 0; n < N; n++) {
@@ -263,6 +262,7 @@ START_TEST(test_net_head)
     float *lpe = sentinel(nk * sizeof(float)), *losse = sentinel((size_t)N * sizeof(float));
     float *dze = sentinel(nk * sizeof(float)), *dhe = sentinel(nd * sizeof(float));
     double sume = 0.25;
+    cpu_relu_forward(he, nd);
     cpu_dropout_forward(he, mask, N, D, ids, key, 1, p);
     linear_forward(&nn_cpu, he, w, b, ze, N, D, K);
     cpu_log_softmax_nll_forward(ze, labels, lpe, losse, N, K);
