@@ -22,6 +22,11 @@ die() { say "mutants: $*" >&2; exit 1; }
 # Two entries under one name: MUTANTS= could pick either, and a report could not say which ran.
 dup=$(grep -v -e '^#' -e '^$' "$src/tests/mutants.tsv" | cut -f1 | sort | uniq -d | tr '\n' ' ')
 [ -z "$dup" ] || die "tests/mutants.tsv names these mutants twice: $dup"
+# An empty field: read's tab splitting would close it up and shift the fields after it (the tests into the
+# replacement), so the mutant would fail to build and count as broken rather than say why.
+empty=$(awk -F '\t' '!/^#/ && NF && ($1 == "" || $2 == "" || $3 == "" || $4 == "" || $5 == "") { print $1 }' \
+  "$src/tests/mutants.tsv" | tr '\n' ' ')
+[ -z "$empty" ] || die "tests/mutants.tsv has an empty field (a replacement is never empty) in: $empty"
 
 # The scratch tree: what git tracks or would track, plus the verified MNIST cache (keeps it offline).
 copy_tree() {
