@@ -68,8 +68,8 @@ void shards_close(shard_set *s);
  * conversion with a different shard count are removed afterwards (with a warning), so the
  * directory holds one consistent set. The manifest "<prefix>.manifest" is written (to an exclusive
  * temporary) after the shards and renamed last. source_sha256: lowercase hex SHA-256 recorded as an
- * attribute and in the manifest (NULL: empty). Dies EX_CANTCREAT (73) if dir cannot be created or written, EX_USAGE for a bad prefix or
- * shard count (1..min(n, 99999)), EX_DATAERR for a label > 9. */
+ * attribute and in the manifest (NULL: empty). Dies EX_CANTCREAT (73) if dir cannot be created or written,
+ * EX_USAGE for a bad prefix or shard count (1..min(n, 99999)), EX_DATAERR for a label > 9. */
 void shards_write(const char *dir, const char *prefix, int nshards, const uint8_t *images, const uint8_t *labels,
                   uint64_t n, const char *source_sha256);
 

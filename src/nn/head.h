@@ -1,9 +1,9 @@
 /* net's training head as one unit (backend.h's head_train, MNIST_DDP_HEAD=fused): what runs from fc1's output
  * to the gradient fc1's backward takes, in one GPU block instead of a dozen kernels and GEMMs: the ReLU and
- * dropout on h (in place, as relu_forward then dropout_forward), the last linear layer into z, log-softmax and NLL into logp
- * and loss, *loss_sum += their sum (add_losses), dz = g * the logits' gradient, dw and db += the layer's
- * gradients, and dh = the gradient of h through the layer, the dropout and the ReLU. kernels.h holds its
- * phases (kern_head_*), run in order with a barrier between them. */
+ * dropout on h (in place, as relu_forward then dropout_forward), the last linear layer into z, log-softmax
+ * and NLL into logp and loss, *loss_sum += their sum (add_losses), dz = g * the logits' gradient, dw and db
+ * += the layer's gradients, and dh = the gradient of h through the layer, the dropout and the ReLU.
+ * kernels.h holds its phases (kern_head_*), run in order with a barrier between them. */
 #ifndef MNIST_HEAD_H
 #define MNIST_HEAD_H
 #include <stdint.h>

@@ -140,7 +140,7 @@ static inline HD void kern_relu_maxpool2_grad(size_t i, const float *dy, const f
 static inline HD float kern_dropout_mask(size_t i, int D, const uint64_t *ids, uint64_t key, int layer, float p)
 {
     return op_dropout_mask(op_dropout_key(key, ids[i / (size_t)D], layer), i % (size_t)D, op_dropout_threshold(p),
-                           1.0f / (1.0f - p));
+                           op_dropout_scale(p));
 }
 
 /* i < N * D: element i % D of sample i / D. */
@@ -315,10 +315,11 @@ static inline HD void kern_bn_grad_finish(size_t c, const double *pa, const doub
 
 /* net's training head (head.h) in four phases, each over its indices i < kern_head_count(a, phase), a barrier
  * between phases (one GPU block; tests/unit/check_fused.c runs them in loops): 0, i < N*D: the ReLU and the
- * dropout of h[i] (dropout_forward's mask, not stored: h > 0 after it means kept); 1, i < N*K: the logit z[i], the layer's
- * products summed in order then its bias (fill, then GEMM with beta 1); 2, i < N: sample i's log-softmax, NLL
- * and logit gradients; 3, i < N*D + K*D + K + 1: dh, then dw (sums over samples in double), db, and last the
- * loss sum in sample order (cpu_sum_losses). Indices in 32 bits: N*D is a batch of fc1's outputs. */
+ * dropout of h[i] (dropout_forward's mask, not stored: h > 0 after it means kept); 1, i < N*K: the logit
+ * z[i], the layer's products summed in order then its bias (fill, then GEMM with beta 1); 2, i < N: sample
+ * i's log-softmax, NLL and logit gradients; 3, i < N*D + K*D + K + 1: dh, then dw (sums over samples in
+ * double), db, and last the loss sum in sample order (cpu_sum_losses). Indices in 32 bits: N*D is a batch of
+ * fc1's outputs. */
 static inline HD uint32_t kern_head_count(const nn_head *a, int phase)
 {
     uint32_t N = (uint32_t)a->N, D = (uint32_t)a->D, K = (uint32_t)a->K;
@@ -333,7 +334,7 @@ static inline HD void kern_head_grad(uint32_t i, const nn_head *a)
         float s = 0.0f;
         for (uint32_t k = 0; k < K; k++)
             s += a->dz[n * K + k] * a->w[k * D + j];
-        a->dh[i] = a->h[i] > 0.0f ? s * (1.0f / (1.0f - a->p)) : 0.0f;
+        a->dh[i] = a->h[i] > 0.0f ? s * op_dropout_scale(a->p) : 0.0f;
     } else if ((i -= N * D) < K * D) {
         uint32_t k = i / D, j = i - k * D;
         double s = 0.0;
@@ -359,7 +360,7 @@ static inline HD void kern_head(int phase, uint32_t i, const nn_head *a)
     if (phase == 0) {
         uint32_t n = i / D;
         a->h[i] = op_relu(a->h[i]) * op_dropout_mask(op_dropout_key(a->key, a->ids[n], a->layer), i - n * D,
-                                                     op_dropout_threshold(a->p), 1.0f / (1.0f - a->p));
+                                                     op_dropout_threshold(a->p), op_dropout_scale(a->p));
     } else if (phase == 1) {
         uint32_t n = i / K, k = i - n * K;
         float s = 0.0f;

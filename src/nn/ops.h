@@ -141,6 +141,9 @@ static inline HD uint64_t op_dropout_key(uint64_t dropout_key, uint64_t id, int 
  * an integer comparison, which a CPU vectorises, where the float draw needs a 64-bit conversion. */
 static inline HD uint32_t op_dropout_threshold(float p) { return p > 0.0f ? (uint32_t)ceilf(p * 16777216.0f) : 0u; }
 
+/* What a kept element is multiplied by (p < 1). */
+static inline HD float op_dropout_scale(float p) { return 1.0f / (1.0f - p); }
+
 /* The dropout multiplier of element e: 1/(1-p) (scale) if kept, else 0; forward and backward
  * multiply by it, as torch's input * (bernoulli(1-p) / (1-p)). threshold: op_dropout_threshold(p). */
 static inline HD float op_dropout_mask(uint64_t sample_key, uint64_t e, uint32_t threshold, float scale)

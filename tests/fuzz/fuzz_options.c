@@ -1,5 +1,5 @@
-/* libFuzzer harness: the command-line parser (src/train/options.c), and its early read of --device. The input is the arguments, separated by NUL
- * bytes (tests/fuzz/options.dict lists the option names). */
+/* libFuzzer harness: the command-line parser (src/train/options.c), and its early read of --device. The input
+ * is the arguments, separated by NUL bytes (tests/fuzz/options.dict lists the option names). */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>

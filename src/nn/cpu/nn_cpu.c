@@ -296,7 +296,7 @@ void cpu_maxpool2_backward(const float *dy, const int32_t *arg, float *dx, int p
 WIDE_CLONES void cpu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
                                      float p)
 {
-    float scale = 1.0f / (1.0f - p);
+    float scale = op_dropout_scale(p);
     uint32_t threshold = op_dropout_threshold(p);
     PARALLEL_FOR
     for (int n = 0; n < N; n++) {
@@ -381,7 +381,7 @@ WIDE_CLONES void cpu_flatten_dropout_forward(const float *x, float *y, float *ma
         return;
     }
     size_t D = (size_t)C * HW;
-    float scale = 1.0f / (1.0f - p);
+    float scale = op_dropout_scale(p);
     uint32_t threshold = op_dropout_threshold(p);
     PARALLEL_FOR
     for (int n = 0; n < N; n++) {
