@@ -94,12 +94,14 @@ void bootstrap_init(int *argc, char ***argv, ddp_env *e)
     int provided;
     check_pmi();
     mpi_defaults();
-    /* FUNNELED: BLAS/OpenMP threads compute, only the main thread calls MPI. */
-    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    /* SERIALIZED: BLAS/OpenMP threads compute; the main thread calls MPI, and the all-reduce's progress
+     * thread (progress.h) under a lock while the main thread makes no other MPI call. */
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
     /* Failed MPI calls come back to MPI_CHECK (our one line and exit status), not Open MPI's abort banner. */
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     memset(e, 0, sizeof *e);
     e->start_s = t0;
+    e->mpi_thread = provided;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &e->world));
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &e->local));
     MPI_CHECK(MPI_Comm_set_errhandler(e->local, MPI_ERRORS_RETURN));

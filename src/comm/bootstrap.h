@@ -13,6 +13,7 @@ typedef struct {
     char host[256];
     const char *launcher; /* "mpirun", "srun", "singleton" */
     double start_s;       /* clock_now() when the process began bootstrapping: start-up time counts from it */
+    int mpi_thread;       /* the thread support MPI provides (MPI_THREAD_*) */
 } ddp_env;
 
 void bootstrap_init(int *argc, char ***argv, ddp_env *env);

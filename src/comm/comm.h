@@ -26,6 +26,7 @@ typedef struct {
     size_t bucket_bytes;        /* start a bucket once it holds this many bytes (0: every range at once) */
     int wire_bf16;              /* --grad-comm bf16: gradients exchanged as bfloat16 (half the bytes) */
     int alone;                  /* one rank reduces as if it had peers (MNIST_DDP_ARM_ALONE=1, below) */
+    long progress_us;           /* MPI only: the progress thread's interval (progress.h), 0 for none */
     comm_proxy_spec proxy;      /* the peers' traffic stood in for (MNIST_DDP_COMM_PROXY, below); NCCL only */
 } comm_config;
 
@@ -74,6 +75,9 @@ void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s);
 void grad_comm_set_wire_bf16(grad_comm *g);
 /* With one rank: arm and time the all-reduce anyway (comm_alone_requested). Collective. */
 void grad_comm_set_alone(grad_comm *g);
+/* A thread tests the buckets in flight every interval_us during backward (progress.h); it needs MPI's
+ * MPI_THREAD_SERIALIZED or more. Counts the reductions it saw complete before finish (comm_stats.early). */
+void grad_comm_set_progress(grad_comm *g, long interval_us);
 void grad_comm_arm(grad_comm *g, int armed, long step);
 void grad_comm_ready(void *ctx, size_t offset, size_t count);
 void grad_comm_finish(grad_comm *g);

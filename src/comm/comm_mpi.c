@@ -8,6 +8,7 @@
 #include "base/bf16.h"
 #include "base/clock.h"
 #include "base/errors.h"
+#include "comm/progress.h"
 #include "comm/stall.h"
 
 enum { MAX_BUCKETS = 256 };
@@ -25,6 +26,7 @@ struct grad_comm {
     MPI_Request req[MAX_BUCKETS];
     int nreq;
     comm_stats stats;
+    comm_progress *progress; /* NULL: MPI moves the buckets only inside this file's calls */
 };
 
 /* The first of n requests not complete: the bucket a gradient wait is stuck on. */
@@ -196,6 +198,8 @@ void grad_comm_ready(void *ctx, size_t offset, size_t count)
     if (!g->armed)
         return;
     size_t start[2], counts[2];
+    if (g->progress)
+        progress_lock(g->progress);
     int k = bucket_ready(&g->plan, offset, count, start, counts);
     for (int i = 0; i < k; i++)
         launch(g, start[i], counts[i]);
@@ -203,7 +207,11 @@ void grad_comm_ready(void *ctx, size_t offset, size_t count)
     if (g->nreq) {
         int done;
         MPI_CHECK(MPI_Testall(g->nreq, g->req, &done, MPI_STATUSES_IGNORE));
+        if (g->progress && k)
+            progress_watch(g->progress, g->req, &g->nreq);
     }
+    if (g->progress)
+        progress_unlock(g->progress);
 }
 
 void grad_comm_finish(grad_comm *g)
@@ -211,6 +219,11 @@ void grad_comm_finish(grad_comm *g)
     if (!g->armed)
         return;
     double t = clock_now();
+    if (g->progress) { /* the thread stops before this thread's MPI calls (and the optimizer's) */
+        progress_lock(g->progress);
+        g->stats.early += progress_idle(g->progress);
+        progress_unlock(g->progress);
+    }
     size_t start, count;
     if (bucket_flush(&g->plan, &start, &count))
         launch(g, start, count);
@@ -227,10 +240,18 @@ void grad_comm_finish(grad_comm *g)
 
 comm_stats grad_comm_get_stats(const grad_comm *g) { return g->stats; }
 
+void grad_comm_set_progress(grad_comm *g, long interval_us)
+{
+    if (!g->progress && interval_us > 0 && (g->world > 1 || g->alone))
+        g->progress = progress_start(interval_us);
+}
+
 void grad_comm_free(grad_comm *g)
 {
-    if (g)
+    if (g) {
+        progress_stop(g->progress);
         free(g->wire);
+    }
     free(g);
 }
 
@@ -286,7 +307,6 @@ void comm_average(MPI_Comm comm, float *p, size_t n)
 
 static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads, size_t n)
 {
-    (void)env;
     /* A communicator of its own: a rank a step ahead or behind waits here while the others wait in another
      * collective, a stall the deadline names (stall.h), instead of matching their messages. */
     MPI_Comm comm;
@@ -297,6 +317,8 @@ static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads
         grad_comm_set_alone(g);
     if (cfg->wire_bf16)
         grad_comm_set_wire_bf16(g);
+    if (env->mpi_thread >= MPI_THREAD_SERIALIZED)
+        grad_comm_set_progress(g, cfg->progress_us);
     return g;
 }
 

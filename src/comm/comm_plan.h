@@ -35,6 +35,7 @@ typedef struct {
                           maximum over ranks (0 with one rank) */
     int buckets;       /* buckets in the last reduction */
     long launched;     /* all-reduce operations posted in total */
+    long early;        /* reductions complete before finish() began (seen by the MPI progress thread) */
 } comm_stats;
 
 /* The deadline of a gradient all-reduce wait: start-up (before this process's first reduction: ranks start

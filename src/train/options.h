@@ -36,6 +36,7 @@ typedef struct {
     double comm_timeout; /* start-up bound of collective waits */
     double step_timeout; /* bound of gradient all-reduce waits after the first step */
     double bucket_mb;
+    long comm_progress_us;    /* the MPI all-reduce's progress thread's interval (0: none) */
     grad_comm_kind grad_comm; /* the gradient exchange's wire format */
     int verbose;
     int profile;                /* --profile: the per-phase time table at the end (CPU only) */

@@ -104,7 +104,8 @@ static void comm_start(run *r)
                        .step_timeout_s = r->o->step_timeout,
                        .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0),
                        .wire_bf16 = r->o->grad_comm == GRAD_COMM_BF16,
-                       .alone = comm_alone_requested()};
+                       .alone = comm_alone_requested(),
+                       .progress_us = r->o->comm_progress_us};
     comm_proxy_requested(&cfg.proxy, r->cb != &comm_mpi, r->env->world);
     r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
     model_set_grad_hook(r->m, r->cb->ready, r->comm);

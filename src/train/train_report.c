@@ -134,11 +134,15 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
     comm_stats cs = r->cb->stats(r->comm);
     double exposed = comm_exposed_per_step(&cs), hidden = comm_hidden_fraction(exposed, cs.blocking_s);
     double ips = r->times.train_s > 0 ? r->times.images / r->times.train_s : 0, rss = peak_rss_mib(r);
+    double early = cs.reductions ? (double)cs.early / (double)cs.reductions : 0.0;
+    char thread[96] = "";
+    if (r->cb == &comm_mpi && o->comm_progress_us > 0)
+        snprintf(thread, sizeof thread, "; %.0f%% complete before backward ended (progress thread)", 100 * early);
     if (world > 1 || cs.reductions)
         say("all-reduce: %.2f ms blocking for %.1f MB (%s), %.2f ms exposed per step in %d bucket%s: %.0f%% hidden "
-            "behind backward",
+            "behind backward%s",
             1e3 * cs.blocking_s, (o->grad_comm == GRAD_COMM_BF16 ? 2e-6 : 4e-6) * (double)model_num_params(r->m),
-            grad_comm_names[o->grad_comm], 1e3 * exposed, cs.buckets, cs.buckets == 1 ? "" : "s", 100 * hidden);
+            grad_comm_names[o->grad_comm], 1e3 * exposed, cs.buckets, cs.buckets == 1 ? "" : "s", 100 * hidden, thread);
     report_time(r, cs.exposed_s);
     double per = r->times.counted_steps ? 1.0 / (double)r->times.counted_steps : 0.0,
            kps = per * (double)r->times.step_counts.kernels, gps = per * (double)r->times.step_counts.gemms,
@@ -155,13 +159,14 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
         world == 1 ? "" : "s", rss);
     metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
             "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
-            "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,"
+            "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,\"allreduce_"
+            "early\":%.3f,"
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
             "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
             "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
             model_name(r->m), r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->times.train_s, total_s,
-            ips, 1e3 * cs.blocking_s, 1e3 * exposed, hidden, r->times.startup_s, r->times.data_s, r->times.eval_s,
-            r->times.ckpt_total_s, cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps,
+            ips, 1e3 * cs.blocking_s, 1e3 * exposed, hidden, early, r->times.startup_s, r->times.data_s,
+            r->times.eval_s, r->times.ckpt_total_s, cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps,
             step_graph_launches(r->graph), step_graph_captures(r->graph), rss, (unsigned long long)fingerprint, prof);
     if (o->verbose)
         say("replica fingerprint %016llx", (unsigned long long)fingerprint);

@@ -3,7 +3,8 @@
  * - the bucketed gradient all-reduce sums rank-dependent gradients for bucket sizes 0, small, the whole
  *   buffer and more, with ranges back to front and out of order; the bucket count follows the rule (a
  *   bucket starts once it holds bucket_bytes, and a range not adjacent to the pending one starts it);
- *   an unarmed pass does not communicate, and only armed passes count as reductions;
+ *   an unarmed pass does not communicate, and only armed passes count as reductions; the same with the
+ *   progress thread, which completes buckets while the caller makes no MPI call;
  * - buffer_fingerprint: equal buffers agree, any one-bit flip and any swap of two different elements
  *   change it, in a model-sized buffer too (a flip among its last elements); comm_check_replicas lets
  *   identical replicas through;
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../check_run.h"
 #include "base/bf16.h"
@@ -110,11 +112,14 @@ static const bucket_case cases[] = {
 };
 enum { NCASES = sizeof cases / sizeof *cases };
 
+/* Cases NCASES on: the same with the progress thread testing every 20 us, interleaving with the hooks. */
 START_TEST(test_grad_buckets)
 {
-    const bucket_case *c = &cases[_i];
+    const bucket_case *c = &cases[_i % NCASES];
     float grads[N];
     grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, N, c->bucket_floats * sizeof(float), TIMEOUT_S);
+    if (_i >= NCASES)
+        grad_comm_set_progress(g, 20);
     int wrong[STEPS];
     size_t first[STEPS] = {0};
     for (int step = 0; step < STEPS; step++) {
@@ -133,6 +138,47 @@ START_TEST(test_grad_buckets)
     ck_assert_msg(st.buckets == c->buckets, "%s: %d buckets, the rule gives %d", c->name, st.buckets, c->buckets);
     ck_assert_msg(st.reductions == STEPS, "%s: %ld reductions after %d armed steps", c->name, st.reductions, STEPS);
     ck_assert_msg(st.blocking_s > 0 && st.blocking_s < 60, "%s: blocking all-reduce time %g s", c->name, st.blocking_s);
+}
+END_TEST
+
+/* Sleeps in short naps, making no MPI call. */
+static void compute_without_mpi(double seconds)
+{
+    for (double t = 0; t < seconds; t += 0.01)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+}
+
+/* The progress thread moves the all-reduce while this thread makes no MPI call (conv2's backward): a bucket
+ * of 4 MB (several rounds of Rabenseifner's algorithm, each needing the library's attention), and a second one
+ * posted after the thread found the first complete, are both complete before finish, 0.3 s later (about
+ * 300 times what they take). Without the thread (interval 0) none is. The sums are right either way. */
+START_TEST(test_progress_thread_moves)
+{
+    enum { M = 1 << 20, STEPS_P = 2 };
+    static float grads[M];
+    long interval = _i ? 200 : 0;
+    grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, M, M / 2 * sizeof(float), TIMEOUT_S);
+    grad_comm_set_progress(g, interval);
+    for (int step = 0; step < STEPS_P; step++) {
+        grad_comm_arm(g, 1, step);
+        for (size_t i = 0; i < M; i++)
+            grads[i] = (float)(rank + 1) * (float)(i % 5);
+        grad_comm_ready(g, M / 2, M / 2);
+        compute_without_mpi(0.1);
+        grad_comm_ready(g, 0, M / 2);
+        compute_without_mpi(0.3);
+        grad_comm_finish(g);
+    }
+    comm_stats st = grad_comm_get_stats(g);
+    grad_comm_free(g);
+    size_t wrong = 0;
+    for (size_t i = 0; i < M; i++)
+        wrong += grads[i] != (float)(i % 5) * (float)(world * (world + 1) / 2);
+    ck_assert_msg(wrong == 0, "%zu of %d gradients are not the sum over %d ranks", wrong, M, world);
+    ck_assert_int_eq(st.reductions, STEPS_P);
+    ck_assert_msg(st.early == (interval ? STEPS_P : 0),
+                  "progress thread every %ld us: %ld of %d reductions complete before finish, want %d", interval,
+                  st.early, STEPS_P, interval ? STEPS_P : 0);
 }
 END_TEST
 
@@ -400,7 +446,8 @@ static Suite *comm_suite(void)
 {
     Suite *s = suite_create("comm_mpi");
     TCase *tc = tcase_create("collectives");
-    tcase_add_loop_test(tc, test_grad_buckets, 0, NCASES);
+    tcase_add_loop_test(tc, test_grad_buckets, 0, 2 * NCASES);
+    tcase_add_loop_test(tc, test_progress_thread_moves, 0, 2);
     tcase_add_test(tc, test_unarmed_pass_is_local);
     tcase_add_test(tc, test_average);
     tcase_add_test(tc, test_replicas_identical_pass);

@@ -13,7 +13,7 @@ for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs 
            "--gamma 1e999" "--seed -5" "--log-interval 0" "--model resnet" "--optimizer adam" "--momentum 2" \
            "--accum-steps 0" "--max-steps -1" "--threads 0" "--device tpu" "--precision fp8" "--conv fft" "--cuda-graph yes" \
            "--bootstrap-addr nohost" "--bootstrap-addr host:70000" "--bootstrap-addr :29500" "--bootstrap-addr fe80::1:29500" \
-           "--comm-timeout 0" "--bucket-mb -1" "--frobnicate" "--data" "--save-model=" "--profile=yes"; do
+           "--comm-timeout 0" "--bucket-mb -1" "--comm-progress -1" "--comm-progress 2000000" "--frobnicate" "--data" "--save-model=" "--profile=yes"; do
   opt=${bad%% *}; opt=${opt%%=*}
   # shellcheck disable=SC2086
   # A short run behind the bad option: should it ever be accepted, the test fails fast instead of training.
