@@ -78,6 +78,8 @@ void grad_comm_set_alone(grad_comm *g);
 /* A thread tests the buckets in flight every interval_us during backward (progress.h); it needs MPI's
  * MPI_THREAD_SERIALIZED or more. Counts the reductions it saw complete before finish (comm_stats.early). */
 void grad_comm_set_progress(grad_comm *g, long interval_us);
+/* 1 when the progress thread found this step's buckets so far complete; makes no MPI call. */
+int grad_comm_progressed(grad_comm *g);
 void grad_comm_arm(grad_comm *g, int armed, long step);
 void grad_comm_ready(void *ctx, size_t offset, size_t count);
 void grad_comm_finish(grad_comm *g);

@@ -246,6 +246,16 @@ void grad_comm_set_progress(grad_comm *g, long interval_us)
         g->progress = progress_start(interval_us);
 }
 
+int grad_comm_progressed(grad_comm *g)
+{
+    if (!g->progress)
+        return 0;
+    progress_lock(g->progress);
+    int done = progress_done(g->progress);
+    progress_unlock(g->progress);
+    return done;
+}
+
 void grad_comm_free(grad_comm *g)
 {
     if (g) {

@@ -68,9 +68,11 @@ void progress_watch(comm_progress *p, MPI_Request *req, const int *n)
     pthread_cond_signal(&p->wake);
 }
 
+int progress_done(const comm_progress *p) { return p->watching && p->done; }
+
 int progress_idle(comm_progress *p)
 {
-    int done = p->watching && p->done;
+    int done = progress_done(p);
     p->watching = p->done = 0;
     return done;
 }

@@ -21,7 +21,9 @@ void progress_lock(comm_progress *p);
 void progress_unlock(comm_progress *p);
 /* With the lock held: test req[0 .. *n) from now on (*n may grow under the lock). */
 void progress_watch(comm_progress *p, MPI_Request *req, const int *n);
-/* With the lock held: stop testing; returns 1 when a test found every watched request complete. */
+/* With the lock held: 1 when a test found every watched request complete (no MPI call). */
+int progress_done(const comm_progress *p);
+/* With the lock held: stop testing; returns progress_done(). */
 int progress_idle(comm_progress *p);
 /* Ends and joins the thread; NULL is a no-op. */
 void progress_stop(comm_progress *p);

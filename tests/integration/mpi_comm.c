@@ -141,17 +141,17 @@ START_TEST(test_grad_buckets)
 }
 END_TEST
 
-/* Sleeps in short naps, making no MPI call. */
-static void compute_without_mpi(double seconds)
+/* Naps of 1 ms, making no MPI call, for seconds or until the progress thread found the buckets complete. */
+static void compute_without_mpi(grad_comm *g, double seconds)
 {
-    for (double t = 0; t < seconds; t += 0.01)
-        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    for (double t = 0; t < seconds && !grad_comm_progressed(g); t += 0.001)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
 }
 
 /* The progress thread moves the all-reduce while this thread makes no MPI call (conv2's backward): a bucket
  * of 4 MB (several rounds of Rabenseifner's algorithm, each needing the library's attention), and a second one
- * posted after the thread found the first complete, are both complete before finish, 0.3 s later (about
- * 300 times what they take). Without the thread (interval 0) none is. The sums are right either way. */
+ * posted after the thread found the first complete, are both complete before finish (within 10 s: a few ms
+ * alone). Without the thread (interval 0) none is, 0.3 s later. The sums are right either way. */
 START_TEST(test_progress_thread_moves)
 {
     enum { M = 1 << 20, STEPS_P = 2 };
@@ -164,9 +164,9 @@ START_TEST(test_progress_thread_moves)
         for (size_t i = 0; i < M; i++)
             grads[i] = (float)(rank + 1) * (float)(i % 5);
         grad_comm_ready(g, M / 2, M / 2);
-        compute_without_mpi(0.1);
+        compute_without_mpi(g, interval ? 10 : 0.1);
         grad_comm_ready(g, 0, M / 2);
-        compute_without_mpi(0.3);
+        compute_without_mpi(g, interval ? 10 : 0.3);
         grad_comm_finish(g);
     }
     comm_stats st = grad_comm_get_stats(g);
