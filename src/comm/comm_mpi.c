@@ -238,7 +238,12 @@ void grad_comm_finish(grad_comm *g)
     g->nreq = 0;
 }
 
-comm_stats grad_comm_get_stats(const grad_comm *g) { return g->stats; }
+comm_stats grad_comm_get_stats(const grad_comm *g)
+{
+    comm_stats s = g->stats;
+    s.progress = g->progress != NULL;
+    return s;
+}
 
 void grad_comm_set_progress(grad_comm *g, long interval_us)
 {
@@ -329,6 +334,9 @@ static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads
         grad_comm_set_wire_bf16(g);
     if (env->mpi_thread >= MPI_THREAD_SERIALIZED)
         grad_comm_set_progress(g, cfg->progress_us);
+    else if (cfg->progress_us > 0 && g->world > 1 && world_rank() == 0)
+        warn("--comm-progress: this MPI library does not support MPI_THREAD_SERIALIZED: no progress thread, the "
+             "all-reduce moves at layer boundaries only");
     return g;
 }
 

@@ -35,7 +35,8 @@ typedef struct {
                           maximum over ranks (0 with one rank) */
     int buckets;       /* buckets in the last reduction */
     long launched;     /* all-reduce operations posted in total */
-    long early;        /* reductions complete before finish() began (seen by the MPI progress thread) */
+    int progress;      /* the MPI progress thread runs (comm.h's grad_comm_set_progress) */
+    long early;        /* reductions complete before finish() began (seen by that thread) */
 } comm_stats;
 
 /* The deadline of a gradient all-reduce wait: start-up (before this process's first reduction: ranks start

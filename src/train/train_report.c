@@ -136,7 +136,7 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
     double ips = r->times.train_s > 0 ? r->times.images / r->times.train_s : 0, rss = peak_rss_mib(r);
     double early = cs.reductions ? (double)cs.early / (double)cs.reductions : 0.0;
     char thread[96] = "";
-    if (r->cb == &comm_mpi && o->comm_progress_us > 0)
+    if (cs.progress)
         snprintf(thread, sizeof thread, "; %.0f%% complete before backward ended (progress thread)", 100 * early);
     if (world > 1 || cs.reductions)
         say("all-reduce: %.2f ms blocking for %.1f MB (%s), %.2f ms exposed per step in %d bucket%s: %.0f%% hidden "
