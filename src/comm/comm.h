@@ -26,7 +26,7 @@ typedef struct {
     size_t bucket_bytes;        /* start a bucket once it holds this many bytes (0: every range at once) */
     int wire_bf16;              /* --grad-comm bf16: gradients exchanged as bfloat16 (half the bytes) */
     int alone;                  /* one rank reduces as if it had peers (MNIST_DDP_ARM_ALONE=1, below) */
-    long progress_us;           /* MPI only: the progress thread's interval (progress.h), 0 for none */
+    long progress_us;           /* MPI across nodes: the progress thread's interval (progress.h), 0 for none */
     comm_proxy_spec proxy;      /* the peers' traffic stood in for (MNIST_DDP_COMM_PROXY, below); NCCL only */
 } comm_config;
 

@@ -117,10 +117,10 @@ static const option_spec specs[] = {
     {NULL, "bucket-mb", "F", ARG_DOUBLE, F(bucket_mb), 0, 1e4, NULL, "1", NULL,
      "gradient all-reduce bucket size in MiB"},
     {NULL, "comm-progress", "US", ARG_LONG, F(comm_progress_us), 0, 1000000, NULL, "500", NULL,
-     "MPI (CPU) all-reduce: a thread tests the buckets in"
-     "\nflight every US microseconds during backward, so they"
-     "\nmove while a layer computes; 0: no thread, MPI moves"
-     "\nthem at layer boundaries only"},
+     "MPI (CPU) all-reduce across nodes: a thread tests the"
+     "\nbuckets in flight every US microseconds during backward,"
+     "\nso they move while a layer computes; 0: no thread, MPI"
+     "\nmoves them at layer boundaries only. Not on one node"},
     {NULL, "grad-comm", "W", ARG_INDEX, F(grad_comm), 0, 0, grad_comm_names, "fp32", NULL,
      "fp32 | bf16: the gradient exchange's format. bf16 sends"
      "\nhalf the bytes: each rank's gradients rounded to bfloat16,"

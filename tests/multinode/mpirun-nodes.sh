@@ -2,7 +2,8 @@
 # mnist_ddp on 2 emulated nodes x 2 ranks, launched the way a cluster does it: mpirun on node1 starts its
 # daemon on node2 through a remote-launch agent (tests/multinode/rsh-agent.sh instead of ssh); TCP between
 # the nodes, shared memory within one. Checks: the start-up table shows both hosts with local ranks 0,1 on
-# each and agrees with Open MPI's own variables; the result equals 4 ranks on one node; replicas stay
+# each and agrees with Open MPI's own variables; the MPI progress thread runs; the result equals 4 ranks on
+# one node (no thread there); replicas stay
 # identical; uneven ranks per node are named; --bootstrap-addr node1:PORT is accepted on node1, refused from
 # node2 and when taken; a frozen node2 is named by rank 0 (ranks, host, pids); losing node2 mid-run ends the
 # job on node1 within the step deadline, and the same command on a replacement node2 resumes from the last
@@ -58,6 +59,9 @@ n=$(grep -c 'replica fingerprint' two.out || true)
 distinct=$(grep 'replica fingerprint' two.out | awk '{print $NF}' | sort -u | wc -l)
 { [ "$n" -eq 4 ] && [ "$distinct" -eq 1 ]; } || { grep 'replica fingerprint' two.out; fail "replicas across nodes differ ($n reports)"; }
 echo "ok: 4 identical replicas across the nodes ($(fingerprint two.jsonl))"
+# Across nodes the MPI progress thread runs (--comm-progress's default; tests/integration/mpi_comm checks
+# its sums are exact).
+grep -q '(progress thread)$' two.out || { grep 'all-reduce' two.out; fail "no progress thread across nodes"; }
 
 # --- The same global batch on one node --------------------------------------------------------------
 # shellcheck disable=SC2086
