@@ -1,6 +1,5 @@
 #include "comm/progress.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 # nn: the models and optimizers over a backend table (backend.h), the layers built from it, and the
 # element functions and kernel bodies written once for host and device (ops.h, kernels.h).
-src_libmnistddp_a_SOURCES += src/nn/backend.h src/nn/ops.h src/nn/kernels.h src/nn/head.h src/nn/layers.c src/nn/layers.h \
-	src/nn/model.c src/nn/model.h src/nn/model_parts.h src/nn/networks.c src/nn/optim.c src/nn/optim.h
+src_libmnistddp_a_SOURCES += src/nn/backend.h src/nn/ops.h src/nn/kernels.h src/nn/head.h \
+	src/nn/layers.c src/nn/layers.h src/nn/model.c src/nn/model.h src/nn/model_parts.h \
+	src/nn/networks.c src/nn/optim.c src/nn/optim.h
 
 # nn/cpu: the CPU backend: CBLAS GEMMs (and OpenBLAS's kernel choice), the im2col and oneDNN convolutions,
 # the blocked-layout helpers. oneDNN's file only when configure found oneDNN; the header's stubs otherwise.

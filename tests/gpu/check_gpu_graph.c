@@ -12,6 +12,7 @@
 #include "base/bf16.h"
 #include "gpu/gpu.h"
 #include "gpu_mock.h"
+#include "mock_comm.h"
 #include "../check_run.h"
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
@@ -185,17 +186,6 @@ START_TEST(test_alloc_and_instantiate)
 END_TEST
 
 /* Device 0 of the simulation bound, and a communicator of nranks with this process as rank 0. */
-static gpu_comm *bound_comm(int nranks)
-{
-    gpu_info info;
-    char why[GPU_MSG_LEN];
-    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
-    gpu_bind(&info);
-    unsigned char id[GPU_NCCL_ID_BYTES];
-    gpu_nccl_unique_id(id);
-    return gpu_comm_init(id, nranks, 0, 5.0);
-}
-
 /* The gradient all-reduce (cuda/grad_comm_nccl.cu) in the trainer's graph (cuda/device.cu): captured once after
  * an eager step, each replay reduces the data of the moment in order with "backward" (no race), counts its
  * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device; the
@@ -211,7 +201,7 @@ START_TEST(test_grad_comm_replay)
     mock_reset(_i % 2);
     char why[GPU_MSG_LEN];
     int variant = _i / 2, bf16 = variant == 2, alone = variant == 1 || variant == 3;
-    gpu_comm *c = bound_comm(alone ? 1 : 2);
+    gpu_comm *c = mock_comm_start(0, alone ? 1 : 2, 5.0);
     if (alone)
         gpu_comm_set_alone(c);
     comm_proxy_spec proxy = {0.001, 8};
@@ -274,7 +264,7 @@ START_TEST(test_one_rank_silent)
 {
     static float d[N];
     mock_reset(0);
-    gpu_comm *c = bound_comm(1);
+    gpu_comm *c = mock_comm_start(0, 1, 5.0);
     gpu_grad_comm *g = gpu_grad_comm_create(c, d, N, N / 2 * sizeof(float));
     gpu_grad_comm_arm(g, 1, 0);
     gpu_grad_comm_ready(g, 0, N);

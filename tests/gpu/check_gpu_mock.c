@@ -27,23 +27,13 @@
 
 #include "gpu/gpu.h"
 #include "gpu_mock.h"
+#include "mock_comm.h"
 #include "../check_run.h"
 
 /* ---- Tests ------------------------------------------------------------------------------------ */
 
 static const size_t layers[] = {288, 32, 18432, 64, 4099, 128, 1280, 10};
 enum { NL = sizeof layers / sizeof *layers };
-
-static gpu_comm *start(double timeout_s)
-{
-    gpu_info info;
-    char why[GPU_MSG_LEN];
-    ck_assert_int_eq(gpu_probe(3, &info, why, sizeof why), 0);
-    gpu_bind(&info);
-    unsigned char id[GPU_NCCL_ID_BYTES];
-    gpu_nccl_unique_id(id);
-    return gpu_comm_init(id, 2, 0, timeout_s);
-}
 
 static void no_violations(void) { ck_assert_msg(mock.violations == 0, "API misuse: %s", mock.violation); }
 
@@ -102,7 +92,7 @@ START_TEST(test_grad_allreduce)
 {
     mock_reset(_i & 1);
     mock.coll_polls = _i & 2 ? 3 : 0;
-    gpu_comm *c = start(5.0);
+    gpu_comm *c = mock_comm_start(3, 2, 5.0);
     cudaStream_t s = (cudaStream_t)gpu_compute_stream();
     size_t n = 0, off[NL];
     for (int l = 0; l < NL; l++) {
@@ -185,7 +175,7 @@ START_TEST(test_steps_without_waits)
 {
     enum { N = 1000, RING = 64, STEPS = RING + 6 };
     mock_reset(_i);
-    gpu_comm *c = start(5.0);
+    gpu_comm *c = mock_comm_start(3, 2, 5.0);
     float *d;
     ck_assert_int_eq(cudaMalloc((void **)&d, N * sizeof *d), cudaSuccess);
     gpu_grad_comm *g = gpu_grad_comm_create(c, d, N, 0);
@@ -241,7 +231,7 @@ START_TEST(test_free_in_flight)
     enum { N = 1000 };
     static float h[N], out[N];
     mock_reset(_i);
-    gpu_comm *c = start(5.0);
+    gpu_comm *c = mock_comm_start(3, 2, 5.0);
     cudaStream_t s = (cudaStream_t)gpu_compute_stream();
     float *d;
     ck_assert_int_eq(cudaMalloc((void **)&d, sizeof h), cudaSuccess);

@@ -75,11 +75,12 @@ static void backward(grad_comm *g, float *grads, const int *order, int step)
     }
 }
 
-/* Gradients that differ from the sum over ranks (reduce = 1) or from this rank's own (reduce = 0). */
-static int count_wrong(const float *grads, int step, int reduce, size_t *first)
+/* Of the first n gradients, those that differ from the sum over ranks (reduce = 1) or from this rank's own
+ * (reduce = 0). */
+static size_t count_wrong(const float *grads, size_t n, int step, int reduce, size_t *first)
 {
-    int bad = 0;
-    for (size_t i = N; i-- > 0;)
+    size_t bad = 0;
+    for (size_t i = n; i-- > 0;)
         if (grads[i] != (reduce ? grad_sum(i, step) : grad_value(rank, i, step))) {
             *first = i;
             bad++;
@@ -120,19 +121,19 @@ START_TEST(test_grad_buckets)
     grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, N, c->bucket_floats * sizeof(float), TIMEOUT_S);
     if (_i >= NCASES)
         grad_comm_set_progress(g, 20);
-    int wrong[STEPS];
+    size_t wrong[STEPS];
     size_t first[STEPS] = {0};
     for (int step = 0; step < STEPS; step++) {
         grad_comm_arm(g, 1, step);
         backward(g, grads, c->order, step);
         grad_comm_finish(g);
-        wrong[step] = count_wrong(grads, step, 1, &first[step]);
+        wrong[step] = count_wrong(grads, N, step, 1, &first[step]);
     }
     comm_stats st = grad_comm_get_stats(g);
     grad_comm_free(g);
     for (int step = 0; step < STEPS; step++)
         ck_assert_msg(wrong[step] == 0,
-                      "%s, step %d: %d of %d gradients are not the sum over %d ranks "
+                      "%s, step %d: %zu of %d gradients are not the sum over %d ranks "
                       "(first at %zu)",
                       c->name, step, wrong[step], N, world, first[step]);
     ck_assert_msg(st.buckets == c->buckets, "%s: %d buckets, the rule gives %d", c->name, st.buckets, c->buckets);
@@ -162,7 +163,7 @@ START_TEST(test_progress_thread_moves)
     for (int step = 0; step < STEPS_P; step++) {
         grad_comm_arm(g, 1, step);
         for (size_t i = 0; i < M; i++)
-            grads[i] = (float)(rank + 1) * (float)(i % 5);
+            grads[i] = grad_value(rank, i, step);
         grad_comm_ready(g, M / 2, M / 2);
         compute_without_mpi(g, interval ? 10 : 0.1);
         grad_comm_ready(g, 0, M / 2);
@@ -171,10 +172,9 @@ START_TEST(test_progress_thread_moves)
     }
     comm_stats st = grad_comm_get_stats(g);
     grad_comm_free(g);
-    size_t wrong = 0;
-    for (size_t i = 0; i < M; i++)
-        wrong += grads[i] != (float)(i % 5) * (float)(world * (world + 1) / 2);
-    ck_assert_msg(wrong == 0, "%zu of %d gradients are not the sum over %d ranks", wrong, M, world);
+    size_t first = 0, wrong = count_wrong(grads, M, STEPS_P - 1, 1, &first);
+    ck_assert_msg(wrong == 0, "%zu of %d gradients are not the sum over %d ranks (first at %zu)", wrong, M, world,
+                  first);
     ck_assert_int_eq(st.reductions, STEPS_P);
     ck_assert_msg(st.early == (interval ? STEPS_P : 0),
                   "progress thread every %ld us: %ld of %d reductions complete before finish, want %d", interval,
@@ -191,17 +191,17 @@ START_TEST(test_unarmed_pass_is_local)
     grad_comm_arm(g, 0, 0);
     backward(g, grads, back_to_front, 0);
     grad_comm_finish(g);
-    int local_wrong = count_wrong(grads, 0, 0, &first);
+    size_t local_wrong = count_wrong(grads, N, 0, 0, &first);
     long unarmed_reductions = grad_comm_get_stats(g).reductions;
     grad_comm_arm(g, 1, 0);
     backward(g, grads, back_to_front, 1);
     grad_comm_finish(g);
-    int sum_wrong = count_wrong(grads, 1, 1, &first);
+    size_t sum_wrong = count_wrong(grads, N, 1, 1, &first);
     long reductions = grad_comm_get_stats(g).reductions;
     grad_comm_free(g);
-    ck_assert_msg(local_wrong == 0, "an unarmed pass changed %d of this rank's %d gradients", local_wrong, N);
+    ck_assert_msg(local_wrong == 0, "an unarmed pass changed %zu of this rank's %d gradients", local_wrong, N);
     ck_assert_msg(unarmed_reductions == 0, "an unarmed pass counted as %ld reductions", unarmed_reductions);
-    ck_assert_msg(sum_wrong == 0, "the armed pass after an unarmed one: %d gradients are not the sum", sum_wrong);
+    ck_assert_msg(sum_wrong == 0, "the armed pass after an unarmed one: %zu gradients are not the sum", sum_wrong);
     ck_assert_msg(reductions == 1, "%ld reductions after one armed pass", reductions);
 }
 END_TEST
@@ -392,16 +392,16 @@ START_TEST(test_bf16_buckets)
     float grads[N];
     grad_comm *g = grad_comm_create(MPI_COMM_WORLD, grads, N, c->bucket_floats * sizeof(float), TIMEOUT_S);
     grad_comm_set_wire_bf16(g);
-    int wrong = 0;
+    size_t wrong = 0;
     size_t first = 0;
     for (int step = 0; step < STEPS; step++) {
         grad_comm_arm(g, 1, step);
         backward(g, grads, c->order, step);
         grad_comm_finish(g);
-        wrong += count_wrong(grads, step, 1, &first);
+        wrong += count_wrong(grads, N, step, 1, &first);
     }
     grad_comm_free(g);
-    ck_assert_msg(wrong == 0, "%s: %d gradients are not the sum over %d ranks (first at %zu)", c->name, wrong, world,
+    ck_assert_msg(wrong == 0, "%s: %zu gradients are not the sum over %d ranks (first at %zu)", c->name, wrong, world,
                   first);
 }
 END_TEST
