@@ -43,7 +43,7 @@ typedef struct {
 
 static const char *const devices[] = {"auto", "cpu", "cuda", NULL}; /* device_choice's order */
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
-static const char *const convs[] = {"auto", "im2col", "onednn", "winograd", NULL};
+static const char *const convs[] = {"auto", "im2col", "onednn", "winograd", "wino43", NULL};
 static const char *const off_on[] = {"off", "on", NULL};
 const char *const grad_comm_names[] = {"fp32", "bf16", NULL};
 
@@ -105,12 +105,13 @@ static const option_spec specs[] = {
      "\nsoftmax, sums, optimizer) is fp32 with double sums. bf16"
      "\nis not expected to beat tf32 (the same fp32 traffic)."},
     {NULL, "conv", "C", ARG_CHOICE, F(conv), 0, 0, convs, "auto", NULL,
-     "CPU convolutions: auto | im2col | onednn | winograd."
-     "\nonednn: oneDNN's direct convolutions; winograd: its"
-     "\nWinograd F(4,3) for 3x3 kernels on AVX-512 CPUs,"
-     "\ndirect elsewhere; both leave one-channel inputs to"
-     "\nim2col. auto: winograd where built with oneDNN, else"
-     "\nim2col"},
+     "CPU convolutions: auto | im2col | onednn | winograd |"
+     "\nwino43. onednn: oneDNN's direct convolutions;"
+     "\nwinograd: its Winograd F(4,3) for 3x3 kernels on"
+     "\nAVX-512 CPUs, direct elsewhere; wino43: winograd with"
+     "\nmnist_ddp's own Winograd forward where it fits (fused"
+     "\ntile rows); all leave one-channel inputs to im2col."
+     "\nauto: wino43 where built with oneDNN, else im2col"},
     {NULL, "cuda-graph", "on|off", ARG_INDEX, F(cuda_graph), 0, 0, off_on, "on", NULL,
      "replay each full-batch training step (accumulation 1)"
      "\nas one CUDA graph, captured after the first step"},

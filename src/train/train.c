@@ -337,9 +337,10 @@ const nn_backend *train_cpu_backend(const char *conv, char *desc, size_t len)
         snprintf(desc, len, "cpu, im2col conv");
     else if (desc)
         snprintf(desc, len, "cpu, oneDNN %s %s", onednn_version(),
-                 be == nn_cpu_onednn(0)  ? "direct"
-                 : onednn_has_winograd() ? "Winograd"
-                                         : "no Winograd");
+                 be == nn_cpu_onednn(WINO_NONE)                      ? "direct"
+                 : !onednn_has_winograd()                            ? "no Winograd"
+                 : be == nn_cpu_onednn(WINO_OWN) && wino43_has_cpu() ? "own Winograd"
+                                                                     : "Winograd");
     return be;
 }
 

@@ -1,6 +1,6 @@
 /* Single-process training throughput: zero gradients + forward + backward + optimizer step.
  *   bench_model [MODEL [BATCH [ITERATIONS [OPTIMIZER [CONV]]]]]   defaults: net 64 50 adadelta im2col
- * CONV: a --conv choice (nn_cpu_conv: im2col, onednn, winograd, auto). OpenBLAS and OpenMP are
+ * CONV: a --conv choice (nn_cpu_conv: im2col, onednn, winograd, wino43, auto). OpenBLAS and OpenMP are
  * held to one thread (one MPI rank per core is the deployment); prints images/s. */
 #include <config.h>
 
@@ -39,9 +39,8 @@ int main(int argc, char **argv)
     omp_set_num_threads(1);
     model *m = be ? model_create_on(be, model_kind_of(name), batch > 0 ? batch : 1) : NULL;
     if (!m || batch < 1 || iters < 1)
-        die(EX_USAGE,
-            "usage: bench_model [net|convnet [BATCH [ITERATIONS [adadelta|sgd [im2col|onednn|winograd|auto]]]]]"
-            " (onednn, winograd: where built with oneDNN)");
+        die(EX_USAGE, "usage: bench_model [net|convnet [BATCH [ITERATIONS [adadelta|sgd"
+                      " [im2col|onednn|winograd|wino43|auto]]]]] (onednn, winograd, wino43: where built with oneDNN)");
     size_t np = model_num_params(m), npix = (size_t)batch * 784;
     uint8_t *images = malloc(npix), *labels = malloc((size_t)batch);
     uint64_t *ids = malloc((size_t)batch * sizeof *ids);

@@ -34,9 +34,9 @@ expect_fail 78 "MNIST_DDP_HEAD=fused: the GPU path only" \
 if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
   expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
 fi
-# --conv onednn, winograd and the default, auto (= winograd): oneDNN's convolutions where the build has
-# them (the start-up table says which; "no Winograd": a CPU without AVX-512), else 69 on every rank;
-# im2col is always there.
+# --conv onednn, winograd, wino43 and the default, auto (= wino43): oneDNN's convolutions where the build has
+# them (the start-up table says which; "no Winograd": a CPU without AVX-512; "own Winograd": the project's own
+# Winograd forward beside oneDNN's), else 69 on every rank; im2col is always there.
 conv_line() { # the start-up table's backend line of a run with --conv $1, once per rank
   run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv "$1" --epochs 0 >"$TMP/conv.log" 2>&1 \
     && [ "$(grep -Ec 'cpu, (im2col|oneDNN)' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log" >&2; fail "--conv $1"; }
@@ -47,9 +47,11 @@ if grep -q '^#define HAVE_ONEDNN 1' "$abs_top_builddir/config.h"; then
     || fail "--conv onednn: start-up table says '$line'"
   line=$(conv_line winograd) && echo "$line" | grep -Eq '^cpu, oneDNN [0-9.]* (no )?Winograd$' \
     || fail "--conv winograd: start-up table says '$line'"
-  [ "$(conv_line auto)" = "$line" ] || fail "--conv auto is not winograd"
+  if echo "$line" | grep -q 'no Winograd'; then own=$line; else own="${line% Winograd} own Winograd"; fi
+  line=$(conv_line wino43) && [ "$line" = "$own" ] || fail "--conv wino43: start-up table says '$line', not '$own'"
+  [ "$(conv_line auto)" = "$line" ] || fail "--conv auto is not wino43"
 else
-  for conv in onednn winograd; do
+  for conv in onednn winograd wino43; do
     expect_fail 69 "--conv $conv: this mnist_ddp was built without oneDNN" run_np 2 "$MNIST_DDP" \
       --data "$MNIST_DATA" --device cpu --conv $conv
   done

@@ -252,7 +252,7 @@ def main():
         return 99
     chk = Checker()
     with tempfile.TemporaryDirectory() as tmpdir:
-        for conv in ("im2col", "onednn", "winograd"):
+        for conv in ("im2col", "onednn", "winograd", "wino43"):
             compare("net", 1, 16, ref_model, tmpdir, chk, conv)
             compare("convnet", 2, 8, ref_model, tmpdir, chk, conv)
     if chk.failures:

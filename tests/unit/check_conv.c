@@ -1,4 +1,5 @@
-/* Convolution layers, the CPU's own (direct loops, im2col, wide rows) and oneDNN's (direct, Winograd):
+/* Convolution layers, the CPU's own (direct loops, im2col, wide rows), oneDNN's (direct, Winograd) and
+ * wino43.h's forward beside oneDNN's Winograd backward:
  * forward values against the direct definition, backward against central finite differences, as in
  * check_layers (layer_testutil.h). */
 #include <check.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "nn/cpu/conv_cpu.h"
+#include "nn/cpu/conv_choice.h"
 #include "nn/cpu/conv_onednn.h"
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
@@ -44,9 +46,9 @@ static double conv_loss(void *p)
 
 /* Forward against the direct definition (double); backward by finite differences. Inputs and
  * weights in [-1, 1]: L is linear in each of them, so central differences are exact up to
- * rounding: changing one value changes at most F k k outputs of size <= C k k, whose float
- * rounding (~1e-6 each) over the 2h = 0.1 step gives numeric errors ~1e-4 on gradients ~1-10.
- * tol bounds the error of outputs s relative to 1 + |s|. */
+ * rounding: changing one value changes at most F k k outputs of size <= C k k (Winograd: every
+ * output of the tiles it is in), whose float rounding (~1e-6 each) over the 2h = 0.5 step gives
+ * numeric errors ~1e-4 on gradients ~1-10. tol bounds the error of outputs s relative to 1 + |s|. */
 static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide,
                          uint64_t seed, double tol)
 {
@@ -120,9 +122,9 @@ static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F
                                   n, ih, iw, (double)got, (double)g);
                 }
     free(col), free(dcol);
-    fd_check("conv dx", conv_loss, &c, c.x, dx, nx, 40, 0.05f, 1e-4, 1e-3, rng_key(seed, 5));
-    fd_check("conv dw", conv_loss, &c, c.w, dw, nw, 40, 0.05f, 1e-4, 1e-3, rng_key(seed, 6));
-    fd_check("conv db", conv_loss, &c, c.b, db, F, 0, 0.05f, 1e-4, 1e-3, 0);
+    fd_check("conv dx", conv_loss, &c, c.x, dx, nx, 40, 0.25f, 1e-4, 1e-3, rng_key(seed, 5));
+    fd_check("conv dw", conv_loss, &c, c.w, dw, nw, 40, 0.25f, 1e-4, 1e-3, rng_key(seed, 6));
+    fd_check("conv db", conv_loss, &c, c.b, db, F, 0, 0.25f, 1e-4, 1e-3, 0);
     /* Without dx: the same parameter gradients, added to what is there. */
     float *dw2 = zeros(nw), *db2 = zeros(F);
     for (size_t i = 0; i < nw; i++)
@@ -187,9 +189,11 @@ START_TEST(test_conv_threads)
 }
 END_TEST
 
-/* oneDNN's convolutions (--conv onednn, winograd) against the same definitions and differences, on the
- * shapes of both models (batch sizes a run meets: full, remainder, one) and odd ones; one-channel inputs
- * take im2col (scratch for one sample). */
+/* oneDNN's convolutions (--conv onednn, winograd) and wino43's forward (--conv wino43) against the same
+ * definitions and differences, on the shapes of both models (batch sizes a run meets: full, remainder, one)
+ * and odd ones; one-channel inputs take im2col (scratch for one sample). wino43 takes net's conv2 and the
+ * two shapes after it: the largest channel and filter counts with fewer tiles than one block, and a plane whose
+ * tiles end in a partial block. */
 START_TEST(test_conv_onednn)
 {
     const nn_backend *be = nn_cpu_onednn(_i);
@@ -200,31 +204,45 @@ START_TEST(test_conv_onednn)
     /* Winograd's transforms add rounding: up to 1.7e-5 measured on conv2's sums of 288 products (direct:
      * under 1e-5), so its bound is ten times the direct one. */
     double tol = _i ? 1e-4 : 1e-5;
-    conv_case_on(be, 3, 1, 28, 28, 32, 3, 0, 1, 0, 21, tol);  /* net's conv1 */
-    conv_case_on(be, 2, 32, 26, 26, 64, 3, 0, 1, 1, 22, tol); /* net's conv2, wide output */
-    conv_case_on(be, 1, 32, 26, 26, 64, 3, 0, 1, 1, 23, tol); /* the same plan key but one sample */
-    conv_case_on(be, 2, 1, 28, 28, 16, 5, 2, 1, 0, 24, tol);  /* convnet's conv1 */
-    conv_case_on(be, 3, 16, 14, 14, 32, 5, 2, 1, 0, 25, tol); /* convnet's conv2 */
-    conv_case_on(be, 3, 2, 7, 6, 4, 3, 0, 1, 1, 26, tol);     /* non-square planes, wide */
+    conv_case_on(be, 3, 1, 28, 28, 32, 3, 0, 1, 0, 21, tol);   /* net's conv1 */
+    conv_case_on(be, 2, 32, 26, 26, 64, 3, 0, 1, 1, 22, tol);  /* net's conv2, wide output */
+    conv_case_on(be, 1, 32, 26, 26, 64, 3, 0, 1, 1, 23, tol);  /* the same plan key but one sample */
+    conv_case_on(be, 2, 64, 10, 10, 128, 3, 0, 1, 0, 28, tol); /* 4 tiles of 4 x 4 per plane */
+    conv_case_on(be, 3, 16, 14, 14, 64, 3, 0, 1, 1, 29, tol);  /* 9 tiles: a block of 6, then 3 */
+    conv_case_on(be, 2, 1, 28, 28, 16, 5, 2, 1, 0, 24, tol);   /* convnet's conv1 */
+    conv_case_on(be, 3, 16, 14, 14, 32, 5, 2, 1, 0, 25, tol);  /* convnet's conv2 */
+    conv_case_on(be, 3, 2, 7, 6, 4, 3, 0, 1, 1, 26, tol);      /* non-square planes, wide */
     conv_case_on(be, 2, 3, 6, 6, 2, 5, 2, 1, 0, 27, tol);
 }
 END_TEST
 
-/* Winograd really runs where the CPU has it: its rounding differs from the direct convolution's. */
+/* Winograd really runs where the CPU has it: its rounding differs from the direct convolution's, and
+ * wino43's from oneDNN's Winograd (the same transforms, summed in another order); auto picks wino43. */
 START_TEST(test_conv_winograd_runs)
 {
-    if (!nn_cpu_onednn(1) || !onednn_has_winograd()) {
+    if (!nn_cpu_onednn(WINO_ONEDNN) || !onednn_has_winograd()) {
         printf("check_layers: no oneDNN Winograd in this build or on this CPU: nothing to tell apart\n");
         return;
     }
-    enum { N = 2, C = 32, S = 26, F = 64, OS = S - 2 };
+    ck_assert_msg(nn_cpu_conv("auto") == nn_cpu_onednn(WINO_OWN), "--conv auto is not wino43 in a oneDNN build");
+    enum { N = 2, C = 32, S = 26, F = 64, OS = S - 2, ALGS = 3 };
+    size_t ny = (size_t)F * N * OS * OS;
     float *x = random_floats((size_t)C * N * S * S, 31, -1, 1), *w = random_floats((size_t)F * C * 9, 32, -1, 1);
-    float *direct = zeros((size_t)F * N * OS * OS), *wino = zeros((size_t)F * N * OS * OS);
-    conv_forward(nn_cpu_onednn(0), x, w, NULL, direct, N, C, S, S, F, 3, 0, NULL, 1, 0);
-    conv_forward(nn_cpu_onednn(1), x, w, NULL, wino, N, C, S, S, F, 3, 0, NULL, 1, 0);
-    ck_assert_msg(memcmp(direct, wino, (size_t)F * N * OS * OS * sizeof *wino) != 0,
+    float *y[ALGS];
+    for (int a = 0; a < ALGS; a++) {
+        y[a] = zeros(ny);
+        conv_forward(nn_cpu_onednn(a), x, w, NULL, y[a], N, C, S, S, F, 3, 0, NULL, 1, 0);
+    }
+    ck_assert_msg(memcmp(y[WINO_NONE], y[WINO_ONEDNN], ny * sizeof(float)) != 0,
                   "--conv winograd gave the direct convolution's output bit for bit: Winograd did not run");
-    free(x), free(w), free(direct), free(wino);
+    if (wino43_has_cpu())
+        ck_assert_msg(memcmp(y[WINO_ONEDNN], y[WINO_OWN], ny * sizeof(float)) != 0,
+                      "--conv wino43 gave oneDNN's Winograd output bit for bit: its own forward did not run");
+    else
+        printf("check_conv: no AVX-512 here: wino43's forward is oneDNN's\n");
+    for (int a = 0; a < ALGS; a++)
+        free(y[a]);
+    free(x), free(w);
 }
 END_TEST
 
@@ -261,6 +279,7 @@ static conv_pool_run conv_pool_through(const nn_backend *be, const float *x, con
  * pooled values, argmaxes, dw, db, dx. */
 START_TEST(test_conv_pool_onednn)
 {
+    static const char *const algs[] = {"direct", "winograd", "wino43"};
     const nn_backend *be = nn_cpu_onednn(_i);
     if (!be) {
         printf("check_conv: built without oneDNN: its fused conv + pool does not apply\n");
@@ -286,10 +305,10 @@ START_TEST(test_conv_pool_onednn)
         /* Where oneDNN has Winograd (AVX-512) it takes nChw16c, which the fused pool reads: y stays unwritten. */
         int fused = is_sentinel(f.y, (size_t)F * N * OS * S * sizeof(float));
         ck_assert_msg(fused || !onednn_has_winograd(),
-                      "oneDNN (%s, N %d): the fused pool did not run on an AVX-512 CPU", _i ? "winograd" : "direct", N);
+                      "oneDNN (%s, N %d): the fused pool did not run on an AVX-512 CPU", algs[_i], N);
         if (!fused)
             printf("check_conv: oneDNN (%s, N %d) chose a layout nchw16c.h does not read: the composition ran\n",
-                   _i ? "winograd" : "direct", N);
+                   algs[_i], N);
         same_floats("conv + pool: pooled", c.py, f.py, np);
         same("conv + pool: argmax", c.arg, f.arg, np, sizeof(int32_t), 0, np);
         same_floats("conv + pool: dw", c.dw, f.dw, (size_t)F * C * 9);
@@ -312,9 +331,9 @@ int main(void)
     tcase_add_test(tc, test_conv_nopad);
     tcase_add_test(tc, test_conv_pad);
     tcase_add_loop_test(tc, test_conv_threads, 0, 2); /* 2, 3 threads */
-    tcase_add_loop_test(tc, test_conv_onednn, 0, 2);  /* direct, Winograd */
+    tcase_add_loop_test(tc, test_conv_onednn, 0, 3);  /* direct, Winograd, wino43 */
     tcase_add_test(tc, test_conv_winograd_runs);
-    tcase_add_loop_test(tc, test_conv_pool_onednn, 0, 2);
+    tcase_add_loop_test(tc, test_conv_pool_onednn, 0, 3);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

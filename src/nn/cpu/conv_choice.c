@@ -9,7 +9,10 @@ const nn_backend *nn_cpu_conv(const char *conv)
 {
     if (strcmp(conv, "im2col") == 0)
         return &nn_cpu;
-    int automatic = strcmp(conv, "auto") == 0, winograd = automatic || strcmp(conv, "winograd") == 0;
+    int automatic = strcmp(conv, "auto") == 0;
+    int winograd = automatic || strcmp(conv, "wino43") == 0 ? WINO_OWN
+                   : strcmp(conv, "winograd") == 0          ? WINO_ONEDNN
+                                                            : WINO_NONE;
     if (!winograd && strcmp(conv, "onednn") != 0)
         return NULL;
     const nn_backend *onednn = nn_cpu_onednn(winograd);

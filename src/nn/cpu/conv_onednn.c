@@ -10,6 +10,7 @@
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
 #include "nn/cpu/nchw16c.h"
+#include "nn/cpu/wino43.h"
 
 /* A failing oneDNN call is a bug or exhausted memory, never bad input: one line naming the call. */
 #define DNNL_CHECK(call) dnnl_check((call), #call, __FILE__, __LINE__)
@@ -38,6 +39,7 @@ typedef struct {
 typedef struct {
     int C, H, W, F, k, pad, wide, N, winograd; /* the key (winograd: asked for; alg: what oneDNN has) */
     dnnl_alg_kind_t alg;
+    float *wino_U; /* wino43.h's weights when its forward replaces oneDNN's (winograd == WINO_OWN) */
     dnnl_primitive_desc_t fwd_pd;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
     tensor_arg x, w, b, y;      /* forward */
@@ -233,6 +235,9 @@ static void plan_forward(conv_plan *p, const plan_mds *m)
     arg_init(p, &p->y, &m->y, query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
     p->y_pooled = blocked_layout(p, &p->y, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
     p->zero_bias = xcalloc((size_t)p->F, sizeof(float));
+    if (p->winograd == WINO_OWN && p->alg == dnnl_convolution_winograd && p->y_pooled &&
+        wino43_usable(p->C, p->F, p->H, p->W, p->k, p->pad) && blocked_layout(p, &p->x, p->C, p->H, p->W))
+        p->wino_U = xmalloc_aligned(wino43_weights_size(p->C, p->F) * sizeof(float));
 }
 
 static void plan_backward(conv_plan *p, const plan_mds *m)
@@ -293,6 +298,7 @@ static void plan_destroy(conv_plan *p)
     free(p->dw_sum);
     free(p->db_sum);
     free(p->zero_bias);
+    free(p->wino_U);
     memset(p, 0, sizeof *p);
 }
 
@@ -342,14 +348,29 @@ static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, in
  * (net's conv1, 2-core Sapphire Rapids). */
 static int onednn_takes(int C) { return C > 1; }
 
+/* wino43.h's forward from x, converted to the blocks in x.prim, to y.prim (both nChw16c: see plan_forward). */
+static void wino43_run(conv_plan *p, const float *x, const float *w, const float *b)
+{
+    arg_in(&p->x, x);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+    wino43_weights(w, p->F, p->C, p->wino_U);
+    wino43_forward((const float *)(arena + p->x.offset), p->wino_U, b, (float *)(arena + p->y.offset), p->N, p->C, p->H,
+                   p->W, p->F);
+}
+
 /* The forward into y.prim, converted to the layer's y unless y is NULL (the caller reads y.prim). */
 static void forward_run(conv_plan *p, const float *x, const float *w, const float *b, float *y)
 {
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)},
-                              {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
-                              {DNNL_ARG_BIAS, arg_in(&p->b, b ? b : p->zero_bias)},
-                              {DNNL_ARG_DST, y ? arg_out(&p->y, y) : p->y.prim}};
-    run(p->fwd, 4, args);
+    dnnl_memory_t dst = y ? arg_out(&p->y, y) : p->y.prim;
+    if (p->wino_U) {
+        wino43_run(p, x, w, b);
+    } else {
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)},
+                                  {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
+                                  {DNNL_ARG_BIAS, arg_in(&p->b, b ? b : p->zero_bias)},
+                                  {DNNL_ARG_DST, dst}};
+        run(p->fwd, 4, args);
+    }
     if (y)
         arg_done(&p->y);
     DNNL_CHECK(dnnl_stream_wait(stream));
@@ -468,8 +489,9 @@ static int onednn_pool_conv_backward(float *dpy, const float *py, const int32_t 
                                          winograd);                                                                  \
     }
 
-ALGORITHM_ENTRIES(direct, 0)
-ALGORITHM_ENTRIES(winograd, 1)
+ALGORITHM_ENTRIES(direct, WINO_NONE)
+ALGORITHM_ENTRIES(winograd, WINO_ONEDNN)
+ALGORITHM_ENTRIES(own_wino, WINO_OWN)
 
 const char *onednn_version(void)
 {
@@ -491,16 +513,26 @@ int onednn_has_winograd(void)
     return 1;
 }
 
+#define SET_ENTRIES(b, alg)                                 \
+    do {                                                    \
+        (b)->conv_forward = alg##_forward;                  \
+        (b)->conv_backward = alg##_backward;                \
+        (b)->conv_pool_forward = alg##_conv_pool_forward;   \
+        (b)->pool_conv_backward = alg##_pool_conv_backward; \
+    } while (0)
+
 const nn_backend *nn_cpu_onednn(int winograd)
 {
-    static nn_backend be[2];
-    nn_backend *b = &be[winograd != 0];
+    static nn_backend be[3];
+    nn_backend *b = &be[winograd == WINO_OWN ? 2 : winograd != WINO_NONE];
     if (!b->name) {
         *b = nn_cpu;
-        b->conv_forward = winograd ? winograd_forward : direct_forward;
-        b->conv_backward = winograd ? winograd_backward : direct_backward;
-        b->conv_pool_forward = winograd ? winograd_conv_pool_forward : direct_conv_pool_forward;
-        b->pool_conv_backward = winograd ? winograd_pool_conv_backward : direct_pool_conv_backward;
+        if (winograd == WINO_OWN)
+            SET_ENTRIES(b, own_wino);
+        else if (winograd)
+            SET_ENTRIES(b, winograd);
+        else
+            SET_ENTRIES(b, direct);
     }
     return b;
 }

@@ -1,4 +1,4 @@
-/* The CPU backend with oneDNN's convolutions (--conv onednn, winograd): nn_cpu, except that conv_forward and
+/* The CPU backend with oneDNN's convolutions (--conv onednn, winograd, wino43): nn_cpu, except that conv_forward and
  * conv_backward (layers.h) of layers with more than one input channel run as oneDNN primitives (the others
  * as nn_cpu's). Built when configure finds oneDNN 2.x (--with-onednn); otherwise these stubs say it is
  * absent. */
@@ -8,14 +8,18 @@
 
 #include "nn/backend.h"
 
+/* nn_cpu_onednn's algorithms: oneDNN's direct convolutions; its Winograd F(4,3) where it implements it (3x3
+ * kernels, CPUs with AVX-512), else direct; the same with wino43.h's forward where it fits (--conv wino43). */
+enum { WINO_NONE, WINO_ONEDNN, WINO_OWN };
+
 #ifdef HAVE_ONEDNN
-/* The backend (one per algorithm and process: its primitives are cached per shape and batch size).
- * winograd: Winograd F(4,3) where oneDNN implements it (3x3 kernels, CPUs with AVX-512), else direct. */
+/* The backend (one per algorithm and process: its primitives are cached per shape and batch size). */
 const nn_backend *nn_cpu_onednn(int winograd);
 /* Whether this CPU has oneDNN's Winograd convolutions. */
 int onednn_has_winograd(void);
 /* "major.minor.patch" of the library loaded. */
 const char *onednn_version(void);
+#include "nn/cpu/wino43.h" /* wino43_has_cpu */
 #else
 static inline const nn_backend *nn_cpu_onednn(int winograd)
 {
@@ -24,5 +28,6 @@ static inline const nn_backend *nn_cpu_onednn(int winograd)
 }
 static inline int onednn_has_winograd(void) { return 0; }
 static inline const char *onednn_version(void) { return "absent"; } /* never printed: no backend uses it */
+static inline int wino43_has_cpu(void) { return 0; }
 #endif
 #endif

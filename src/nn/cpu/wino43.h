@@ -1,0 +1,21 @@
+/* conv2's forward as a Winograd F(4x4, 3x3) convolution of the project's own, fused by tile rows: the input
+ * tiles' transform, the 36 products over the channels and the output transform with the bias run while one
+ * row of tiles is in L1, so the transformed tensors never reach memory (oneDNN 2.6's jit_wino_4x3 writes and
+ * reads them back: 4.4 against 2.7 ms for net's conv2 at batch 64 on one Zen 5 core). Blocked layouts of
+ * nchw16c.h in and out; AVX-512 only. Its rounding is about oneDNN's Winograd's (wino43.c: the points). */
+#ifndef MNIST_WINO43_H
+#define MNIST_WINO43_H
+#include <stddef.h>
+
+/* Whether this CPU has AVX-512. */
+int wino43_has_cpu(void);
+/* Whether this CPU and shape can take it: AVX-512, a 3x3 kernel without padding, C a multiple of 16 up to 64,
+ * F a multiple of 64 up to 128, an output whose sides are multiples of 4. */
+int wino43_usable(int C, int F, int H, int W, int k, int pad);
+/* Floats of the transformed weights U [36][C][F]. */
+size_t wino43_weights_size(int C, int F);
+/* U = G w G^T per filter and channel; w [F][C][3][3]. */
+void wino43_weights(const float *w, int F, int C, float *U);
+/* y [N][F/16][H-2][W-2][16] = conv(x [N][C/16][H][W][16], w) + b[f], U from wino43_weights. */
+void wino43_forward(const float *x, const float *U, const float *b, float *y, int N, int C, int H, int W, int F);
+#endif
