@@ -523,8 +523,8 @@ int onednn_has_winograd(void)
 
 const nn_backend *nn_cpu_onednn(int winograd)
 {
-    static nn_backend be[3];
-    nn_backend *b = &be[winograd == WINO_OWN ? 2 : winograd != WINO_NONE];
+    static nn_backend be[WINO_OWN + 1];
+    nn_backend *b = &be[winograd];
     if (!b->name) {
         *b = nn_cpu;
         if (winograd == WINO_OWN)

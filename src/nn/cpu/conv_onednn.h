@@ -13,7 +13,8 @@
 enum { WINO_NONE, WINO_ONEDNN, WINO_OWN };
 
 #ifdef HAVE_ONEDNN
-/* The backend (one per algorithm and process: its primitives are cached per shape and batch size). */
+/* The backend for winograd, one of the enum (one per algorithm and process: its primitives are cached per
+ * shape and batch size). */
 const nn_backend *nn_cpu_onednn(int winograd);
 /* Whether this CPU has oneDNN's Winograd convolutions. */
 int onednn_has_winograd(void);
