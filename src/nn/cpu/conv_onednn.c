@@ -39,7 +39,7 @@ typedef struct {
 typedef struct {
     int C, H, W, F, k, pad, wide, N, winograd; /* the key (winograd: asked for; alg: what oneDNN has) */
     dnnl_alg_kind_t alg;
-    float *wino_U; /* wino43.h's weights when its forward replaces oneDNN's (winograd == WINO_OWN) */
+    float *wino_U, *wino_Ub; /* wino43.h's weights when its forward, input gradient replace oneDNN's (WINO_OWN) */
     dnnl_primitive_desc_t fwd_pd;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
     tensor_arg x, w, b, y;      /* forward */
@@ -272,6 +272,8 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
         p->dy_shared && blocked_layout(p, &p->dyw, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
     p->dx_blocked = blocked_layout(p, &p->dx, p->C, p->H, p->W);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+    if (p->wino_U && p->dy_pooled && p->dx_blocked && wino43_backward_usable(p->C, p->F, p->H, p->W, p->k, p->pad))
+        p->wino_Ub = xmalloc_aligned(wino43_weights_size(p->C, p->F) * sizeof(float));
     p->dw_sum = xmalloc_aligned((size_t)p->F * p->C * p->k * p->k * sizeof(float));
     p->db_sum = xmalloc_aligned((size_t)p->F * sizeof(float));
 }
@@ -299,6 +301,7 @@ static void plan_destroy(conv_plan *p)
     free(p->db_sum);
     free(p->zero_bias);
     free(p->wino_U);
+    free(p->wino_Ub);
     memset(p, 0, sizeof *p);
 }
 
@@ -402,10 +405,17 @@ static void backward_run(conv_plan *p, const float *x, const float *x_relu, cons
         db[f] += p->db_sum[f];
     if (!dx)
         return;
-    dnnl_memory_t ddst = p->dy_shared ? p->dyw.prim : arg_in(&p->dy, dy);
-    dnnl_exec_arg_t dargs[] = {
-        {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)}, {DNNL_ARG_DIFF_SRC, arg_out(&p->dx, dx)}};
-    run(p->bwd_data, 3, dargs);
+    dnnl_memory_t dsrc = arg_out(&p->dx, dx);
+    if (p->wino_Ub) { /* dy is in dyw.prim's blocks (plan_backward: dy_pooled) */
+        wino43_weights_backward(w, p->F, p->C, p->wino_Ub);
+        wino43_backward_data((const float *)(arena + p->dyw.offset), p->wino_Ub, (float *)(arena + p->dx.offset), p->N,
+                             p->C, p->H, p->W, p->F);
+    } else {
+        dnnl_memory_t ddst = p->dy_shared ? p->dyw.prim : arg_in(&p->dy, dy);
+        dnnl_exec_arg_t dargs[] = {
+            {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)}, {DNNL_ARG_DIFF_SRC, dsrc}};
+        run(p->bwd_data, 3, dargs);
+    }
     if (x_relu && p->dx_blocked) {
         DNNL_CHECK(dnnl_stream_wait(stream));
         nchw16c_relu_backward((const float *)(arena + p->dx.offset), x_relu, dx, p->C, p->N, p->H * p->W);

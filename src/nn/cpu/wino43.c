@@ -16,9 +16,8 @@ enum {
     TIN = TILE + 2, /* input pixels per tile side */
     E = TIN * TIN,  /* transformed elements per tile */
     TB = 6,         /* tiles per product block: 6 x 4 accumulators of 16 filters */
-    FG = 4 * LANES, /* filters per product block */
-    MAX_CB = 4,     /* channel blocks */
-    MAX_F = 128,
+    MAX_CB = 8,     /* input channel blocks */
+    MAX_F = 128,    /* output channels */
 };
 
 /* The interpolation points 0, +-3/4, +-3/2 and infinity: on net's conv2 (inputs and weights in [-1, 1]) the
@@ -40,36 +39,44 @@ int wino43_has_cpu(void)
 
 int wino43_usable(int C, int F, int H, int W, int k, int pad)
 {
-    return k == 3 && !pad && C % LANES == 0 && C <= MAX_CB * LANES && F % FG == 0 && F <= MAX_F &&
+    return k == 3 && !pad && C % LANES == 0 && C <= MAX_CB * LANES && F % LANES == 0 && F <= MAX_F &&
            (H - 2) % TILE == 0 && (W - 2) % TILE == 0 && H >= TIN && W >= TIN && wino43_has_cpu();
+}
+
+int wino43_backward_usable(int C, int F, int H, int W, int k, int pad)
+{
+    return k == 3 && !pad && C % LANES == 0 && C <= MAX_F && F % LANES == 0 && F <= MAX_CB * LANES && H >= 3 &&
+           W >= 3 && wino43_has_cpu();
 }
 
 size_t wino43_weights_size(int C, int F) { return (size_t)E * C * F; }
 
-/* Sixteen filters f0.. of channel c: U[e][c][f0..] = (G g G^T)[e], g gathered across the filters. */
-AVX512 static void weights_block(const float *w, int F, int C, int c, int f0, float *U)
+/* U[e][i][o0..o0+15] = (G g G^T)[e] for input channel i and 16 output channels from o0, g gathered across them:
+ * output o's taps for input i at w + o * out_stride + i * in_stride, turned by 180 degrees if flip. */
+AVX512 static void weights_block(const float *w, int out_stride, int in_stride, int flip, int cin, int cout, int i,
+                                 int o0, float *U)
 {
     __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                     _mm512_set1_epi32(C * 9));
+                                     _mm512_set1_epi32(out_stride));
     __m512 g[9], t[TIN][3];
     UNROLL
-    for (int i = 0; i < 9; i++)
-        g[i] = _mm512_i32gather_ps(idx, w + ((size_t)f0 * C + c) * 9 + i, 4);
+    for (int k = 0; k < 9; k++)
+        g[k] = _mm512_i32gather_ps(idx, w + (size_t)o0 * out_stride + (size_t)i * in_stride + (flip ? 8 - k : k), 4);
     UNROLL
-    for (int i = 0; i < TIN; i++)
+    for (int a = 0; a < TIN; a++)
         UNROLL
     for (int j = 0; j < 3; j++)
-        t[i][j] = _mm512_fmadd_ps(
-            _mm512_set1_ps(G[i][2]), g[6 + j],
-            _mm512_fmadd_ps(_mm512_set1_ps(G[i][1]), g[3 + j], _mm512_mul_ps(_mm512_set1_ps(G[i][0]), g[j])));
+        t[a][j] = _mm512_fmadd_ps(
+            _mm512_set1_ps(G[a][2]), g[6 + j],
+            _mm512_fmadd_ps(_mm512_set1_ps(G[a][1]), g[3 + j], _mm512_mul_ps(_mm512_set1_ps(G[a][0]), g[j])));
     UNROLL
-    for (int i = 0; i < TIN; i++)
+    for (int a = 0; a < TIN; a++)
         UNROLL
     for (int j = 0; j < TIN; j++) {
         __m512 u = _mm512_fmadd_ps(
-            t[i][2], _mm512_set1_ps(G[j][2]),
-            _mm512_fmadd_ps(t[i][1], _mm512_set1_ps(G[j][1]), _mm512_mul_ps(t[i][0], _mm512_set1_ps(G[j][0]))));
-        _mm512_storeu_ps(U + ((size_t)(i * TIN + j) * C + c) * F + f0, u);
+            t[a][2], _mm512_set1_ps(G[j][2]),
+            _mm512_fmadd_ps(t[a][1], _mm512_set1_ps(G[j][1]), _mm512_mul_ps(t[a][0], _mm512_set1_ps(G[j][0]))));
+        _mm512_storeu_ps(U + ((size_t)(a * TIN + j) * cin + i) * cout + o0, u);
     }
 }
 
@@ -77,7 +84,15 @@ AVX512 void wino43_weights(const float *w, int F, int C, float *U)
 {
     for (int c = 0; c < C; c++)
         for (int f0 = 0; f0 < F; f0 += LANES)
-            weights_block(w, F, C, c, f0, U);
+            weights_block(w, C * 9, 9, 0, C, F, c, f0, U);
+}
+
+/* The input gradient's: input channels the filters, output channels the channels, each kernel turned. */
+AVX512 void wino43_weights_backward(const float *w, int F, int C, float *U)
+{
+    for (int f = 0; f < F; f++)
+        for (int c0 = 0; c0 < C; c0 += LANES)
+            weights_block(w, 9, C * 9, 1, F, C, f, c0, U);
 }
 
 /* o = B^T d, six vectors of 16 lanes: rows 1-2 and 3-4 are the points +-a, +-b, each pair sharing its even
@@ -109,16 +124,26 @@ AVX512 static inline void output_rows(const __m512 m[TIN], __m512 o[TILE])
                          m[5]);
 }
 
-/* V[e][cb][t] = (B^T d B)[e] of the input tile at (ty, tx) of channel block cb (16 lanes: 16 channels). */
-AVX512 static void input_tile(const float *xb, int W, float *V, int cb_count, int t)
+/* A convolution without bias over 16-channel blocks: cin channels of ih x iw in, read with pad zeros around,
+ * cout channels of oh x ow out (tiles at the bottom and right edges cut short). */
+typedef struct {
+    int cin, cout, ih, iw, pad, oh, ow;
+} geometry;
+
+/* V[e][cb][t] = (B^T d B)[e] of the 6 x 6 input tile whose corner is row r0, column c0 of channel block xb
+ * (16 lanes: 16 channels); outside the plane d is 0. */
+AVX512 static void input_tile(const float *xb, const geometry *g, int r0, int c0, float *V, int cb_count, int t)
 {
+    int inside = r0 >= 0 && c0 >= 0 && r0 + TIN <= g->ih && c0 + TIN <= g->iw;
     __m512 r[TIN][TIN];
     UNROLL
     for (int j = 0; j < TIN; j++) {
         __m512 d[TIN], o[TIN];
         UNROLL
         for (int i = 0; i < TIN; i++)
-            d[i] = _mm512_loadu_ps(xb + ((size_t)i * W + j) * LANES);
+            d[i] = inside || ((unsigned)(r0 + i) < (unsigned)g->ih && (unsigned)(c0 + j) < (unsigned)g->iw)
+                       ? _mm512_loadu_ps(xb + ((ptrdiff_t)(r0 + i) * g->iw + c0 + j) * LANES)
+                       : _mm512_setzero_ps();
         input_rows(d, o);
         UNROLL
         for (int i = 0; i < TIN; i++)
@@ -134,42 +159,55 @@ AVX512 static void input_tile(const float *xb, int W, float *V, int cb_count, in
     }
 }
 
-/* M[e][t][f] = sum over c of U[e][c][f] V[e][c][t], for TB tiles and F filters (FG at a time). */
-AVX512 static void products(const float *U, const float *V, float *M, int C, int F)
+/* M[e][t][o] = sum over i of U[e][i][o] V[e][i][t], for TB tiles and cout outputs, nv vectors of them at a
+ * time (nv a constant where inlined: the accumulators stay in registers). */
+AVX512 static inline __attribute__((always_inline)) void products_nv(const float *U, const float *V, float *M, int cin,
+                                                                     int cout, int nv)
 {
     for (int e = 0; e < E; e++)
-        for (int f0 = 0; f0 < F; f0 += FG) {
+        for (int o0 = 0; o0 < cout; o0 += nv * LANES) {
             __m512 acc[TB][4];
             UNROLL
             for (int t = 0; t < TB; t++)
                 UNROLL
-            for (int k = 0; k < 4; k++)
+            for (int k = 0; k < nv; k++)
                 acc[t][k] = _mm512_setzero_ps();
-            const float *u = U + (size_t)e * C * F + f0;
-            const float *v = V + (size_t)e * C * TB;
-            for (int c = 0; c < C; c++) {
-                const float *uc = u + (size_t)c * F, *vc = v + (size_t)(c / LANES) * TB * LANES + c % LANES;
-                __m512 u0 = _mm512_loadu_ps(uc), u1 = _mm512_loadu_ps(uc + 16), u2 = _mm512_loadu_ps(uc + 32),
-                       u3 = _mm512_loadu_ps(uc + 48);
+            const float *u = U + (size_t)e * cin * cout + o0;
+            const float *v = V + (size_t)e * cin * TB;
+            for (int c = 0; c < cin; c++) {
+                const float *uc = u + (size_t)c * cout, *vc = v + (size_t)(c / LANES) * TB * LANES + c % LANES;
+                __m512 uk[4];
+                UNROLL
+                for (int k = 0; k < nv; k++)
+                    uk[k] = _mm512_loadu_ps(uc + 16 * k);
                 UNROLL
                 for (int t = 0; t < TB; t++) {
                     __m512 b = _mm512_set1_ps(vc[t * LANES]);
-                    acc[t][0] = _mm512_fmadd_ps(u0, b, acc[t][0]);
-                    acc[t][1] = _mm512_fmadd_ps(u1, b, acc[t][1]);
-                    acc[t][2] = _mm512_fmadd_ps(u2, b, acc[t][2]);
-                    acc[t][3] = _mm512_fmadd_ps(u3, b, acc[t][3]);
+                    UNROLL
+                    for (int k = 0; k < nv; k++)
+                        acc[t][k] = _mm512_fmadd_ps(uk[k], b, acc[t][k]);
                 }
             }
             UNROLL
             for (int t = 0; t < TB; t++)
                 UNROLL
-            for (int k = 0; k < 4; k++)
-                _mm512_storeu_ps(M + ((size_t)e * TB + t) * F + f0 + 16 * k, acc[t][k]);
+            for (int k = 0; k < nv; k++)
+                _mm512_storeu_ps(M + ((size_t)e * TB + t) * cout + o0 + 16 * k, acc[t][k]);
         }
 }
 
-/* y's 4 x 4 pixels of the tile (16 lanes: 16 filters of block fb) = A^T M A + b. */
-AVX512 static void output_tile(const float *M, int F, int fb, int t, __m512 bias, float *yb, int OW)
+AVX512 static void products(const float *U, const float *V, float *M, int cin, int cout)
+{
+    if (cout % (4 * LANES) == 0)
+        products_nv(U, V, M, cin, cout, 4);
+    else if (cout % (2 * LANES) == 0)
+        products_nv(U, V, M, cin, cout, 2);
+    else
+        products_nv(U, V, M, cin, cout, 1);
+}
+
+/* The tile's nr x nc pixels of output block ob at yb (16 lanes: 16 channels) = A^T M A + bias. */
+AVX512 static void output_tile(const float *M, int cout, int ob, int t, __m512 bias, float *yb, int ow, int nr, int nc)
 {
     __m512 r[TILE][TIN];
     UNROLL
@@ -177,7 +215,7 @@ AVX512 static void output_tile(const float *M, int F, int fb, int t, __m512 bias
         __m512 m[TIN], o[TILE];
         UNROLL
         for (int i = 0; i < TIN; i++)
-            m[i] = _mm512_loadu_ps(M + ((size_t)(i * TIN + j) * TB + t) * F + fb * LANES);
+            m[i] = _mm512_loadu_ps(M + ((size_t)(i * TIN + j) * TB + t) * cout + ob * LANES);
         output_rows(m, o);
         UNROLL
         for (int i = 0; i < TILE; i++)
@@ -189,14 +227,15 @@ AVX512 static void output_tile(const float *M, int F, int fb, int t, __m512 bias
         output_rows(r[i], o);
         UNROLL
         for (int j = 0; j < TILE; j++)
-            _mm512_storeu_ps(yb + ((size_t)i * OW + j) * LANES, _mm512_add_ps(o[j], bias));
+            if (i < nr && j < nc)
+                _mm512_storeu_ps(yb + ((size_t)i * ow + j) * LANES, _mm512_add_ps(o[j], bias));
     }
 }
 
-/* One sample: its tiles in blocks of TB (the last block repeats the last tile, writing the same values). */
-AVX512 static void forward_sample(const float *x, const float *U, const float *b, float *y, int C, int H, int W, int F)
+/* One sample: its tiles in blocks of TB (the last block repeats the last tile and writes it once). */
+AVX512 static void conv_sample(const float *x, const float *U, const float *b, float *y, const geometry *g)
 {
-    int OH = H - 2, OW = W - 2, tw = OW / TILE, tiles = OH / TILE * tw, CB = C / LANES, FBk = F / LANES;
+    int tw = (g->ow + TILE - 1) / TILE, tiles = (g->oh + TILE - 1) / TILE * tw, CB = g->cin / LANES;
     /* Per thread, not on the stack: as locals these made the forward 1.3 times as long (Zen 5). */
     static _Thread_local float V[E * MAX_CB * TB * LANES] __attribute__((aligned(64)));
     static _Thread_local float M[E * TB * MAX_F] __attribute__((aligned(64)));
@@ -205,24 +244,38 @@ AVX512 static void forward_sample(const float *x, const float *U, const float *b
         for (int t = 0; t < TB; t++) {
             int tile = t0 + t < tiles ? t0 + t : tiles - 1, ty = tile / tw, tx = tile % tw;
             for (int cb = 0; cb < CB; cb++)
-                input_tile(x + (((size_t)cb * H + TILE * ty) * W + TILE * tx) * LANES, W, V + (size_t)cb * TB * LANES,
-                           CB, t);
+                input_tile(x + (size_t)cb * g->ih * g->iw * LANES, g, TILE * ty - g->pad, TILE * tx - g->pad,
+                           V + (size_t)cb * TB * LANES, CB, t);
         }
-        products(U, V, M, C, F);
-        for (int fb = 0; fb < FBk; fb++) {
-            __m512 bias = b ? _mm512_loadu_ps(b + fb * LANES) : _mm512_setzero_ps();
+        products(U, V, M, g->cin, g->cout);
+        for (int ob = 0; ob < g->cout / LANES; ob++) {
+            __m512 bias = b ? _mm512_loadu_ps(b + ob * LANES) : _mm512_setzero_ps();
             for (int t = 0; t < TB && t0 + t < tiles; t++) {
-                int ty = (t0 + t) / tw, tx = (t0 + t) % tw;
-                output_tile(M, F, fb, t, bias, y + (((size_t)fb * OH + TILE * ty) * OW + TILE * tx) * LANES, OW);
+                int ty = (t0 + t) / tw, tx = (t0 + t) % tw, nr = g->oh - TILE * ty, nc = g->ow - TILE * tx;
+                output_tile(M, g->cout, ob, t, bias, y + (((size_t)ob * g->oh + TILE * ty) * g->ow + TILE * tx) * LANES,
+                            g->ow, nr < TILE ? nr : TILE, nc < TILE ? nc : TILE);
             }
         }
     }
 }
 
-void wino43_forward(const float *x, const float *U, const float *b, float *y, int N, int C, int H, int W, int F)
+static void conv_batch(const float *x, const float *U, const float *b, float *y, int N, const geometry *g)
 {
-    size_t xs = (size_t)C * H * W, ys = (size_t)F * (H - 2) * (W - 2);
+    size_t xs = (size_t)g->cin * g->ih * g->iw, ys = (size_t)g->cout * g->oh * g->ow;
     PARALLEL_FOR
     for (int n = 0; n < N; n++)
-        forward_sample(x + n * xs, U, b, y + n * ys, C, H, W, F);
+        conv_sample(x + n * xs, U, b, y + n * ys, g);
+}
+
+void wino43_forward(const float *x, const float *U, const float *b, float *y, int N, int C, int H, int W, int F)
+{
+    geometry g = {C, F, H, W, 0, H - 2, W - 2};
+    conv_batch(x, U, b, y, N, &g);
+}
+
+/* The input gradient is the correlation of dy, padded by 2, with the turned kernels. */
+void wino43_backward_data(const float *dy, const float *U, float *dx, int N, int C, int H, int W, int F)
+{
+    geometry g = {F, C, H - 2, W - 2, 2, H, W};
+    conv_batch(dy, U, NULL, dx, N, &g);
 }

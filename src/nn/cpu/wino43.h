@@ -9,8 +9,8 @@
 
 /* Whether this CPU has AVX-512. */
 int wino43_has_cpu(void);
-/* Whether this CPU and shape can take it: AVX-512, a 3x3 kernel without padding, C a multiple of 16 up to 64,
- * F a multiple of 64 up to 128, an output whose sides are multiples of 4. */
+/* Whether this CPU and shape can take it: AVX-512, a 3x3 kernel without padding, C a multiple of 16 up to 128,
+ * F a multiple of 16 up to 128, an output whose sides are multiples of 4. */
 int wino43_usable(int C, int F, int H, int W, int k, int pad);
 /* Floats of the transformed weights U [36][C][F]. */
 size_t wino43_weights_size(int C, int F);
@@ -18,4 +18,12 @@ size_t wino43_weights_size(int C, int F);
 void wino43_weights(const float *w, int F, int C, float *U);
 /* y [N][F/16][H-2][W-2][16] = conv(x [N][C/16][H][W][16], w) + b[f], U from wino43_weights. */
 void wino43_forward(const float *x, const float *U, const float *b, float *y, int N, int C, int H, int W, int F);
+
+/* The input gradient the same way (the correlation of dy padded by 2 with each kernel turned by 180 degrees,
+ * partial tiles at the edges): whether the CPU and shape can take it (C up to 128, F up to 128)... */
+int wino43_backward_usable(int C, int F, int H, int W, int k, int pad);
+/* ... U [36][F][C] from w [F][C][3][3] ... */
+void wino43_weights_backward(const float *w, int F, int C, float *U);
+/* ... and dx [N][C/16][H][W][16] from dy [N][F/16][H-2][W-2][16]. */
+void wino43_backward_data(const float *dy, const float *U, float *dx, int N, int C, int H, int W, int F);
 #endif
