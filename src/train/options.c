@@ -109,8 +109,8 @@ static const option_spec specs[] = {
      "\nwino43. onednn: oneDNN's direct convolutions;"
      "\nwinograd: its Winograd F(4,3) for 3x3 kernels on"
      "\nAVX-512 CPUs, direct elsewhere; wino43: winograd with"
-     "\nmnist_ddp's own Winograd forward where it fits (fused"
-     "\ntile rows); all leave one-channel inputs to im2col."
+     "\nmnist_ddp's own Winograd forward and input gradient"
+     "\nwhere they fit; all leave one-channel inputs to im2col."
      "\nauto: wino43 where built with oneDNN, else im2col"},
     {NULL, "cuda-graph", "on|off", ARG_INDEX, F(cuda_graph), 0, 0, off_on, "on", NULL,
      "replay each full-batch training step (accumulation 1)"

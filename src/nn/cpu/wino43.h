@@ -1,8 +1,8 @@
-/* conv2's forward as a Winograd F(4x4, 3x3) convolution of the project's own, fused by tile rows: the input
- * tiles' transform, the 36 products over the channels and the output transform with the bias run while one
- * row of tiles is in L1, so the transformed tensors never reach memory (oneDNN 2.6's jit_wino_4x3 writes and
- * reads them back: 4.4 against 2.7 ms for net's conv2 at batch 64 on one Zen 5 core). Blocked layouts of
- * nchw16c.h in and out; AVX-512 only. Its rounding is about oneDNN's Winograd's (wino43.c: the points). */
+/* conv2's forward and input gradient as Winograd F(4x4, 3x3) convolutions of the project's own, fused by
+ * blocks of six tiles: the input tiles' transform, the 36 products over the channels and the output transform
+ * with the bias run while the block is in L1, so the transformed tensors never reach memory (oneDNN 2.6's
+ * jit_wino_4x3 writes and reads them back: docs/performance.md). Blocked layouts of nchw16c.h in and out;
+ * AVX-512 only. Its rounding is about oneDNN's Winograd's (wino43.c: the points). */
 #ifndef MNIST_WINO43_H
 #define MNIST_WINO43_H
 #include <stddef.h>
