@@ -217,7 +217,7 @@ START_TEST(test_conv_onednn)
 END_TEST
 
 /* Winograd really runs where the CPU has it: its rounding differs from the direct convolution's, and
- * wino43's (forward and input gradient) from oneDNN's Winograd (other points, sums in another order); auto
+ * wino43's (forward and both gradients) from oneDNN's Winograd (other points, sums in another order); auto
  * picks wino43. */
 START_TEST(test_conv_winograd_runs)
 {
@@ -236,26 +236,29 @@ START_TEST(test_conv_winograd_runs)
     }
     ck_assert_msg(memcmp(y[WINO_NONE], y[WINO_ONEDNN], ny * sizeof(float)) != 0,
                   "--conv winograd gave the direct convolution's output bit for bit: Winograd did not run");
-    /* The input gradient likewise (wino43's own where the output gradient is in oneDNN's blocks). */
+    /* The gradients likewise (wino43's own where the output gradient is in oneDNN's blocks). */
     size_t nx = (size_t)C * N * S * S, nw = (size_t)F * C * 9;
-    float *dy = random_floats(ny, 33, -1, 1), *dx[ALGS], *dw = zeros(nw), *db = zeros(F);
+    float *dy = random_floats(ny, 33, -1, 1), *dx[ALGS], *dw[ALGS], *db = zeros(F);
     for (int a = WINO_ONEDNN; a < ALGS; a++) {
         dx[a] = zeros(nx);
-        conv_backward(nn_cpu_onednn(a), x, w, dy, dw, db, dx[a], N, C, S, S, F, 3, 0, NULL, 1, 0);
+        dw[a] = zeros(nw);
+        conv_backward(nn_cpu_onednn(a), x, w, dy, dw[a], db, dx[a], N, C, S, S, F, 3, 0, NULL, 1, 0);
     }
     if (wino43_has_cpu()) {
         ck_assert_msg(memcmp(y[WINO_ONEDNN], y[WINO_OWN], ny * sizeof(float)) != 0,
                       "--conv wino43 gave oneDNN's Winograd output bit for bit: its own forward did not run");
         ck_assert_msg(memcmp(dx[WINO_ONEDNN], dx[WINO_OWN], nx * sizeof(float)) != 0,
                       "--conv wino43 gave oneDNN's Winograd input gradient bit for bit: its own did not run");
+        ck_assert_msg(memcmp(dw[WINO_ONEDNN], dw[WINO_OWN], nw * sizeof(float)) != 0,
+                      "--conv wino43 gave oneDNN's Winograd weight gradient bit for bit: its own did not run");
     } else {
-        printf("check_conv: no AVX-512 here: wino43's forward and input gradient are oneDNN's\n");
+        printf("check_conv: no AVX-512 here: wino43's convolutions are oneDNN's\n");
     }
     for (int a = 0; a < ALGS; a++)
         free(y[a]);
     for (int a = WINO_ONEDNN; a < ALGS; a++)
-        free(dx[a]);
-    free(x), free(w), free(dy), free(dw), free(db);
+        free(dx[a]), free(dw[a]);
+    free(x), free(w), free(dy), free(db);
 }
 END_TEST
 

@@ -11,6 +11,7 @@
 #include "nn/cpu/nn_cpu.h"
 #include "nn/cpu/nchw16c.h"
 #include "nn/cpu/wino43.h"
+#include "base/threads.h"
 
 /* A failing oneDNN call is a bug or exhausted memory, never bad input: one line naming the call. */
 #define DNNL_CHECK(call) dnnl_check((call), #call, __FILE__, __LINE__)
@@ -40,6 +41,8 @@ typedef struct {
     int C, H, W, F, k, pad, wide, N, winograd; /* the key (winograd: asked for; alg: what oneDNN has) */
     dnnl_alg_kind_t alg;
     float *wino_U, *wino_Ub; /* wino43.h's weights when its forward, input gradient replace oneDNN's (WINO_OWN) */
+    float *wino_ws;          /* and its weight gradient's workspace, wino_parts parts (one per thread) */
+    int wino_parts;
     dnnl_primitive_desc_t fwd_pd;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
     tensor_arg x, w, b, y;      /* forward */
@@ -274,6 +277,10 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
     if (p->wino_U && p->dy_pooled && p->dx_blocked && wino43_backward_usable(p->C, p->F, p->H, p->W, p->k, p->pad))
         p->wino_Ub = xmalloc_aligned(wino43_weights_size(p->C, p->F) * sizeof(float));
+    if (p->wino_Ub) { /* x is in x.prim's blocks (plan_forward), dy in dyw.prim's */
+        p->wino_parts = omp_get_max_threads();
+        p->wino_ws = xmalloc_aligned(p->wino_parts * wino43_wgrad_part_size(p->C, p->F) * sizeof(float));
+    }
     p->dw_sum = xmalloc_aligned((size_t)p->F * p->C * p->k * p->k * sizeof(float));
     p->db_sum = xmalloc_aligned((size_t)p->F * sizeof(float));
 }
@@ -302,6 +309,7 @@ static void plan_destroy(conv_plan *p)
     free(p->zero_bias);
     free(p->wino_U);
     free(p->wino_Ub);
+    free(p->wino_ws);
     memset(p, 0, sizeof *p);
 }
 
@@ -381,15 +389,9 @@ static void forward_run(conv_plan *p, const float *x, const float *w, const floa
     p->kept_at = ++calls;
 }
 
-/* Both backward passes from diff_dst dy (NULL: written in dyw.prim already, which then serves both), dx
- * through the ReLU whose output x is unless x_relu is NULL (layers.h's pool_conv_backward).
- * dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
-static void backward_run(conv_plan *p, const float *x, const float *x_relu, const float *w, const float *dy, float *dw,
-                         float *db, float *dx)
+/* The weight and bias gradients into the plan's sums, from src and dy (NULL: in dyw.prim). */
+static void onednn_weights_run(conv_plan *p, dnnl_memory_t src, const float *dy)
 {
-    /* x NULL: the forward's input, still converted when no convolution ran since (none has used the arena). */
-    int kept = !x && p->x_shared && p->kept_at == calls++;
-    dnnl_memory_t src = kept ? p->x.prim : arg_in(p->x_shared ? &p->x : &p->xw, x ? x : p->kept_x);
     dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, src},
                                {DNNL_ARG_DIFF_DST, dy ? arg_in(&p->dyw, dy) : p->dyw.prim},
                                {DNNL_ARG_DIFF_WEIGHTS, arg_out(&p->dw, p->dw_sum)},
@@ -398,6 +400,32 @@ static void backward_run(conv_plan *p, const float *x, const float *x_relu, cons
     arg_done(&p->dw);
     arg_done(&p->db);
     DNNL_CHECK(dnnl_stream_wait(stream));
+}
+
+/* wino43.h's instead, from x converted to x.prim's blocks (NULL: there already) and dy to dyw.prim's. */
+static void wino43_weights_run(conv_plan *p, const float *x, const float *dy)
+{
+    if (x)
+        arg_in(&p->x, x);
+    if (dy)
+        arg_in(&p->dyw, dy);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+    wino43_backward_weights((const float *)(arena + p->x.offset), (const float *)(arena + p->dyw.offset), p->dw_sum,
+                            p->db_sum, p->wino_ws, p->wino_parts, p->N, p->C, p->H, p->W, p->F);
+}
+
+/* Both backward passes from diff_dst dy (NULL: written in dyw.prim already, which then serves both), dx
+ * through the ReLU whose output x is unless x_relu is NULL (layers.h's pool_conv_backward).
+ * dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
+static void backward_run(conv_plan *p, const float *x, const float *x_relu, const float *w, const float *dy, float *dw,
+                         float *db, float *dx)
+{
+    /* x NULL: the forward's input, still converted when no convolution ran since (none has used the arena). */
+    int kept = !x && (p->x_shared || p->wino_ws) && p->kept_at == calls++;
+    if (p->wino_ws)
+        wino43_weights_run(p, kept ? NULL : x ? x : p->kept_x, dy);
+    else
+        onednn_weights_run(p, kept ? p->x.prim : arg_in(p->x_shared ? &p->x : &p->xw, x ? x : p->kept_x), dy);
     size_t nw = (size_t)p->F * p->C * p->k * p->k;
     for (size_t i = 0; i < nw; i++)
         dw[i] += p->dw_sum[i];

@@ -1,6 +1,7 @@
 #include "nn/cpu/wino43.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "base/threads.h"
 
@@ -278,4 +279,212 @@ void wino43_backward_data(const float *dy, const float *U, float *dx, int N, int
 {
     geometry g = {F, C, H - 2, W - 2, 2, H, W};
     conv_batch(dy, U, NULL, dx, N, &g);
+}
+
+/* The weight gradient: per tile, dw's 3 x 3 correlation of the 6 x 6 input tile with the 4 x 4 output
+ * gradient is Winograd F(3x3, 4x4) over the same points: A3^T [(B^T x B) (*) (G4 dy G4^T)] A3, so the sums over
+ * tiles and samples run in the transformed space (36 products [C x tiles] x [tiles x F]) and only their total
+ * is transformed back. Tiles go by blocks of WT, transformed while in L1 (oneDNN 2.6's Winograd weight
+ * gradient writes the whole transformed input and gradient to memory). */
+enum { WT = 16 };
+/* Floats from one point's block of V or D to the next: a line more than the block, so that the 36 stores of a
+ * tile's transform do not all fall in one L1 set (blocks of 2 or 4 KB: 1.3 times as long). */
+static inline size_t point_stride(int channels) { return (size_t)WT * channels + LANES; }
+
+/* o = G4 d: four vectors to six; rows 1-2 and 3-4 share their even and odd parts with opposite signs. */
+AVX512 static inline void gradient_rows(const __m512 d[TILE], __m512 o[TIN])
+{
+    __m512 ea = _mm512_fmadd_ps(_mm512_set1_ps(-128.f / 243), d[0], _mm512_mul_ps(_mm512_set1_ps(-8.f / 27), d[2]));
+    __m512 oa = _mm512_fmadd_ps(_mm512_set1_ps(-32.f / 81), d[1], _mm512_mul_ps(_mm512_set1_ps(-2.f / 9), d[3]));
+    __m512 eb = _mm512_fmadd_ps(_mm512_set1_ps(32.f / 243), d[0], _mm512_mul_ps(_mm512_set1_ps(8.f / 27), d[2]));
+    __m512 ob = _mm512_fmadd_ps(_mm512_set1_ps(16.f / 81), d[1], _mm512_mul_ps(_mm512_set1_ps(4.f / 9), d[3]));
+    o[0] = _mm512_mul_ps(_mm512_set1_ps(64.f / 81), d[0]);
+    o[1] = _mm512_add_ps(ea, oa);
+    o[2] = _mm512_sub_ps(ea, oa);
+    o[3] = _mm512_add_ps(eb, ob);
+    o[4] = _mm512_sub_ps(eb, ob);
+    o[5] = d[3];
+}
+
+/* D[e][t][16 lanes] = (G4 dy G4^T)[e] of the 4 x 4 gradient tile at dyb (rows of ow pixels); row stride of
+ * D is ld floats. */
+AVX512 static void gradient_tile(const float *dyb, int ow, float *D, int ld, int t)
+{
+    __m512 r[TIN][TILE];
+    UNROLL
+    for (int j = 0; j < TILE; j++) {
+        __m512 d[TILE], o[TIN];
+        UNROLL
+        for (int i = 0; i < TILE; i++)
+            d[i] = _mm512_loadu_ps(dyb + ((size_t)i * ow + j) * LANES);
+        gradient_rows(d, o);
+        UNROLL
+        for (int i = 0; i < TIN; i++)
+            r[i][j] = o[i];
+    }
+    UNROLL
+    for (int i = 0; i < TIN; i++) {
+        __m512 o[TIN];
+        gradient_rows(r[i], o);
+        UNROLL
+        for (int j = 0; j < TIN; j++)
+            _mm512_storeu_ps(D + (i * TIN + j) * point_stride(ld) + (size_t)t * ld, o[j]);
+    }
+}
+
+/* x's tile as input_tile transforms it, stored [e][t][c] (row stride ld) for the products' broadcasts. */
+AVX512 static void input_tile_rows(const float *xb, int iw, int r0, int c0, float *V, int ld, int t)
+{
+    __m512 r[TIN][TIN];
+    UNROLL
+    for (int j = 0; j < TIN; j++) {
+        __m512 d[TIN], o[TIN];
+        UNROLL
+        for (int i = 0; i < TIN; i++)
+            d[i] = _mm512_loadu_ps(xb + ((size_t)(r0 + i) * iw + c0 + j) * LANES);
+        input_rows(d, o);
+        UNROLL
+        for (int i = 0; i < TIN; i++)
+            r[i][j] = o[i];
+    }
+    UNROLL
+    for (int i = 0; i < TIN; i++) {
+        __m512 o[TIN];
+        input_rows(r[i], o);
+        UNROLL
+        for (int j = 0; j < TIN; j++)
+            _mm512_storeu_ps(V + (i * TIN + j) * point_stride(ld) + (size_t)t * ld, o[j]);
+    }
+}
+
+/* Mw[e][c][f] += sum over t < nt of V[e][t][c] D[e][t][f]: four channels by nv vectors of filters at a time. */
+AVX512 static inline __attribute__((always_inline)) void wgrad_products_nv(const float *V, const float *D, float *Mw,
+                                                                           int C, int F, int nt, int nv)
+{
+    for (int e = 0; e < E; e++) {
+        const float *v = V + e * point_stride(C), *d = D + e * point_stride(F);
+        float *m = Mw + (size_t)e * C * F;
+        for (int c0 = 0; c0 < C; c0 += 4)
+            for (int f0 = 0; f0 < F; f0 += nv * LANES) {
+                __m512 acc[4][4];
+                UNROLL
+                for (int i = 0; i < 4; i++) {
+                    UNROLL
+                    for (int k = 0; k < nv; k++)
+                        acc[i][k] = _mm512_loadu_ps(m + (size_t)(c0 + i) * F + f0 + LANES * k);
+                }
+                for (int t = 0; t < nt; t++) {
+                    __m512 dk[4];
+                    UNROLL
+                    for (int k = 0; k < nv; k++)
+                        dk[k] = _mm512_loadu_ps(d + (size_t)t * F + f0 + LANES * k);
+                    UNROLL
+                    for (int i = 0; i < 4; i++) {
+                        __m512 b = _mm512_set1_ps(v[(size_t)t * C + c0 + i]);
+                        UNROLL
+                        for (int k = 0; k < nv; k++)
+                            acc[i][k] = _mm512_fmadd_ps(dk[k], b, acc[i][k]);
+                    }
+                }
+                UNROLL
+                for (int i = 0; i < 4; i++) {
+                    UNROLL
+                    for (int k = 0; k < nv; k++)
+                        _mm512_storeu_ps(m + (size_t)(c0 + i) * F + f0 + LANES * k, acc[i][k]);
+                }
+            }
+    }
+}
+
+AVX512 static void wgrad_products(const float *V, const float *D, float *Mw, int C, int F, int nt)
+{
+    if (F % (4 * LANES) == 0)
+        wgrad_products_nv(V, D, Mw, C, F, nt, 4);
+    else if (F % (2 * LANES) == 0)
+        wgrad_products_nv(V, D, Mw, C, F, nt, 2);
+    else
+        wgrad_products_nv(V, D, Mw, C, F, nt, 1);
+}
+
+/* The shape of a weight gradient: x [N][C/16][H][W][16], dy [N][F/16][H-2][W-2][16]. */
+typedef struct {
+    int C, F, H, W;
+} wgrad_shape;
+
+size_t wino43_wgrad_part_size(int C, int F) { return (size_t)E * (C * F + point_stride(C) + point_stride(F)) + F; }
+
+/* One part's sums over samples n0 .. n1-1 into ws: Mw [36][C][F], then the block's V and D, then db [F]. */
+AVX512 static void wgrad_part(const float *x, const float *dy, float *ws, const wgrad_shape *s, int n0, int n1)
+{
+    int oh = s->H - 2, ow = s->W - 2, tw = ow / TILE, tiles = oh / TILE * tw, C = s->C, F = s->F;
+    float *Mw = ws, *V = Mw + (size_t)E * C * F, *D = V + E * point_stride(C), *db = D + E * point_stride(F);
+    size_t xs = (size_t)C * s->H * s->W, ys = (size_t)F * oh * ow;
+    memset(ws, 0, wino43_wgrad_part_size(C, F) * sizeof(float));
+    int nt = 0;
+    for (int n = n0; n < n1; n++)
+        for (int tile = 0; tile < tiles; tile++) {
+            int ty = tile / tw, tx = tile % tw;
+            for (int cb = 0; cb < C / LANES; cb++)
+                input_tile_rows(x + n * xs + (size_t)cb * s->H * s->W * LANES, s->W, TILE * ty, TILE * tx,
+                                V + cb * LANES, C, nt);
+            for (int fb = 0; fb < F / LANES; fb++)
+                gradient_tile(dy + n * ys + (((size_t)fb * oh + TILE * ty) * ow + TILE * tx) * LANES, ow,
+                              D + fb * LANES, F, nt);
+            if (++nt == WT || (n == n1 - 1 && tile == tiles - 1)) {
+                wgrad_products(V, D, Mw, C, F, nt);
+                nt = 0;
+            }
+        }
+    for (int n = n0; n < n1; n++)
+        for (int fb = 0; fb < F / LANES; fb++) {
+            const float *g = dy + n * ys + (size_t)fb * oh * ow * LANES;
+            __m512 sum = _mm512_loadu_ps(db + fb * LANES);
+            for (int p = 0; p < oh * ow; p++)
+                sum = _mm512_add_ps(sum, _mm512_loadu_ps(g + (size_t)p * LANES));
+            _mm512_storeu_ps(db + fb * LANES, sum);
+        }
+}
+
+/* dw[f][c] = A3^T Mw[.][c][f] A3, the 6 x 6 sums back to 3 x 3 taps. */
+static void wgrad_output(const float *Mw, float *dw, int C, int F)
+{
+    static const float A3T[3][TIN] = {
+        {1, 1, 1, 1, 1, 0}, {0, .75f, -.75f, 1.5f, -1.5f, 0}, {0, .5625f, .5625f, 2.25f, 2.25f, 1}};
+    for (int c = 0; c < C; c++)
+        for (int f = 0; f < F; f++) {
+            float t[3][TIN];
+            for (int u = 0; u < 3; u++)
+                for (int j = 0; j < TIN; j++) {
+                    float sum = 0;
+                    for (int i = 0; i < TIN; i++)
+                        sum += A3T[u][i] * Mw[((size_t)(i * TIN + j) * C + c) * F + f];
+                    t[u][j] = sum;
+                }
+            for (int u = 0; u < 3; u++)
+                for (int v = 0; v < 3; v++) {
+                    float sum = 0;
+                    for (int j = 0; j < TIN; j++)
+                        sum += t[u][j] * A3T[v][j];
+                    dw[(((size_t)f * C + c) * 3 + u) * 3 + v] = sum;
+                }
+        }
+}
+
+void wino43_backward_weights(const float *x, const float *dy, float *dw, float *db, float *ws, int parts, int N, int C,
+                             int H, int W, int F)
+{
+    wgrad_shape s = {C, F, H, W};
+    size_t part = wino43_wgrad_part_size(C, F);
+    PARALLEL_FOR
+    for (int p = 0; p < parts; p++)
+        wgrad_part(x, dy, ws + p * part, &s, (int)((long)N * p / parts), (int)((long)N * (p + 1) / parts));
+    /* the parts' sums in part order: the same bits for the same number of parts */
+    for (int p = 1; p < parts; p++)
+        for (size_t i = 0; i < (size_t)E * C * F; i++)
+            ws[i] += ws[p * part + i];
+    for (int p = 1; p < parts; p++)
+        for (int f = 0; f < F; f++)
+            ws[part - F + f] += ws[(p + 1) * part - F + f];
+    wgrad_output(ws, dw, C, F);
+    memcpy(db, ws + part - F, (size_t)F * sizeof(float));
 }

@@ -26,4 +26,13 @@ int wino43_backward_usable(int C, int F, int H, int W, int k, int pad);
 void wino43_weights_backward(const float *w, int F, int C, float *U);
 /* ... and dx [N][C/16][H][W][16] from dy [N][F/16][H-2][W-2][16]. */
 void wino43_backward_data(const float *dy, const float *U, float *dx, int N, int C, int H, int W, int F);
+
+/* The weight and bias gradients the same way (Winograd F(3x3, 4x4) over the same points) for the shapes
+ * wino43_usable takes, the sums over the samples split into parts (one per thread, added in part order: the
+ * bits depend on the number of parts only): the floats of workspace per part ... */
+size_t wino43_wgrad_part_size(int C, int F);
+/* ... and dw [F][C][3][3], db [F] overwritten from x [N][C/16][H][W][16] and dy [N][F/16][H-2][W-2][16], with ws
+ * parts x wino43_wgrad_part_size(C, F) floats. */
+void wino43_backward_weights(const float *x, const float *dy, float *dw, float *db, float *ws, int parts, int N, int C,
+                             int H, int W, int F);
 #endif
