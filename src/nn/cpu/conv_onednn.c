@@ -41,8 +41,9 @@ typedef struct {
     int C, H, W, F, k, pad, wide, N, winograd; /* the key (winograd: asked for; alg: what oneDNN has) */
     dnnl_alg_kind_t alg;
     float *wino_U, *wino_Ub; /* wino43.h's weights when its forward, input gradient replace oneDNN's (WINO_OWN) */
-    float *wino_ws;          /* and its weight gradient's workspace, wino_parts parts (one per thread) */
-    int wino_parts;
+    int wino_parts;          /* then the samples go in parts, one per thread, each with ... */
+    float *wino_scratch;     /* ... one sample's blocked y or dy and dx (wino_scratch_size) ... */
+    float *wino_ws;          /* ... and its sums of the weight gradient (wino43.h), where wino_Ub is set */
     dnnl_primitive_desc_t fwd_pd;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
     tensor_arg x, w, b, y;      /* forward */
@@ -225,6 +226,12 @@ static int forward_pd(dnnl_primitive_desc_t *pd, dnnl_alg_kind_t alg, const plan
     return 1;
 }
 
+/* Floats of a part's scratch: one sample's blocked convolution output (or its gradient), then its input's. */
+static size_t wino_scratch_size(const conv_plan *p)
+{
+    return (size_t)p->F * conv_out(p->H, p->k, p->pad) * conv_out(p->W, p->k, p->pad) + (size_t)p->C * p->H * p->W;
+}
+
 static void plan_forward(conv_plan *p, const plan_mds *m)
 {
     p->alg = p->winograd && forward_pd(&p->fwd_pd, dnnl_convolution_winograd, m) ? dnnl_convolution_winograd
@@ -241,6 +248,10 @@ static void plan_forward(conv_plan *p, const plan_mds *m)
     if (p->winograd == WINO_OWN && p->alg == dnnl_convolution_winograd && p->y_pooled &&
         wino43_usable(p->C, p->F, p->H, p->W, p->k, p->pad) && blocked_layout(p, &p->x, p->C, p->H, p->W))
         p->wino_U = xmalloc_aligned(wino43_weights_size(p->C, p->F) * sizeof(float));
+    if (p->wino_U) {
+        p->wino_parts = omp_get_max_threads();
+        p->wino_scratch = xmalloc_aligned(p->wino_parts * wino_scratch_size(p) * sizeof(float));
+    }
 }
 
 static void plan_backward(conv_plan *p, const plan_mds *m)
@@ -277,10 +288,8 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
     if (p->wino_U && p->dy_pooled && p->dx_blocked && wino43_backward_usable(p->C, p->F, p->H, p->W, p->k, p->pad))
         p->wino_Ub = xmalloc_aligned(wino43_weights_size(p->C, p->F) * sizeof(float));
-    if (p->wino_Ub) { /* x is in x.prim's blocks (plan_forward), dy in dyw.prim's */
-        p->wino_parts = omp_get_max_threads();
+    if (p->wino_Ub) /* x is in x.prim's blocks (plan_forward), dy in dyw.prim's */
         p->wino_ws = xmalloc_aligned(p->wino_parts * wino43_wgrad_part_size(p->C, p->F) * sizeof(float));
-    }
     p->dw_sum = xmalloc_aligned((size_t)p->F * p->C * p->k * p->k * sizeof(float));
     p->db_sum = xmalloc_aligned((size_t)p->F * sizeof(float));
 }
@@ -310,6 +319,7 @@ static void plan_destroy(conv_plan *p)
     free(p->wino_U);
     free(p->wino_Ub);
     free(p->wino_ws);
+    free(p->wino_scratch);
     memset(p, 0, sizeof *p);
 }
 
@@ -414,6 +424,16 @@ static void wino43_weights_run(conv_plan *p, const float *x, const float *dy)
                             p->db_sum, p->wino_ws, p->wino_parts, p->N, p->C, p->H, p->W, p->F);
 }
 
+/* dw, db += the plan's sums (layers.h: backward adds parameter gradients). */
+static void add_sums(const conv_plan *p, float *dw, float *db)
+{
+    size_t nw = (size_t)p->F * p->C * p->k * p->k;
+    for (size_t i = 0; i < nw; i++)
+        dw[i] += p->dw_sum[i];
+    for (int f = 0; f < p->F; f++)
+        db[f] += p->db_sum[f];
+}
+
 /* Both backward passes from diff_dst dy (NULL: written in dyw.prim already, which then serves both), dx
  * through the ReLU whose output x is unless x_relu is NULL (layers.h's pool_conv_backward).
  * dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
@@ -426,11 +446,7 @@ static void backward_run(conv_plan *p, const float *x, const float *x_relu, cons
         wino43_weights_run(p, kept ? NULL : x ? x : p->kept_x, dy);
     else
         onednn_weights_run(p, kept ? p->x.prim : arg_in(p->x_shared ? &p->x : &p->xw, x ? x : p->kept_x), dy);
-    size_t nw = (size_t)p->F * p->C * p->k * p->k;
-    for (size_t i = 0; i < nw; i++)
-        dw[i] += p->dw_sum[i];
-    for (int f = 0; f < p->F; f++)
-        db[f] += p->db_sum[f];
+    add_sums(p, dw, db);
     if (!dx)
         return;
     dnnl_memory_t dsrc = arg_out(&p->dx, dx);
@@ -473,6 +489,62 @@ static int onednn_backward(const nn_backend *be, const float *x, const float *w,
     return 1;
 }
 
+/* The samples of part t of a plan's batch. */
+#define FOR_PART_SAMPLES(p, t, n)                                                                                      \
+    for (int n = wino43_part_first((p)->N, (p)->wino_parts, t); n < wino43_part_first((p)->N, (p)->wino_parts, t + 1); \
+         n++)
+
+/* wino43's forward with the pool (nchw16c.h) sample by sample, while the sample's blocked output is in its
+ * part's scratch: the batch's blocked output (9.4 MB for net's conv2) is never written nor read. */
+static void wino43_pool_run(conv_plan *p, const float *x, const float *w, const float *pb, float *py, int32_t *arg)
+{
+    arg_in(&p->x, x);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+    wino43_weights(w, p->F, p->C, p->wino_U);
+    const float *xb = (const float *)(arena + p->x.offset);
+    size_t xs = (size_t)p->C * p->H * p->W;
+    int oh = conv_out(p->H, p->k, p->pad), ow = conv_out(p->W, p->k, p->pad), ld = conv_ld(p->W, p->k, p->pad, p->wide);
+    PARALLEL_FOR
+    for (int t = 0; t < p->wino_parts; t++) {
+        float *ys = p->wino_scratch + t * wino_scratch_size(p);
+        FOR_PART_SAMPLES(p, t, n)
+        {
+            wino43_forward_sample(xb + n * xs, p->wino_U, NULL, ys, p->C, p->H, p->W, p->F);
+            nchw16c_maxpool2_relu_forward_sample(ys, pb, py, arg, p->F, p->N, n, oh, ow, ld);
+        }
+    }
+    p->kept_x = x;
+    p->kept_at = ++calls;
+}
+
+/* Its backward the same way: per sample, the pool's gradient to the part's scratch, the weight gradient's sums,
+ * the input gradient, through x_relu's ReLU to dx; none of the batch's blocked gradients is written. */
+static void wino43_pool_backward(conv_plan *p, const float *dpy, const float *py, const int32_t *arg, const float *x,
+                                 const float *x_relu, const float *w, float *dw, float *db, float *dx)
+{
+    if (x || p->kept_at != calls++) /* x NULL: the forward's, still converted unless a convolution ran since */
+        arg_in(&p->x, x ? x : p->kept_x);
+    DNNL_CHECK(dnnl_stream_wait(stream));
+    wino43_weights_backward(w, p->F, p->C, p->wino_Ub);
+    const float *xb = (const float *)(arena + p->x.offset);
+    size_t xs = (size_t)p->C * p->H * p->W, part = wino43_wgrad_part_size(p->C, p->F);
+    int oh = conv_out(p->H, p->k, p->pad), ow = conv_out(p->W, p->k, p->pad), ld = conv_ld(p->W, p->k, p->pad, p->wide);
+    PARALLEL_FOR
+    for (int t = 0; t < p->wino_parts; t++) {
+        float *dys = p->wino_scratch + t * wino_scratch_size(p), *dxs = dys + (size_t)p->F * oh * ow;
+        wino43_wgrad_start(p->wino_ws + t * part, p->C, p->F);
+        FOR_PART_SAMPLES(p, t, n)
+        {
+            nchw16c_relu_maxpool2_backward_sample(dpy, py, arg, dys, p->F, p->N, n, oh, ow, ld);
+            wino43_wgrad_sample(xb + n * xs, dys, p->wino_ws + t * part, p->C, p->H, p->W, p->F);
+            wino43_backward_data_sample(dys, p->wino_Ub, dxs, p->C, p->H, p->W, p->F);
+            nchw16c_relu_backward_sample(dxs, x_relu, dx, p->C, p->N, n, p->H * p->W);
+        }
+    }
+    wino43_wgrad_finish(p->wino_ws, p->wino_parts, p->dw_sum, p->db_sum, p->C, p->F);
+    add_sums(p, dw, db);
+}
+
 static int onednn_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N,
                                     int C, int H, int W, int F, int k, int pad, int wide, int winograd)
 {
@@ -481,6 +553,10 @@ static int onednn_conv_pool_forward(const float *x, const float *w, const float 
     conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 0);
     if (!p->y_pooled)
         return 0;
+    if (p->wino_U) {
+        wino43_pool_run(p, x, w, pb, py, arg);
+        return 1;
+    }
     forward_run(p, x, w, NULL, NULL);
     nchw16c_maxpool2_relu_forward((const float *)(arena + p->y.offset), pb, py, arg, F, N, conv_out(H, k, pad),
                                   conv_out(W, k, pad), conv_ld(W, k, pad, wide));
@@ -496,6 +572,10 @@ static int onednn_pool_conv_backward(float *dpy, const float *py, const int32_t 
     conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 1);
     if (!p->dy_pooled)
         return 0;
+    if (p->wino_ws && dx && x_relu) {
+        wino43_pool_backward(p, dpy, py, arg, x, x_relu, w, dw, db, dx);
+        return 1;
+    }
     nchw16c_relu_maxpool2_backward(dpy, py, arg, (float *)(arena + p->dyw.offset), F, N, conv_out(H, k, pad),
                                    conv_out(W, k, pad), conv_ld(W, k, pad, wide));
     backward_run(p, x, x_relu, w, NULL, dw, db, dx);

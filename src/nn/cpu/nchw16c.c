@@ -6,10 +6,10 @@
 #include "nn/cpu/simd.h"
 #include "base/threads.h"
 
-/* The pixel (h, w) of sample n's channel block cb: 16 channels. */
-static inline size_t blocked_at(int n, int cb, int CB, int H, int W, int h, int w)
+/* The pixel (h, w) of channel block cb in one sample's blocks: 16 channels. */
+static inline size_t blocked_at(int cb, int H, int W, int h, int w)
 {
-    return ((((size_t)n * CB + cb) * H + h) * W + w) * CHANNEL_BLOCK;
+    return (((size_t)cb * H + h) * W + w) * CHANNEL_BLOCK;
 }
 
 /* The geometry of one call: CB blocks of channels, N samples, H x W inputs pooled into P = OH x OW outputs
@@ -58,7 +58,7 @@ static inline __attribute__((always_inline)) void transpose16(vec16 r[CHANNEL_BL
     TRANSPOSE_LEVEL(r, 1)
 }
 
-/* Outputs o0 .. o0+len-1 (len <= 16) of sample n's channel block cb: pooled across the 16 channels of each
+/* Outputs o0 .. o0+len-1 (len <= 16) of sample n's channel block cb (x: the sample's blocks): pooled across the 16 channels of each
  * window (four 16-channel vectors), transposed, then bias and ReLU along each channel's row of outputs. */
 static inline __attribute__((always_inline)) void forward_tile(const pool_geom *g, const float *x, const float *b,
                                                                float *y, int32_t *arg, int n, int cb, int o0, int len)
@@ -69,7 +69,7 @@ static inline __attribute__((always_inline)) void forward_tile(const pool_geom *
         int32_t av[CHANNEL_BLOCK] = {0};
         if (o < len) {
             int i = 2 * ph * g->ld + 2 * pw;
-            const float *v = x + blocked_at(n, cb, g->CB, g->H, g->W, 2 * ph, 2 * pw);
+            const float *v = x + blocked_at(cb, g->H, g->W, 2 * ph, 2 * pw);
             const float *u = v + (size_t)g->W * CHANNEL_BLOCK;
             SIMD
             for (int c = 0; c < CHANNEL_BLOCK; c++)
@@ -99,7 +99,7 @@ static inline __attribute__((always_inline)) void forward_tile(const pool_geom *
  * forward's 16-output tiles write their 32 runs directly: measured no slower. */
 enum { CHUNK = 256 };
 
-/* The gradients of outputs o0 .. o0+len-1 (len <= CHUNK) of sample n's channel block cb: each channel's run
+/* The gradients of outputs o0 .. o0+len-1 (len <= CHUNK) of sample n's channel block cb (dx: its blocks): each channel's run
  * through the ReLU into a [16][CHUNK] buffer, then tile by tile transposed so that every output's 16
  * channels spread over its window (zeros where the argmax was not). */
 static inline __attribute__((always_inline)) void backward_chunk(const pool_geom *g, const float *dy, const float *y,
@@ -128,7 +128,7 @@ static inline __attribute__((always_inline)) void backward_chunk(const pool_geom
         transpose16(ar);
         for (int o = 0; o < CHANNEL_BLOCK && t + o < len; o++, next_output(g, &ph, &pw)) {
             int i = 2 * ph * g->ld + 2 * pw, ld = g->ld;
-            float *v = dx + blocked_at(n, cb, g->CB, g->H, g->W, 2 * ph, 2 * pw), *u = v + (size_t)g->W * CHANNEL_BLOCK;
+            float *v = dx + blocked_at(cb, g->H, g->W, 2 * ph, 2 * pw), *u = v + (size_t)g->W * CHANNEL_BLOCK;
             float gv[CHANNEL_BLOCK];
             int32_t av[CHANNEL_BLOCK];
             memcpy(gv, &gr[o], sizeof gv);
@@ -166,34 +166,48 @@ static void zero_unpooled(float *dxb, int H, int W)
 }
 
 /* The tiles of the inlined functions above, in the clones' vector width. */
-WIDE_CLONES void nchw16c_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N,
-                                               int H, int W, int ld)
+WIDE_CLONES void nchw16c_maxpool2_relu_forward_sample(const float *xs, const float *b, float *y, int32_t *arg, int C,
+                                                      int N, int n, int H, int W, int ld)
 {
     pool_geom g = geom(C, N, H, W, ld);
-    PARALLEL_FOR
-    for (int nb = 0; nb < N * g.CB; nb++)
-        TILES(g.P, o0, len, forward_tile(&g, x, b, y, arg, nb % N, nb / N, o0, len));
+    for (int cb = 0; cb < g.CB; cb++)
+        TILES(g.P, o0, len, forward_tile(&g, xs, b, y, arg, n, cb, o0, len));
 }
 
-WIDE_CLONES void nchw16c_relu_maxpool2_backward(const float *dy, const float *y, const int32_t *arg, float *dx, int C,
-                                                int N, int H, int W, int ld)
+void nchw16c_maxpool2_relu_forward(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
+                                   int ld)
+{
+    PARALLEL_FOR
+    for (int n = 0; n < N; n++)
+        nchw16c_maxpool2_relu_forward_sample(x + (size_t)n * C * H * W, b, y, arg, C, N, n, H, W, ld);
+}
+
+WIDE_CLONES void nchw16c_relu_maxpool2_backward_sample(const float *dy, const float *y, const int32_t *arg, float *dxs,
+                                                       int C, int N, int n, int H, int W, int ld)
 {
     pool_geom g = geom(C, N, H, W, ld);
-    PARALLEL_FOR
-    for (int nb = 0; nb < N * g.CB; nb++) {
+    for (int cb = 0; cb < g.CB; cb++) {
         for (int o0 = 0; o0 < g.P; o0 += CHUNK)
-            backward_chunk(&g, dy, y, arg, dx, nb % N, nb / N, o0, chunk_len(&g, o0));
-        zero_unpooled(dx + blocked_at(nb % N, nb / N, g.CB, H, W, 0, 0), H, W);
+            backward_chunk(&g, dy, y, arg, dxs, n, cb, o0, chunk_len(&g, o0));
+        zero_unpooled(dxs + blocked_at(cb, H, W, 0, 0), H, W);
     }
 }
 
-/* Pixels p0 .. p0+len-1 (len <= 16) of sample n's channel block cb: 16 pixel vectors, transposed into the 16
- * channels' runs, each through the ReLU's gradient into its plane. */
-static inline __attribute__((always_inline)) void relu_tile(const float *dxb, const float *y, float *dx, int C, int N,
-                                                            int HW, int n, int cb, int p0, int len)
+void nchw16c_relu_maxpool2_backward(const float *dy, const float *y, const int32_t *arg, float *dx, int C, int N, int H,
+                                    int W, int ld)
+{
+    PARALLEL_FOR
+    for (int n = 0; n < N; n++)
+        nchw16c_relu_maxpool2_backward_sample(dy, y, arg, dx + (size_t)n * C * H * W, C, N, n, H, W, ld);
+}
+
+/* Pixels p0 .. p0+len-1 (len <= 16) of sample n's channel block cb (dxs: its blocks): 16 pixel vectors,
+ * transposed into the 16 channels' runs, each through the ReLU's gradient into its plane. */
+static inline __attribute__((always_inline)) void relu_tile(const float *dxs, const float *y, float *dx, int N, int HW,
+                                                            int n, int cb, int p0, int len)
 {
     vec16 r[CHANNEL_BLOCK];
-    const float *src = dxb + (((size_t)n * (C / CHANNEL_BLOCK) + cb) * HW + p0) * CHANNEL_BLOCK;
+    const float *src = dxs + ((size_t)cb * HW + p0) * CHANNEL_BLOCK;
     for (int p = 0; p < CHANNEL_BLOCK; p++) {
         float v[CHANNEL_BLOCK] = {0};
         if (p < len)
@@ -211,10 +225,15 @@ static inline __attribute__((always_inline)) void relu_tile(const float *dxb, co
     }
 }
 
-WIDE_CLONES void nchw16c_relu_backward(const float *dxb, const float *y, float *dx, int C, int N, int HW)
+WIDE_CLONES void nchw16c_relu_backward_sample(const float *dxs, const float *y, float *dx, int C, int N, int n, int HW)
 {
-    int CB = C / CHANNEL_BLOCK;
+    for (int cb = 0; cb < C / CHANNEL_BLOCK; cb++)
+        TILES(HW, p0, len, relu_tile(dxs, y, dx, N, HW, n, cb, p0, len));
+}
+
+void nchw16c_relu_backward(const float *dxb, const float *y, float *dx, int C, int N, int HW)
+{
     PARALLEL_FOR
-    for (int nb = 0; nb < N * CB; nb++)
-        TILES(HW, p0, len, relu_tile(dxb, y, dx, C, N, HW, nb % N, nb / N, p0, len));
+    for (int n = 0; n < N; n++)
+        nchw16c_relu_backward_sample(dxb + (size_t)n * C * HW, y, dx, C, N, n, HW);
 }

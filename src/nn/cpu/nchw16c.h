@@ -19,4 +19,12 @@ void nchw16c_relu_maxpool2_backward(const float *dy, const float *y, const int32
 /* dx [C][N][HW] = cpu_relu_backward of dxb [N][C/16][HW][16] in CNHW, through the ReLU whose output is y
  * [C][N][HW]. */
 void nchw16c_relu_backward(const float *dxb, const float *y, float *dx, int C, int N, int HW);
+
+/* Sample n's part of each, its blocked tensor alone (xs, dxs: [C/16][H][W][16], a sample's scratch), for loops
+ * that keep a sample's blocks in cache from the convolution to the conversion. */
+void nchw16c_maxpool2_relu_forward_sample(const float *xs, const float *b, float *y, int32_t *arg, int C, int N, int n,
+                                          int H, int W, int ld);
+void nchw16c_relu_maxpool2_backward_sample(const float *dy, const float *y, const int32_t *arg, float *dxs, int C,
+                                           int N, int n, int H, int W, int ld);
+void nchw16c_relu_backward_sample(const float *dxs, const float *y, float *dx, int C, int N, int n, int HW);
 #endif

@@ -260,25 +260,33 @@ AVX512 static void conv_sample(const float *x, const float *U, const float *b, f
     }
 }
 
-static void conv_batch(const float *x, const float *U, const float *b, float *y, int N, const geometry *g)
+void wino43_forward_sample(const float *x, const float *U, const float *b, float *y, int C, int H, int W, int F)
 {
-    size_t xs = (size_t)g->cin * g->ih * g->iw, ys = (size_t)g->cout * g->oh * g->ow;
-    PARALLEL_FOR
-    for (int n = 0; n < N; n++)
-        conv_sample(x + n * xs, U, b, y + n * ys, g);
+    geometry g = {C, F, H, W, 0, H - 2, W - 2};
+    conv_sample(x, U, b, y, &g);
+}
+
+/* The input gradient is the correlation of dy, padded by 2, with the turned kernels. */
+void wino43_backward_data_sample(const float *dy, const float *U, float *dx, int C, int H, int W, int F)
+{
+    geometry g = {F, C, H - 2, W - 2, 2, H, W};
+    conv_sample(dy, U, NULL, dx, &g);
 }
 
 void wino43_forward(const float *x, const float *U, const float *b, float *y, int N, int C, int H, int W, int F)
 {
-    geometry g = {C, F, H, W, 0, H - 2, W - 2};
-    conv_batch(x, U, b, y, N, &g);
+    size_t xs = (size_t)C * H * W, ys = (size_t)F * (H - 2) * (W - 2);
+    PARALLEL_FOR
+    for (int n = 0; n < N; n++)
+        wino43_forward_sample(x + n * xs, U, b, y + n * ys, C, H, W, F);
 }
 
-/* The input gradient is the correlation of dy, padded by 2, with the turned kernels. */
 void wino43_backward_data(const float *dy, const float *U, float *dx, int N, int C, int H, int W, int F)
 {
-    geometry g = {F, C, H - 2, W - 2, 2, H, W};
-    conv_batch(dy, U, NULL, dx, N, &g);
+    size_t xs = (size_t)C * H * W, ys = (size_t)F * (H - 2) * (W - 2);
+    PARALLEL_FOR
+    for (int n = 0; n < N; n++)
+        wino43_backward_data_sample(dy + n * ys, U, dx + n * xs, C, H, W, F);
 }
 
 /* The weight gradient: per tile, dw's 3 x 3 correlation of the 6 x 6 input tile with the 4 x 4 output
@@ -286,7 +294,7 @@ void wino43_backward_data(const float *dy, const float *U, float *dx, int N, int
  * tiles and samples run in the transformed space (36 products [C x tiles] x [tiles x F]) and only their total
  * is transformed back. Tiles go by blocks of WT, transformed while in L1 (oneDNN 2.6's Winograd weight
  * gradient writes the whole transformed input and gradient to memory). */
-enum { WT = 16 };
+enum { WT = 12 }; /* a third of a 24 x 24 plane's tiles */
 /* Floats from one point's block of V or D to the next: a line more than the block, so that the 36 stores of a
  * tile's transform do not all fall in one L1 set (blocks of 2 or 4 KB: 1.3 times as long). */
 static inline size_t point_stride(int channels) { return (size_t)WT * channels + LANES; }
@@ -406,43 +414,34 @@ AVX512 static void wgrad_products(const float *V, const float *D, float *Mw, int
         wgrad_products_nv(V, D, Mw, C, F, nt, 1);
 }
 
-/* The shape of a weight gradient: x [N][C/16][H][W][16], dy [N][F/16][H-2][W-2][16]. */
-typedef struct {
-    int C, F, H, W;
-} wgrad_shape;
-
 size_t wino43_wgrad_part_size(int C, int F) { return (size_t)E * (C * F + point_stride(C) + point_stride(F)) + F; }
 
-/* One part's sums over samples n0 .. n1-1 into ws: Mw [36][C][F], then the block's V and D, then db [F]. */
-AVX512 static void wgrad_part(const float *x, const float *dy, float *ws, const wgrad_shape *s, int n0, int n1)
+/* A part: Mw [36][C][F], then a block's V and D, then db [F]. */
+void wino43_wgrad_start(float *part, int C, int F) { memset(part, 0, wino43_wgrad_part_size(C, F) * sizeof(float)); }
+
+/* One sample's sums into the part, its tiles in blocks of WT. */
+AVX512 void wino43_wgrad_sample(const float *x, const float *dy, float *part, int C, int H, int W, int F)
 {
-    int oh = s->H - 2, ow = s->W - 2, tw = ow / TILE, tiles = oh / TILE * tw, C = s->C, F = s->F;
-    float *Mw = ws, *V = Mw + (size_t)E * C * F, *D = V + E * point_stride(C), *db = D + E * point_stride(F);
-    size_t xs = (size_t)C * s->H * s->W, ys = (size_t)F * oh * ow;
-    memset(ws, 0, wino43_wgrad_part_size(C, F) * sizeof(float));
-    int nt = 0;
-    for (int n = n0; n < n1; n++)
-        for (int tile = 0; tile < tiles; tile++) {
-            int ty = tile / tw, tx = tile % tw;
+    int oh = H - 2, ow = W - 2, tw = ow / TILE, tiles = oh / TILE * tw;
+    float *Mw = part, *V = Mw + (size_t)E * C * F, *D = V + E * point_stride(C), *db = D + E * point_stride(F);
+    for (int t0 = 0; t0 < tiles; t0 += WT) {
+        int nt = tiles - t0 < WT ? tiles - t0 : WT;
+        for (int t = 0; t < nt; t++) {
+            int ty = (t0 + t) / tw, tx = (t0 + t) % tw;
             for (int cb = 0; cb < C / LANES; cb++)
-                input_tile_rows(x + n * xs + (size_t)cb * s->H * s->W * LANES, s->W, TILE * ty, TILE * tx,
-                                V + cb * LANES, C, nt);
+                input_tile_rows(x + (size_t)cb * H * W * LANES, W, TILE * ty, TILE * tx, V + cb * LANES, C, t);
             for (int fb = 0; fb < F / LANES; fb++)
-                gradient_tile(dy + n * ys + (((size_t)fb * oh + TILE * ty) * ow + TILE * tx) * LANES, ow,
-                              D + fb * LANES, F, nt);
-            if (++nt == WT || (n == n1 - 1 && tile == tiles - 1)) {
-                wgrad_products(V, D, Mw, C, F, nt);
-                nt = 0;
-            }
+                gradient_tile(dy + (((size_t)fb * oh + TILE * ty) * ow + TILE * tx) * LANES, ow, D + fb * LANES, F, t);
         }
-    for (int n = n0; n < n1; n++)
-        for (int fb = 0; fb < F / LANES; fb++) {
-            const float *g = dy + n * ys + (size_t)fb * oh * ow * LANES;
-            __m512 sum = _mm512_loadu_ps(db + fb * LANES);
-            for (int p = 0; p < oh * ow; p++)
-                sum = _mm512_add_ps(sum, _mm512_loadu_ps(g + (size_t)p * LANES));
-            _mm512_storeu_ps(db + fb * LANES, sum);
-        }
+        wgrad_products(V, D, Mw, C, F, nt);
+    }
+    for (int fb = 0; fb < F / LANES; fb++) {
+        const float *g = dy + (size_t)fb * oh * ow * LANES;
+        __m512 sum = _mm512_loadu_ps(db + fb * LANES);
+        for (int p = 0; p < oh * ow; p++)
+            sum = _mm512_add_ps(sum, _mm512_loadu_ps(g + (size_t)p * LANES));
+        _mm512_storeu_ps(db + fb * LANES, sum);
+    }
 }
 
 /* dw[f][c] = A3^T Mw[.][c][f] A3, the 6 x 6 sums back to 3 x 3 taps. */
@@ -470,14 +469,9 @@ static void wgrad_output(const float *Mw, float *dw, int C, int F)
         }
 }
 
-void wino43_backward_weights(const float *x, const float *dy, float *dw, float *db, float *ws, int parts, int N, int C,
-                             int H, int W, int F)
+void wino43_wgrad_finish(float *ws, int parts, float *dw, float *db, int C, int F)
 {
-    wgrad_shape s = {C, F, H, W};
     size_t part = wino43_wgrad_part_size(C, F);
-    PARALLEL_FOR
-    for (int p = 0; p < parts; p++)
-        wgrad_part(x, dy, ws + p * part, &s, (int)((long)N * p / parts), (int)((long)N * (p + 1) / parts));
     /* the parts' sums in part order: the same bits for the same number of parts */
     for (int p = 1; p < parts; p++)
         for (size_t i = 0; i < (size_t)E * C * F; i++)
@@ -487,4 +481,17 @@ void wino43_backward_weights(const float *x, const float *dy, float *dw, float *
             ws[part - F + f] += ws[(p + 1) * part - F + f];
     wgrad_output(ws, dw, C, F);
     memcpy(db, ws + part - F, (size_t)F * sizeof(float));
+}
+
+void wino43_backward_weights(const float *x, const float *dy, float *dw, float *db, float *ws, int parts, int N, int C,
+                             int H, int W, int F)
+{
+    size_t part = wino43_wgrad_part_size(C, F), xs = (size_t)C * H * W, ys = (size_t)F * (H - 2) * (W - 2);
+    PARALLEL_FOR
+    for (int p = 0; p < parts; p++) {
+        wino43_wgrad_start(ws + p * part, C, F);
+        for (int n = wino43_part_first(N, parts, p); n < wino43_part_first(N, parts, p + 1); n++)
+            wino43_wgrad_sample(x + n * xs, dy + n * ys, ws + p * part, C, H, W, F);
+    }
+    wino43_wgrad_finish(ws, parts, dw, db, C, F);
 }

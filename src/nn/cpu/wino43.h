@@ -35,4 +35,16 @@ size_t wino43_wgrad_part_size(int C, int F);
  * parts x wino43_wgrad_part_size(C, F) floats. */
 void wino43_backward_weights(const float *x, const float *dy, float *dw, float *db, float *ws, int parts, int N, int C,
                              int H, int W, int F);
+
+/* The same by parts and samples, for loops that run a sample's layers while its blocks are in cache (the same
+ * bits): part p takes samples wino43_part_first(N, parts, p) to wino43_part_first(N, parts, p + 1) - 1 ... */
+static inline int wino43_part_first(int N, int parts, int p) { return (int)((long)N * p / parts); }
+/* ... zeroes its part, adds each sample's gradients (x, dy: the sample's blocks) in turn ... */
+void wino43_wgrad_start(float *part, int C, int F);
+void wino43_wgrad_sample(const float *x, const float *dy, float *part, int C, int H, int W, int F);
+/* ... and the parts' sums give dw and db. */
+void wino43_wgrad_finish(float *ws, int parts, float *dw, float *db, int C, int F);
+/* One sample's forward and input gradient (blocks of that sample alone). */
+void wino43_forward_sample(const float *x, const float *U, const float *b, float *y, int C, int H, int W, int F);
+void wino43_backward_data_sample(const float *dy, const float *U, float *dx, int C, int H, int W, int F);
 #endif
