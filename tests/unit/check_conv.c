@@ -305,12 +305,14 @@ START_TEST(test_conv_pool_onednn)
     composed.conv_pool_forward = NULL;
     composed.pool_conv_backward = NULL;
     enum { C = 32, S = 26, F = 64, OS = S - 2 };
-    /* A batch with and without the ReLU, and one sample (oneDNN's plain layouts for it differ). */
+    /* A batch with and without the ReLU, one sample (oneDNN's plain layouts for it differ), and five samples
+     * on three threads (wino43's parts: a plan's count of them is fixed when the plan is made). */
     static const struct {
-        int N, relu;
-    } cases[] = {{3, 1}, {3, 0}, {1, 1}};
+        int N, relu, threads;
+    } cases[] = {{3, 1, 1}, {3, 0, 1}, {1, 1, 1}, {5, 1, 3}};
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         int N = cases[t].N;
+        omp_set_num_threads(cases[t].threads);
         size_t np = (size_t)F * N * (OS / 2) * (OS / 2), nx = (size_t)C * N * S * S;
         float *x = random_floats(nx, rng_key(90, (uint64_t)N), -1, 1);
         float *w = random_floats((size_t)F * C * 9, 91, -1, 1), *pb = random_floats(F, 92, -1, 1);
@@ -336,6 +338,23 @@ START_TEST(test_conv_pool_onednn)
                 free(runs[i]->dx), free(runs[i]->arg);
         free(x), free(w), free(pb), free(dpy);
     }
+    omp_set_num_threads(1);
+}
+END_TEST
+
+/* wino43's weight gradient sums its samples by parts, one per thread, then adds the parts: three parts of five
+ * samples (two, then one, two) against the definitions and differences. */
+START_TEST(test_conv_wino43_parts)
+{
+    const nn_backend *be = nn_cpu_onednn(WINO_OWN);
+    if (!be || !wino43_has_cpu()) {
+        printf("check_conv: no oneDNN or no AVX-512 here: wino43's parts do not apply\n");
+        return;
+    }
+    omp_set_num_threads(3);
+    conv_case_on(be, 5, 32, 26, 26, 64, 3, 0, 1, 1, 41, 1e-4);
+    conv_case_on(be, 4, 64, 10, 10, 128, 3, 0, 1, 0, 42, 1e-4);
+    omp_set_num_threads(1);
 }
 END_TEST
 
@@ -350,6 +369,7 @@ int main(void)
     tcase_add_loop_test(tc, test_conv_onednn, 0, 3);  /* direct, Winograd, wino43 */
     tcase_add_test(tc, test_conv_winograd_runs);
     tcase_add_loop_test(tc, test_conv_pool_onednn, 0, 3);
+    tcase_add_test(tc, test_conv_wino43_parts);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
