@@ -314,7 +314,7 @@ START_TEST(test_conv_pool_onednn)
         int N = cases[t].N;
         omp_set_num_threads(cases[t].threads);
         size_t np = (size_t)F * N * (OS / 2) * (OS / 2), nx = (size_t)C * N * S * S;
-        float *x = random_floats(nx, rng_key(90, (uint64_t)N), -1, 1);
+        float *x = random_floats(nx, rng_key(90 + t, (uint64_t)N), -1, 1);
         float *w = random_floats((size_t)F * C * 9, 91, -1, 1), *pb = random_floats(F, 92, -1, 1);
         float *dpy = random_floats(np, rng_key(93, (uint64_t)N), -1, 1);
         const float *x_relu = cases[t].relu ? x : NULL;

@@ -226,10 +226,11 @@ static int forward_pd(dnnl_primitive_desc_t *pd, dnnl_alg_kind_t alg, const plan
     return 1;
 }
 
-/* Floats of a part's scratch: one sample's blocked convolution output (or its gradient), then its input's. */
+/* Floats of a part's scratch: one sample's blocked convolution output (or its gradient), then its input and
+ * the input's gradient. */
 static size_t wino_scratch_size(const conv_plan *p)
 {
-    return (size_t)p->F * conv_out(p->H, p->k, p->pad) * conv_out(p->W, p->k, p->pad) + (size_t)p->C * p->H * p->W;
+    return (size_t)p->F * conv_out(p->H, p->k, p->pad) * conv_out(p->W, p->k, p->pad) + 2 * (size_t)p->C * p->H * p->W;
 }
 
 static void plan_forward(conv_plan *p, const plan_mds *m)
@@ -489,32 +490,28 @@ static int onednn_backward(const nn_backend *be, const float *x, const float *w,
     return 1;
 }
 
-/* The samples of part t of a plan's batch. */
-#define FOR_PART_SAMPLES(p, t, n)                                                                                      \
-    for (int n = wino43_part_first((p)->N, (p)->wino_parts, t); n < wino43_part_first((p)->N, (p)->wino_parts, t + 1); \
-         n++)
+/* The first sample of part t of a plan's batch. */
+static int part_first(const conv_plan *p, int t) { return wino43_part_first(p->N, p->wino_parts, t); }
 
-/* wino43's forward with the pool (nchw16c.h) sample by sample, while the sample's blocked output is in its
- * part's scratch: the batch's blocked output (9.4 MB for net's conv2) is never written nor read. */
+/* wino43's convolution with the pool (nchw16c.h) sample by sample, in its part's scratch: the sample's input
+ * converted to blocks, the blocked output pooled while in cache; the batch's blocked tensors (9.4 MB of output
+ * for net's conv2) are never written nor read. */
 static void wino43_pool_run(conv_plan *p, const float *x, const float *w, const float *pb, float *py, int32_t *arg)
 {
-    arg_in(&p->x, x);
-    DNNL_CHECK(dnnl_stream_wait(stream));
     wino43_weights(w, p->F, p->C, p->wino_U);
-    const float *xb = (const float *)(arena + p->x.offset);
-    size_t xs = (size_t)p->C * p->H * p->W;
     int oh = conv_out(p->H, p->k, p->pad), ow = conv_out(p->W, p->k, p->pad), ld = conv_ld(p->W, p->k, p->pad, p->wide);
     PARALLEL_FOR
     for (int t = 0; t < p->wino_parts; t++) {
-        float *ys = p->wino_scratch + t * wino_scratch_size(p);
-        FOR_PART_SAMPLES(p, t, n)
-        {
-            wino43_forward_sample(xb + n * xs, p->wino_U, NULL, ys, p->C, p->H, p->W, p->F);
+        float *ys = p->wino_scratch + t * wino_scratch_size(p), *xs = ys + (size_t)p->F * oh * ow;
+        for (int n = part_first(p, t); n < part_first(p, t + 1); n++) {
+            nchw16c_blocks_sample(x, xs, p->C, p->N, n, p->H * p->W);
+            wino43_forward_sample(xs, p->wino_U, NULL, ys, p->C, p->H, p->W, p->F);
             nchw16c_maxpool2_relu_forward_sample(ys, pb, py, arg, p->F, p->N, n, oh, ow, ld);
         }
     }
     p->kept_x = x;
-    p->kept_at = ++calls;
+    p->kept_at = 0; /* x.prim holds no converted x: a backward converts it again */
+    calls++;
 }
 
 /* Its backward the same way: per sample, the pool's gradient to the part's scratch, the weight gradient's sums,
@@ -522,21 +519,18 @@ static void wino43_pool_run(conv_plan *p, const float *x, const float *w, const 
 static void wino43_pool_backward(conv_plan *p, const float *dpy, const float *py, const int32_t *arg, const float *x,
                                  const float *x_relu, const float *w, float *dw, float *db, float *dx)
 {
-    if (x || p->kept_at != calls++) /* x NULL: the forward's, still converted unless a convolution ran since */
-        arg_in(&p->x, x ? x : p->kept_x);
-    DNNL_CHECK(dnnl_stream_wait(stream));
+    x = x ? x : p->kept_x; /* layers.h: NULL, the forward's */
     wino43_weights_backward(w, p->F, p->C, p->wino_Ub);
-    const float *xb = (const float *)(arena + p->x.offset);
-    size_t xs = (size_t)p->C * p->H * p->W, part = wino43_wgrad_part_size(p->C, p->F);
+    size_t part = wino43_wgrad_part_size(p->C, p->F), xn = (size_t)p->C * p->H * p->W;
     int oh = conv_out(p->H, p->k, p->pad), ow = conv_out(p->W, p->k, p->pad), ld = conv_ld(p->W, p->k, p->pad, p->wide);
     PARALLEL_FOR
     for (int t = 0; t < p->wino_parts; t++) {
-        float *dys = p->wino_scratch + t * wino_scratch_size(p), *dxs = dys + (size_t)p->F * oh * ow;
+        float *dys = p->wino_scratch + t * wino_scratch_size(p), *xs = dys + (size_t)p->F * oh * ow, *dxs = xs + xn;
         wino43_wgrad_start(p->wino_ws + t * part, p->C, p->F);
-        FOR_PART_SAMPLES(p, t, n)
-        {
+        for (int n = part_first(p, t); n < part_first(p, t + 1); n++) {
             nchw16c_relu_maxpool2_backward_sample(dpy, py, arg, dys, p->F, p->N, n, oh, ow, ld);
-            wino43_wgrad_sample(xb + n * xs, dys, p->wino_ws + t * part, p->C, p->H, p->W, p->F);
+            nchw16c_blocks_sample(x, xs, p->C, p->N, n, p->H * p->W);
+            wino43_wgrad_sample(xs, dys, p->wino_ws + t * part, p->C, p->H, p->W, p->F);
             wino43_backward_data_sample(dys, p->wino_Ub, dxs, p->C, p->H, p->W, p->F);
             nchw16c_relu_backward_sample(dxs, x_relu, dx, p->C, p->N, n, p->H * p->W);
         }

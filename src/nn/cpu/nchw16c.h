@@ -26,5 +26,7 @@ void nchw16c_maxpool2_relu_forward_sample(const float *xs, const float *b, float
                                           int H, int W, int ld);
 void nchw16c_relu_maxpool2_backward_sample(const float *dy, const float *y, const int32_t *arg, float *dxs, int C,
                                            int N, int n, int H, int W, int ld);
+/* xs [C/16][HW][16] = sample n of x [C][N][HW]. */
+void nchw16c_blocks_sample(const float *x, float *xs, int C, int N, int n, int HW);
 void nchw16c_relu_backward_sample(const float *dxs, const float *y, float *dx, int C, int N, int n, int HW);
 #endif
