@@ -125,14 +125,16 @@ static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F
     fd_check("conv dx", conv_loss, &c, c.x, dx, nx, 40, 0.25f, 1e-4, 1e-3, rng_key(seed, 5));
     fd_check("conv dw", conv_loss, &c, c.w, dw, nw, 40, 0.25f, 1e-4, 1e-3, rng_key(seed, 6));
     fd_check("conv db", conv_loss, &c, c.b, db, F, 0, 0.25f, 1e-4, 1e-3, 0);
-    /* Without dx: the same parameter gradients, added to what is there. */
+    /* Without dx: the same parameter gradients up to rounding (wino43's conv1 then sums them directly), added to
+     * what is there. */
     float *dw2 = zeros(nw), *db2 = zeros(F);
     for (size_t i = 0; i < nw; i++)
         dw2[i] = 1.0f;
     conv_backward(be, c.x, c.w, c.r, dw2, db2, NULL, N, C, H, W, F, k, pad, c.col, chunk, wide);
     for (size_t i = 0; i < nw; i++)
         ck_assert_float_eq_tol(dw2[i] - 1.0f, dw[i], 1e-5f * (1.0f + fabsf(dw[i])));
-    ck_assert_mem_eq(db, db2, (size_t)F * sizeof *db);
+    for (int f = 0; f < F; f++)
+        ck_assert_float_eq_tol(db2[f], db[f], 1e-5f * (1.0f + fabsf(db[f])));
     free(c.x), free(c.w), free(c.b), free(c.r), free(c.y), free(c.col), free(dw), free(db), free(dx), free(dw2),
         free(db2);
 }
@@ -342,6 +344,53 @@ START_TEST(test_conv_pool_onednn)
 }
 END_TEST
 
+/* wino43's conv1 (conv1_direct.h): forward with bias and ReLU against the definition in double, and its
+ * gradients (no input gradient: the first layer's) against the im2col path's, on net's conv1, a plane whose
+ * rows fit one vector and one whose second vector is nearly full, on one thread and three. */
+START_TEST(test_conv1_direct)
+{
+    const nn_backend *be = nn_cpu_onednn(WINO_OWN);
+    if (!be || !conv1_direct_usable(28, 28, 32, 3, 0)) {
+        printf("check_conv: no oneDNN or no AVX-512 here: wino43's conv1 does not apply\n");
+        return;
+    }
+    static const struct {
+        int N, S, F, threads;
+    } cases[] = {{3, 28, 32, 1}, {2, 12, 8, 1}, {5, 33, 4, 3}, {4, 28, 32, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int N = cases[i].N, S = cases[i].S, F = cases[i].F, OS = S - 2;
+        omp_set_num_threads(cases[i].threads);
+        size_t nx = (size_t)N * S * S, ny = (size_t)F * N * OS * OS;
+        float *x = random_floats(nx, rng_key(50, i), -1, 1), *w = random_floats((size_t)F * 9, rng_key(51, i), -1, 1);
+        float *b = random_floats(F, rng_key(52, i), -1, 1), *dy = random_floats(ny, rng_key(53, i), -1, 1);
+        float *y = sentinel(ny * sizeof(float)), *dw = zeros((size_t)F * 9), *db = zeros(F);
+        float *dw2 = zeros((size_t)F * 9), *db2 = zeros(F), *dx = zeros(nx);
+        ck_assert_int_eq(be->conv1_bias_relu_forward(x, w, b, y, N, S, S, F, 3, 0), 1);
+        for (int f = 0; f < F; f++)
+            for (int n = 0; n < N; n++)
+                for (int p = 0; p < OS * OS; p++) {
+                    double s = b[f];
+                    for (int t = 0; t < 9; t++)
+                        s += (double)w[f * 9 + t] * x[((size_t)n * S + p / OS + t / 3) * S + p % OS + t % 3];
+                    s = s > 0 ? s : 0;
+                    float got = y[((size_t)f * N + n) * OS * OS + p];
+                    ck_assert_msg(fabs(got - s) <= 1e-5 * (1 + fabs(s)), "conv1 direct y[%d][%d][%d] = %g, expected %g",
+                                  f, n, p, (double)got, s);
+                }
+        /* 1 from the backend's own entry on one thread too, where nn_cpu composes: the direct sums ran */
+        ck_assert_int_eq(be->conv_backward(be, x, w, dy, dw, db, NULL, N, 1, S, S, F, 3, 0, 0), 1);
+        float *col = zeros(conv_scratch(1, S, S, 3, 0, N, 0));
+        conv_backward(&nn_cpu, x, w, dy, dw2, db2, dx, N, 1, S, S, F, 3, 0, col, N, 0);
+        for (int j = 0; j < F * 9; j++)
+            ck_assert_float_eq_tol(dw[j], dw2[j], 1e-5f * (1.0f + fabsf(dw2[j])));
+        for (int f = 0; f < F; f++)
+            ck_assert_float_eq_tol(db[f], db2[f], 1e-5f * (1.0f + fabsf(db2[f])));
+        free(x), free(w), free(b), free(dy), free(y), free(dw), free(db), free(dw2), free(db2), free(dx), free(col);
+    }
+    omp_set_num_threads(1);
+}
+END_TEST
+
 /* wino43's weight gradient sums its samples by parts, one per thread, then adds the parts: three parts of five
  * samples (two, then one, two) against the definitions and differences. */
 START_TEST(test_conv_wino43_parts)
@@ -370,6 +419,7 @@ int main(void)
     tcase_add_test(tc, test_conv_winograd_runs);
     tcase_add_loop_test(tc, test_conv_pool_onednn, 0, 3);
     tcase_add_test(tc, test_conv_wino43_parts);
+    tcase_add_test(tc, test_conv1_direct);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

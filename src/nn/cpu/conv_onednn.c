@@ -11,6 +11,7 @@
 #include "nn/cpu/nn_cpu.h"
 #include "nn/cpu/nchw16c.h"
 #include "nn/cpu/wino43.h"
+#include "nn/cpu/conv1_direct.h"
 #include "base/threads.h"
 
 /* A failing oneDNN call is a bug or exhausted memory, never bad input: one line naming the call. */
@@ -484,6 +485,11 @@ static int onednn_forward(const nn_backend *be, const float *x, const float *w, 
 static int onednn_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                            float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide, int winograd)
 {
+    /* conv1 (x NULL: its forward kept im2col's columns instead, layers.h) */
+    if (winograd == WINO_OWN && C == 1 && x && !dx && !wide && conv1_direct_usable(H, W, F, k, pad)) {
+        conv1_direct_backward(x, dy, dw, db, omp_get_max_threads(), N, H, W, F);
+        return 1;
+    }
     if (!onednn_takes(C))
         return cpu_conv_backward(be, x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide);
     backward_run(plan_for(N, C, H, W, F, k, pad, wide, winograd, 1), x, NULL, w, dy, dw, db, dx);
@@ -633,15 +639,26 @@ int onednn_has_winograd(void)
         (b)->pool_conv_backward = alg##_pool_conv_backward; \
     } while (0)
 
+/* wino43's backend runs conv1 directly too (conv1_direct.h), its backward through onednn_backward. */
+static int own_conv1_forward(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F,
+                             int k, int pad)
+{
+    if (!conv1_direct_usable(H, W, F, k, pad))
+        return 0;
+    conv1_direct_forward(x, w, b, y, N, H, W, F);
+    return 1;
+}
+
 const nn_backend *nn_cpu_onednn(int winograd)
 {
     static nn_backend be[WINO_OWN + 1];
     nn_backend *b = &be[winograd];
     if (!b->name) {
         *b = nn_cpu;
-        if (winograd == WINO_OWN)
+        if (winograd == WINO_OWN) {
             SET_ENTRIES(b, own_wino);
-        else if (winograd)
+            b->conv1_bias_relu_forward = own_conv1_forward;
+        } else if (winograd)
             SET_ENTRIES(b, winograd);
         else
             SET_ENTRIES(b, direct);
