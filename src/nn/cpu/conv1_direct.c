@@ -63,11 +63,15 @@ AVX512 static void forward_sample(const float *x, const float *w, const float *b
             }
 }
 
-void conv1_direct_forward(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F)
+int conv1_direct_bias_relu(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F, int k,
+                           int pad)
 {
+    if (!conv1_direct_usable(H, W, F, k, pad))
+        return 0;
     PARALLEL_FOR
     for (int n = 0; n < N; n++)
         forward_sample(x + (size_t)n * H * W, w, b, y, N, n, H, W, F);
+    return 1;
 }
 
 /* Sample n's products added to the part's sums s [F][SUMS][16 lanes]. */

@@ -8,8 +8,10 @@
 /* Whether this CPU and shape can take it: AVX-512, a 3x3 kernel without padding, output rows of up to 32
  * pixels, F a multiple of 4. */
 int conv1_direct_usable(int H, int W, int F, int k, int pad);
-/* y [F][N][H-2][W-2] = relu(conv(x [1][N][H][W], w [F][1][3][3]) + b). */
-void conv1_direct_forward(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F);
+/* y [F][N][H-2][W-2] = relu(conv(x [1][N][H][W], w [F][1][3][3]) + b) where usable (backend.h's
+ * conv1_bias_relu_forward), else 0 having done nothing. */
+int conv1_direct_bias_relu(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F, int k,
+                           int pad);
 /* dw [F][1][3][3] and db [F] += the gradients from x and dy [F][N][H-2][W-2], in parts parts. */
 void conv1_direct_backward(const float *x, const float *dy, float *dw, float *db, int parts, int N, int H, int W,
                            int F);

@@ -11,6 +11,7 @@
 #include "nn/cpu/nn_cpu.h"
 #include "nn/cpu/nchw16c.h"
 #include "nn/cpu/wino43.h"
+#include "nn/cpu/wino43_pool.h"
 #include "nn/cpu/conv1_direct.h"
 #include "base/threads.h"
 
@@ -43,7 +44,7 @@ typedef struct {
     dnnl_alg_kind_t alg;
     float *wino_U, *wino_Ub; /* wino43.h's weights when its forward, input gradient replace oneDNN's (WINO_OWN) */
     int wino_parts;          /* then the samples go in parts, one per thread, each with ... */
-    float *wino_scratch;     /* ... one sample's blocked y or dy and dx (wino_scratch_size) ... */
+    float *wino_scratch;     /* ... one sample's blocked tensors (wino43_pool.h) ... */
     float *wino_ws;          /* ... and its sums of the weight gradient (wino43.h), where wino_Ub is set */
     dnnl_primitive_desc_t fwd_pd;
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
@@ -227,13 +228,6 @@ static int forward_pd(dnnl_primitive_desc_t *pd, dnnl_alg_kind_t alg, const plan
     return 1;
 }
 
-/* Floats of a part's scratch: one sample's blocked convolution output (or its gradient), then its input and
- * the input's gradient. */
-static size_t wino_scratch_size(const conv_plan *p)
-{
-    return (size_t)p->F * conv_out(p->H, p->k, p->pad) * conv_out(p->W, p->k, p->pad) + 2 * (size_t)p->C * p->H * p->W;
-}
-
 static void plan_forward(conv_plan *p, const plan_mds *m)
 {
     p->alg = p->winograd && forward_pd(&p->fwd_pd, dnnl_convolution_winograd, m) ? dnnl_convolution_winograd
@@ -252,7 +246,8 @@ static void plan_forward(conv_plan *p, const plan_mds *m)
         p->wino_U = xmalloc_aligned(wino43_weights_size(p->C, p->F) * sizeof(float));
     if (p->wino_U) {
         p->wino_parts = omp_get_max_threads();
-        p->wino_scratch = xmalloc_aligned(p->wino_parts * wino_scratch_size(p) * sizeof(float));
+        p->wino_scratch =
+            xmalloc_aligned(p->wino_parts * wino43_pool_scratch_size(p->C, p->H, p->W, p->F) * sizeof(float));
     }
 }
 
@@ -496,53 +491,25 @@ static int onednn_backward(const nn_backend *be, const float *x, const float *w,
     return 1;
 }
 
-/* The first sample of part t of a plan's batch. */
-static int part_first(const conv_plan *p, int t) { return wino43_part_first(p->N, p->wino_parts, t); }
-
-/* wino43's convolution with the pool (nchw16c.h) sample by sample, in its part's scratch: the sample's input
- * converted to blocks, the blocked output pooled while in cache; the batch's blocked tensors (9.4 MB of output
- * for net's conv2) are never written nor read. */
-static void wino43_pool_run(conv_plan *p, const float *x, const float *w, const float *pb, float *py, int32_t *arg)
+/* wino43_pool.h's view of the plan. */
+static wino43_batch wino_batch(const conv_plan *p)
 {
-    wino43_weights(w, p->F, p->C, p->wino_U);
-    int oh = conv_out(p->H, p->k, p->pad), ow = conv_out(p->W, p->k, p->pad), ld = conv_ld(p->W, p->k, p->pad, p->wide);
-    PARALLEL_FOR
-    for (int t = 0; t < p->wino_parts; t++) {
-        float *ys = p->wino_scratch + t * wino_scratch_size(p), *xs = ys + (size_t)p->F * oh * ow;
-        for (int n = part_first(p, t); n < part_first(p, t + 1); n++) {
-            nchw16c_blocks_sample(x, xs, p->C, p->N, n, p->H * p->W);
-            wino43_forward_sample(xs, p->wino_U, NULL, ys, p->C, p->H, p->W, p->F);
-            nchw16c_maxpool2_relu_forward_sample(ys, pb, py, arg, p->F, p->N, n, oh, ow, ld);
-        }
-    }
-    p->kept_x = x;
-    p->kept_at = 0; /* x.prim holds no converted x: a backward converts it again */
-    calls++;
+    return (wino43_batch){p->N,          p->C,
+                          p->H,          p->W,
+                          p->F,          conv_ld(p->W, p->k, p->pad, p->wide),
+                          p->wino_parts, p->wino_scratch,
+                          p->wino_ws,    p->wino_U,
+                          p->wino_Ub};
 }
 
-/* Its backward the same way: per sample, the pool's gradient to the part's scratch, the weight gradient's sums,
- * the input gradient, through x_relu's ReLU to dx; none of the batch's blocked gradients is written. */
-static void wino43_pool_backward(conv_plan *p, const float *dpy, const float *py, const int32_t *arg, const float *x,
-                                 const float *x_relu, const float *w, float *dw, float *db, float *dx)
+/* wino43_pool.h's forward, which reads x itself: x.prim holds no converted x, so a backward converts it again. */
+static void wino43_pool_run(conv_plan *p, const float *x, const float *w, const float *pb, float *py, int32_t *arg)
 {
-    x = x ? x : p->kept_x; /* layers.h: NULL, the forward's */
-    wino43_weights_backward(w, p->F, p->C, p->wino_Ub);
-    size_t part = wino43_wgrad_part_size(p->C, p->F), xn = (size_t)p->C * p->H * p->W;
-    int oh = conv_out(p->H, p->k, p->pad), ow = conv_out(p->W, p->k, p->pad), ld = conv_ld(p->W, p->k, p->pad, p->wide);
-    PARALLEL_FOR
-    for (int t = 0; t < p->wino_parts; t++) {
-        float *dys = p->wino_scratch + t * wino_scratch_size(p), *xs = dys + (size_t)p->F * oh * ow, *dxs = xs + xn;
-        wino43_wgrad_start(p->wino_ws + t * part, p->C, p->F);
-        for (int n = part_first(p, t); n < part_first(p, t + 1); n++) {
-            nchw16c_relu_maxpool2_backward_sample(dpy, py, arg, dys, p->F, p->N, n, oh, ow, ld);
-            nchw16c_blocks_sample(x, xs, p->C, p->N, n, p->H * p->W);
-            wino43_wgrad_sample(xs, dys, p->wino_ws + t * part, p->C, p->H, p->W, p->F);
-            wino43_backward_data_sample(dys, p->wino_Ub, dxs, p->C, p->H, p->W, p->F);
-            nchw16c_relu_backward_sample(dxs, x_relu, dx, p->C, p->N, n, p->H * p->W);
-        }
-    }
-    wino43_wgrad_finish(p->wino_ws, p->wino_parts, p->dw_sum, p->db_sum, p->C, p->F);
-    add_sums(p, dw, db);
+    wino43_batch b = wino_batch(p);
+    wino43_pool_forward(&b, x, w, pb, py, arg);
+    p->kept_x = x;
+    p->kept_at = 0;
+    calls++;
 }
 
 static int onednn_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N,
@@ -573,7 +540,9 @@ static int onednn_pool_conv_backward(float *dpy, const float *py, const int32_t 
     if (!p->dy_pooled)
         return 0;
     if (p->wino_ws && dx && x_relu) {
-        wino43_pool_backward(p, dpy, py, arg, x, x_relu, w, dw, db, dx);
+        wino43_batch b = wino_batch(p);
+        wino43_pool_backward(&b, dpy, py, arg, x ? x : p->kept_x, x_relu, w, p->dw_sum, p->db_sum, dx);
+        add_sums(p, dw, db);
         return 1;
     }
     nchw16c_relu_maxpool2_backward(dpy, py, arg, (float *)(arena + p->dyw.offset), F, N, conv_out(H, k, pad),
@@ -639,16 +608,6 @@ int onednn_has_winograd(void)
         (b)->pool_conv_backward = alg##_pool_conv_backward; \
     } while (0)
 
-/* wino43's backend runs conv1 directly too (conv1_direct.h), its backward through onednn_backward. */
-static int own_conv1_forward(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F,
-                             int k, int pad)
-{
-    if (!conv1_direct_usable(H, W, F, k, pad))
-        return 0;
-    conv1_direct_forward(x, w, b, y, N, H, W, F);
-    return 1;
-}
-
 const nn_backend *nn_cpu_onednn(int winograd)
 {
     static nn_backend be[WINO_OWN + 1];
@@ -657,7 +616,7 @@ const nn_backend *nn_cpu_onednn(int winograd)
         *b = nn_cpu;
         if (winograd == WINO_OWN) {
             SET_ENTRIES(b, own_wino);
-            b->conv1_bias_relu_forward = own_conv1_forward;
+            b->conv1_bias_relu_forward = conv1_direct_bias_relu; /* its backward: onednn_backward */
         } else if (winograd)
             SET_ENTRIES(b, winograd);
         else
