@@ -108,9 +108,10 @@ static const option_spec specs[] = {
      "CPU convolutions: auto | im2col | onednn | winograd |"
      "\nwino43. onednn: oneDNN's direct convolutions;"
      "\nwinograd: its Winograd F(4,3) for 3x3 kernels on"
-     "\nAVX-512 CPUs, direct elsewhere; wino43: winograd with"
-     "\nmnist_ddp's own Winograd forward and input gradient"
-     "\nwhere they fit; all leave one-channel inputs to im2col."
+     "\nAVX-512 CPUs, direct elsewhere; onednn and winograd"
+     "\nleave one-channel inputs to im2col. wino43: winograd"
+     "\nwith mnist_ddp's own Winograd for conv2 (forward and"
+     "\nboth gradients) and direct conv1 where they fit."
      "\nauto: wino43 where built with oneDNN, else im2col"},
     {NULL, "cuda-graph", "on|off", ARG_INDEX, F(cuda_graph), 0, 0, off_on, "on", NULL,
      "replay each full-batch training step (accumulation 1)"
