@@ -292,11 +292,11 @@ void wino43_backward_data(const float *dy, const float *U, float *dx, int N, int
 /* The weight gradient: per tile, dw's 3 x 3 correlation of the 6 x 6 input tile with the 4 x 4 output
  * gradient is Winograd F(3x3, 4x4) over the same points: A3^T [(B^T x B) (*) (G4 dy G4^T)] A3, so the sums over
  * tiles and samples run in the transformed space (36 products [C x tiles] x [tiles x F]) and only their total
- * is transformed back. Tiles go by blocks of WT, transformed while in L1 (oneDNN 2.6's Winograd weight
- * gradient writes the whole transformed input and gradient to memory). */
+ * is transformed back. Tiles go by blocks of WT, their transforms in buffers that stay in L2 (oneDNN 2.6's
+ * Winograd weight gradient writes the whole transformed input and gradient to memory). */
 enum { WT = 12 }; /* a third of a 24 x 24 plane's tiles */
 /* Floats from one point's block of V or D to the next: a line more than the block, so that the 36 stores of a
- * tile's transform do not all fall in one L1 set (blocks of 2 or 4 KB: 1.3 times as long). */
+ * tile's transform do not fall in few L1 sets (with WT = 12 the blocks are 1.5 and 3 KB). */
 static inline size_t point_stride(int channels) { return (size_t)WT * channels + LANES; }
 
 /* o = G4 d: four vectors to six; rows 1-2 and 3-4 share their even and odd parts with opposite signs. */

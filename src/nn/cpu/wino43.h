@@ -1,8 +1,9 @@
 /* conv2's forward and input gradient as Winograd F(4x4, 3x3) convolutions of the project's own, fused by
  * blocks of six tiles: the input tiles' transform, the 36 products over the channels and the output transform
  * with the bias run while the block is in L1, so the transformed tensors never reach memory (oneDNN 2.6's
- * jit_wino_4x3 writes and reads them back: docs/performance.md). Blocked layouts of nchw16c.h in and out;
- * AVX-512 only. Its rounding is about oneDNN's Winograd's (wino43.c: the points). */
+ * jit_wino_4x3 writes and reads them back: docs/performance.md); its weight gradient as F(3x3, 4x4), summed in
+ * the transformed space. Blocked layouts of nchw16c.h in and out; AVX-512 only. Its rounding is about oneDNN's
+ * Winograd's (wino43.c: the points). */
 #ifndef MNIST_WINO43_H
 #define MNIST_WINO43_H
 #include <stddef.h>
