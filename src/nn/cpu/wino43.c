@@ -131,19 +131,19 @@ typedef struct {
     int cin, cout, ih, iw, pad, oh, ow;
 } geometry;
 
-/* V[e][cb][t] = (B^T d B)[e] of the 6 x 6 input tile whose corner is row r0, column c0 of channel block xb
- * (16 lanes: 16 channels); outside the plane d is 0. */
-AVX512 static void input_tile(const float *xb, const geometry *g, int r0, int c0, float *V, int cb_count, int t)
+/* V[e * stride] = (B^T d B)[e] of the 6 x 6 input tile whose corner is row r0, column c0 of channel block xb
+ * (ih x iw pixels of 16 lanes: 16 channels); outside the plane d is 0. */
+AVX512 static void input_tile(const float *xb, int ih, int iw, int r0, int c0, float *V, size_t stride)
 {
-    int inside = r0 >= 0 && c0 >= 0 && r0 + TIN <= g->ih && c0 + TIN <= g->iw;
+    int inside = r0 >= 0 && c0 >= 0 && r0 + TIN <= ih && c0 + TIN <= iw;
     __m512 r[TIN][TIN];
     UNROLL
     for (int j = 0; j < TIN; j++) {
         __m512 d[TIN], o[TIN];
         UNROLL
         for (int i = 0; i < TIN; i++)
-            d[i] = inside || ((unsigned)(r0 + i) < (unsigned)g->ih && (unsigned)(c0 + j) < (unsigned)g->iw)
-                       ? _mm512_loadu_ps(xb + ((ptrdiff_t)(r0 + i) * g->iw + c0 + j) * LANES)
+            d[i] = inside || ((unsigned)(r0 + i) < (unsigned)ih && (unsigned)(c0 + j) < (unsigned)iw)
+                       ? _mm512_loadu_ps(xb + ((ptrdiff_t)(r0 + i) * iw + c0 + j) * LANES)
                        : _mm512_setzero_ps();
         input_rows(d, o);
         UNROLL
@@ -156,7 +156,7 @@ AVX512 static void input_tile(const float *xb, const geometry *g, int r0, int c0
         input_rows(r[i], o);
         UNROLL
         for (int j = 0; j < TIN; j++)
-            _mm512_storeu_ps(V + ((size_t)((i * TIN + j) * cb_count) * TB + t) * LANES, o[j]);
+            _mm512_storeu_ps(V + (i * TIN + j) * stride, o[j]);
     }
 }
 
@@ -245,8 +245,8 @@ AVX512 static void conv_sample(const float *x, const float *U, const float *b, f
         for (int t = 0; t < TB; t++) {
             int tile = t0 + t < tiles ? t0 + t : tiles - 1, ty = tile / tw, tx = tile % tw;
             for (int cb = 0; cb < CB; cb++)
-                input_tile(x + (size_t)cb * g->ih * g->iw * LANES, g, TILE * ty - g->pad, TILE * tx - g->pad,
-                           V + (size_t)cb * TB * LANES, CB, t);
+                input_tile(x + (size_t)cb * g->ih * g->iw * LANES, g->ih, g->iw, TILE * ty - g->pad, TILE * tx - g->pad,
+                           V + ((size_t)cb * TB + t) * LANES, (size_t)CB * TB * LANES);
         }
         products(U, V, M, g->cin, g->cout);
         for (int ob = 0; ob < g->cout / LANES; ob++) {
@@ -340,31 +340,6 @@ AVX512 static void gradient_tile(const float *dyb, int ow, float *D, int ld, int
     }
 }
 
-/* x's tile as input_tile transforms it, stored [e][t][c] (row stride ld) for the products' broadcasts. */
-AVX512 static void input_tile_rows(const float *xb, int iw, int r0, int c0, float *V, int ld, int t)
-{
-    __m512 r[TIN][TIN];
-    UNROLL
-    for (int j = 0; j < TIN; j++) {
-        __m512 d[TIN], o[TIN];
-        UNROLL
-        for (int i = 0; i < TIN; i++)
-            d[i] = _mm512_loadu_ps(xb + ((size_t)(r0 + i) * iw + c0 + j) * LANES);
-        input_rows(d, o);
-        UNROLL
-        for (int i = 0; i < TIN; i++)
-            r[i][j] = o[i];
-    }
-    UNROLL
-    for (int i = 0; i < TIN; i++) {
-        __m512 o[TIN];
-        input_rows(r[i], o);
-        UNROLL
-        for (int j = 0; j < TIN; j++)
-            _mm512_storeu_ps(V + (i * TIN + j) * point_stride(ld) + (size_t)t * ld, o[j]);
-    }
-}
-
 /* Mw[e][c][f] += sum over t < nt of V[e][t][c] D[e][t][f]: four channels by nv vectors of filters at a time. */
 AVX512 static inline __attribute__((always_inline)) void wgrad_products_nv(const float *V, const float *D, float *Mw,
                                                                            int C, int F, int nt, int nv)
@@ -429,7 +404,8 @@ AVX512 void wino43_wgrad_sample(const float *x, const float *dy, float *part, in
         for (int t = 0; t < nt; t++) {
             int ty = (t0 + t) / tw, tx = (t0 + t) % tw;
             for (int cb = 0; cb < C / LANES; cb++)
-                input_tile_rows(x + (size_t)cb * H * W * LANES, W, TILE * ty, TILE * tx, V + cb * LANES, C, t);
+                input_tile(x + (size_t)cb * H * W * LANES, H, W, TILE * ty, TILE * tx, V + (size_t)t * C + cb * LANES,
+                           point_stride(C)); /* V [e][t][c] for the products' broadcasts */
             for (int fb = 0; fb < F / LANES; fb++)
                 gradient_tile(dy + (((size_t)fb * oh + TILE * ty) * ow + TILE * tx) * LANES, ow, D + fb * LANES, F, t);
         }
