@@ -27,6 +27,12 @@ run_np() {
   timeout -k 10 "${RUN_TIMEOUT:-600}" "${MPIEXEC:-mpirun}" --oversubscribe -np "$np" "$@"
 }
 
+# launcher_crashed FILE: FILE holds a backtrace of mpirun's own (Debian 12's Open MPI 4.1 at times segfaults in
+# PMIx_server_finalize while a job ends after MPI_Abort; open-mpi/ompi#13650 reports the like in 5.0).
+launcher_crashed() {
+  grep -Eq '^\[[^]]*\] \[ *[0-9]+\] [^ ]*/(mpirun|orterun)\(' "$1"
+}
+
 # expect_fail CODE PATTERN CMD...: CMD exits with CODE and its stderr names PATTERN.
 # (CMD may be run_np, which bounds MPI runs in time; a single process has no peer to wait for.)
 expect_fail() {
@@ -34,6 +40,11 @@ expect_fail() {
   set +e
   "$@" >"$TMP/out" 2>"$TMP/err"
   rc=$?
+  if [ "$rc" -ne "$code" ] && launcher_crashed "$TMP/err"; then
+    echo "note: mpirun itself crashed while ending the job (exit $rc; an Open MPI defect, not ours): once more"
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+  fi
   set -e
   if [ "$rc" -ne "$code" ]; then
     cat "$TMP/out" "$TMP/err" >&2
