@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nn/cpu/conv_cpu.h"
+#include "nn/cpu/onednn_arg.h"
 #include "base/errors.h"
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
@@ -14,26 +15,6 @@
 #include "nn/cpu/wino43_pool.h"
 #include "nn/cpu/conv1_direct.h"
 #include "base/threads.h"
-
-/* A failing oneDNN call is a bug or exhausted memory, never bad input: one line naming the call. */
-#define DNNL_CHECK(call) dnnl_check((call), #call, __FILE__, __LINE__)
-
-static void dnnl_check(dnnl_status_t s, const char *call, const char *file, int line)
-{
-    if (s == dnnl_success)
-        return;
-    die_at(file, line, s == dnnl_out_of_memory ? EX_OSERR : EX_SOFTWARE, "oneDNN %s failed: status %d%s", call, (int)s,
-           s == dnnl_out_of_memory ? " (out of memory)" : "");
-}
-
-/* A tensor as the layer keeps it (user) and as the primitive wants it (prim): when the layouts differ,
- * prim is a buffer at `offset` in the shared arena and `reorder` converts between them, in the direction the
- * argument flows (an input: user to prim before the primitive; an output: prim to user after it). */
-typedef struct {
-    dnnl_memory_t user, prim;
-    dnnl_primitive_t reorder;
-    size_t offset;
-} tensor_arg;
 
 /* One convolution shape at one batch size: the three primitives and their arguments, each built on first use
  * (a run meets a handful of batch sizes: the training batch, the evaluation batch, their remainders; the
@@ -62,8 +43,6 @@ typedef struct {
 } conv_plan;
 
 #define PLANS 16
-static dnnl_engine_t engine;
-static dnnl_stream_t stream;
 static conv_plan plans[PLANS];
 static int nplans, next_victim;
 static unsigned long calls; /* convolutions run; each may reuse the arena */
@@ -71,113 +50,6 @@ static unsigned long calls; /* convolutions run; each may reuse the arena */
  * plan's: the evaluation batch's blocked copies do not add to the training batch's. */
 static char *arena;
 static size_t arena_size;
-
-static void start(void)
-{
-    if (engine)
-        return;
-    DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
-    DNNL_CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
-}
-
-/* Activations are CNHW, [C][N][H][W] with rows ld floats apart (layers.h): strided NCHW to oneDNN. With one
- * sample and no junk columns that is dense NCHW, which oneDNN then takes without a reorder (it compares
- * strides, even those of a dimension of size 1). */
-static dnnl_memory_desc_t cnhw_md(int N, int C, int H, int W, int ld)
-{
-    dnnl_memory_desc_t md;
-    dnnl_dims_t dims = {N, C, H, W}, strides = {(dnnl_dim_t)H * ld, (dnnl_dim_t)N * H * ld, ld, 1};
-    if (N == 1 && ld == W)
-        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_nchw));
-    else
-        DNNL_CHECK(dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, strides));
-    return md;
-}
-
-static dnnl_memory_desc_t dense_md(int ndims, const dnnl_dims_t dims, dnnl_format_tag_t tag)
-{
-    dnnl_memory_desc_t md;
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, ndims, dims, dnnl_f32, tag));
-    return md;
-}
-
-static void arg_init(conv_plan *p, tensor_arg *a, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *prim,
-                     int input)
-{
-    DNNL_CHECK(dnnl_memory_create(&a->user, user, engine, DNNL_MEMORY_NONE));
-    a->prim = a->user;
-    a->reorder = NULL;
-    if (dnnl_memory_desc_equal(user, prim))
-        return;
-    dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_memory_create(&a->prim, prim, engine, DNNL_MEMORY_NONE));
-    a->offset = p->arena_bytes;
-    p->arena_bytes += (dnnl_memory_desc_get_size(prim) + 63) / 64 * 64;
-    if (input)
-        DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, user, engine, prim, engine, NULL));
-    else
-        DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, prim, engine, user, engine, NULL));
-    DNNL_CHECK(dnnl_primitive_create(&a->reorder, pd));
-    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
-}
-
-static void arg_destroy(tensor_arg *a)
-{
-    if (!a->user)
-        return;
-    if (a->prim != a->user) {
-        DNNL_CHECK(dnnl_primitive_destroy(a->reorder));
-        DNNL_CHECK(dnnl_memory_destroy(a->prim));
-    }
-    DNNL_CHECK(dnnl_memory_destroy(a->user));
-    memset(a, 0, sizeof *a);
-}
-
-static void run(dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args)
-{
-    DNNL_CHECK(dnnl_primitive_execute(p, stream, nargs, args));
-}
-
-static void run_reorder(const tensor_arg *a, int input)
-{
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, input ? a->user : a->prim}, {DNNL_ARG_TO, input ? a->prim : a->user}};
-    run(a->reorder, 2, args);
-}
-
-/* Point the argument at the layer's tensor p; an input is converted for the primitive now. */
-static dnnl_memory_t arg_in(const tensor_arg *a, const void *p)
-{
-    DNNL_CHECK(dnnl_memory_set_data_handle(a->user, (void *)p));
-    if (a->reorder)
-        run_reorder(a, 1);
-    return a->prim;
-}
-
-static dnnl_memory_t arg_out(const tensor_arg *a, void *p)
-{
-    DNNL_CHECK(dnnl_memory_set_data_handle(a->user, p));
-    return a->prim;
-}
-
-/* After the primitive: an output in the primitive's layout is converted to the layer's. */
-static void arg_done(const tensor_arg *a)
-{
-    if (a->reorder)
-        run_reorder(a, 0);
-}
-
-/* The bias is the second weights (or diff_weights) tensor: index 1. */
-static const dnnl_memory_desc_t *query(const_dnnl_primitive_desc_t pd, dnnl_query_t what, int index)
-{
-    return dnnl_primitive_desc_query_md(pd, what, index);
-}
-
-static dnnl_primitive_t create(const_dnnl_primitive_desc_t pd)
-{
-    dnnl_primitive_t p;
-    DNNL_CHECK(dnnl_primitive_create(&p, pd));
-    return p;
-}
 
 /* The user-side descriptors of a plan: x, y (rows of W in the wide layout), w [F][C][k][k], b [F]; the
  * primitives' own choices (any_*), and the geometry. */
@@ -190,13 +62,13 @@ static plan_mds plan_descs(const conv_plan *p)
 {
     int OH = conv_out(p->H, p->k, p->pad), OW = conv_out(p->W, p->k, p->pad);
     dnnl_dims_t x = {p->N, p->C, p->H, p->W}, y = {p->N, p->F, OH, OW}, w = {p->F, p->C, p->k, p->k}, b = {p->F};
-    return (plan_mds){.x = cnhw_md(p->N, p->C, p->H, p->W, p->W),
-                      .y = cnhw_md(p->N, p->F, OH, OW, conv_ld(p->W, p->k, p->pad, p->wide)),
-                      .w = dense_md(4, w, dnnl_oihw),
-                      .b = dense_md(1, b, dnnl_a),
-                      .any_x = dense_md(4, x, dnnl_format_tag_any),
-                      .any_y = dense_md(4, y, dnnl_format_tag_any),
-                      .any_w = dense_md(4, w, dnnl_format_tag_any),
+    return (plan_mds){.x = onednn_cnhw_md(p->N, p->C, p->H, p->W, p->W),
+                      .y = onednn_cnhw_md(p->N, p->F, OH, OW, conv_ld(p->W, p->k, p->pad, p->wide)),
+                      .w = onednn_dense_md(4, w, dnnl_oihw),
+                      .b = onednn_dense_md(1, b, dnnl_a),
+                      .any_x = onednn_dense_md(4, x, dnnl_format_tag_any),
+                      .any_y = onednn_dense_md(4, y, dnnl_format_tag_any),
+                      .any_w = onednn_dense_md(4, w, dnnl_format_tag_any),
                       .strides = {1, 1},
                       .pad = {p->pad, p->pad}};
 }
@@ -208,7 +80,7 @@ static int blocked_layout(const conv_plan *p, const tensor_arg *a, int C, int H,
     if (!a->reorder || C % CHANNEL_BLOCK)
         return 0;
     dnnl_dims_t dims = {p->N, C, H, W};
-    dnnl_memory_desc_t md = dense_md(4, dims, dnnl_nChw16c);
+    dnnl_memory_desc_t md = onednn_dense_md(4, dims, dnnl_nChw16c);
     const dnnl_memory_desc_t *prim;
     DNNL_CHECK(dnnl_memory_get_memory_desc(a->prim, &prim));
     return dnnl_memory_desc_equal(&md, prim);
@@ -221,7 +93,7 @@ static int forward_pd(dnnl_primitive_desc_t *pd, dnnl_alg_kind_t alg, const plan
     dnnl_convolution_desc_t d;
     DNNL_CHECK(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, alg, &m->any_x, &m->any_w, &m->b,
                                                   &m->any_y, m->strides, m->pad, m->pad));
-    dnnl_status_t s = dnnl_primitive_desc_create(pd, &d, NULL, engine, NULL);
+    dnnl_status_t s = dnnl_primitive_desc_create(pd, &d, NULL, onednn_engine(), NULL);
     if (s == dnnl_unimplemented)
         return 0;
     DNNL_CHECK(s);
@@ -234,11 +106,11 @@ static void plan_forward(conv_plan *p, const plan_mds *m)
                                                                                  : dnnl_convolution_direct;
     if (p->alg == dnnl_convolution_direct && !forward_pd(&p->fwd_pd, p->alg, m))
         die(EX_SOFTWARE, "oneDNN has no direct convolution for %dx%d planes of %d channels", p->H, p->W, p->C);
-    p->fwd = create(p->fwd_pd);
-    arg_init(p, &p->x, &m->x, query(p->fwd_pd, dnnl_query_src_md, 0), 1);
-    arg_init(p, &p->w, &m->w, query(p->fwd_pd, dnnl_query_weights_md, 0), 1);
-    arg_init(p, &p->b, &m->b, query(p->fwd_pd, dnnl_query_weights_md, 1), 1);
-    arg_init(p, &p->y, &m->y, query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
+    p->fwd = onednn_create(p->fwd_pd);
+    onednn_arg_init(&p->arena_bytes, &p->x, &m->x, onednn_query(p->fwd_pd, dnnl_query_src_md, 0), 1);
+    onednn_arg_init(&p->arena_bytes, &p->w, &m->w, onednn_query(p->fwd_pd, dnnl_query_weights_md, 0), 1);
+    onednn_arg_init(&p->arena_bytes, &p->b, &m->b, onednn_query(p->fwd_pd, dnnl_query_weights_md, 1), 1);
+    onednn_arg_init(&p->arena_bytes, &p->y, &m->y, onednn_query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
     p->y_pooled = blocked_layout(p, &p->y, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
     p->zero_bias = xcalloc((size_t)p->F, sizeof(float));
     if (p->winograd == WINO_OWN && p->alg == dnnl_convolution_winograd && p->y_pooled &&
@@ -257,28 +129,29 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
     dnnl_primitive_desc_t pd;
     DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&d, p->alg, &m->any_x, &m->any_w, &m->b, &m->any_y,
                                                            m->strides, m->pad, m->pad));
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
-    p->bwd_weights = create(pd);
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, onednn_engine(), p->fwd_pd));
+    p->bwd_weights = onednn_create(pd);
     /* src too: the forward's conversion serves the backward that follows it (layers.h: x NULL). */
-    p->x_shared = dnnl_memory_desc_equal(query(p->fwd_pd, dnnl_query_src_md, 0), query(pd, dnnl_query_src_md, 0));
+    p->x_shared =
+        dnnl_memory_desc_equal(onednn_query(p->fwd_pd, dnnl_query_src_md, 0), onednn_query(pd, dnnl_query_src_md, 0));
     if (!p->x_shared)
-        arg_init(p, &p->xw, &m->x, query(pd, dnnl_query_src_md, 0), 1);
-    arg_init(p, &p->dyw, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
-    arg_init(p, &p->dw, &m->w, query(pd, dnnl_query_diff_weights_md, 0), 0);
-    arg_init(p, &p->db, &m->b, query(pd, dnnl_query_diff_weights_md, 1), 0);
-    dnnl_memory_desc_t dyw = *query(pd, dnnl_query_diff_dst_md, 0);
+        onednn_arg_init(&p->arena_bytes, &p->xw, &m->x, onednn_query(pd, dnnl_query_src_md, 0), 1);
+    onednn_arg_init(&p->arena_bytes, &p->dyw, &m->y, onednn_query(pd, dnnl_query_diff_dst_md, 0), 1);
+    onednn_arg_init(&p->arena_bytes, &p->dw, &m->w, onednn_query(pd, dnnl_query_diff_weights_md, 0), 0);
+    onednn_arg_init(&p->arena_bytes, &p->db, &m->b, onednn_query(pd, dnnl_query_diff_weights_md, 1), 0);
+    dnnl_memory_desc_t dyw = *onednn_query(pd, dnnl_query_diff_dst_md, 0);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
 
     DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&d, p->alg, &m->any_x, &m->any_w, &m->any_y, m->strides, m->pad,
                                                         m->pad));
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, engine, p->fwd_pd));
-    p->bwd_data = create(pd);
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, NULL, onednn_engine(), p->fwd_pd));
+    p->bwd_data = onednn_create(pd);
     /* diff_dst is one tensor for both passes: converted once when they want the same layout. */
-    p->dy_shared = dnnl_memory_desc_equal(&dyw, query(pd, dnnl_query_diff_dst_md, 0));
+    p->dy_shared = dnnl_memory_desc_equal(&dyw, onednn_query(pd, dnnl_query_diff_dst_md, 0));
     if (!p->dy_shared)
-        arg_init(p, &p->dy, &m->y, query(pd, dnnl_query_diff_dst_md, 0), 1);
-    arg_init(p, &p->wd, &m->w, query(pd, dnnl_query_weights_md, 0), 1);
-    arg_init(p, &p->dx, &m->x, query(pd, dnnl_query_diff_src_md, 0), 0);
+        onednn_arg_init(&p->arena_bytes, &p->dy, &m->y, onednn_query(pd, dnnl_query_diff_dst_md, 0), 1);
+    onednn_arg_init(&p->arena_bytes, &p->wd, &m->w, onednn_query(pd, dnnl_query_weights_md, 0), 1);
+    onednn_arg_init(&p->arena_bytes, &p->dx, &m->x, onednn_query(pd, dnnl_query_diff_src_md, 0), 0);
     p->dy_pooled =
         p->dy_shared && blocked_layout(p, &p->dyw, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
     p->dx_blocked = blocked_layout(p, &p->dx, p->C, p->H, p->W);
@@ -304,7 +177,7 @@ static void plan_destroy(conv_plan *p)
     tensor_arg *args[PLAN_ARGS];
     plan_args(p, args);
     for (int i = 0; i < PLAN_ARGS; i++)
-        arg_destroy(args[i]);
+        onednn_arg_destroy(args[i]);
     dnnl_primitive_t prims[] = {p->fwd, p->bwd_data, p->bwd_weights};
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         if (prims[i])
@@ -346,7 +219,6 @@ static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, in
         if (memcmp(&plans[i], &key, offsetof(conv_plan, alg)) == 0)
             p = &plans[i];
     if (!p) {
-        start();
         p = nplans < PLANS ? &plans[nplans++] : &plans[next_victim++ % PLANS];
         if (p->fwd)
             plan_destroy(p);
@@ -369,8 +241,8 @@ static int onednn_takes(int C) { return C > 1; }
 /* wino43.h's forward from x, converted to the blocks in x.prim, to y.prim (both nChw16c: see plan_forward). */
 static void wino43_run(conv_plan *p, const float *x, const float *w, const float *b)
 {
-    arg_in(&p->x, x);
-    DNNL_CHECK(dnnl_stream_wait(stream));
+    onednn_arg_in(&p->x, x);
+    DNNL_CHECK(dnnl_stream_wait(onednn_stream()));
     wino43_weights(w, p->F, p->C, p->wino_U);
     wino43_forward((const float *)(arena + p->x.offset), p->wino_U, b, (float *)(arena + p->y.offset), p->N, p->C, p->H,
                    p->W, p->F);
@@ -379,19 +251,19 @@ static void wino43_run(conv_plan *p, const float *x, const float *w, const float
 /* The forward into y.prim, converted to the layer's y unless y is NULL (the caller reads y.prim). */
 static void forward_run(conv_plan *p, const float *x, const float *w, const float *b, float *y)
 {
-    dnnl_memory_t dst = y ? arg_out(&p->y, y) : p->y.prim;
+    dnnl_memory_t dst = y ? onednn_arg_out(&p->y, y) : p->y.prim;
     if (p->wino_U) {
         wino43_run(p, x, w, b);
     } else {
-        dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, arg_in(&p->x, x)},
-                                  {DNNL_ARG_WEIGHTS, arg_in(&p->w, w)},
-                                  {DNNL_ARG_BIAS, arg_in(&p->b, b ? b : p->zero_bias)},
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, onednn_arg_in(&p->x, x)},
+                                  {DNNL_ARG_WEIGHTS, onednn_arg_in(&p->w, w)},
+                                  {DNNL_ARG_BIAS, onednn_arg_in(&p->b, b ? b : p->zero_bias)},
                                   {DNNL_ARG_DST, dst}};
-        run(p->fwd, 4, args);
+        onednn_run(p->fwd, 4, args);
     }
     if (y)
-        arg_done(&p->y);
-    DNNL_CHECK(dnnl_stream_wait(stream));
+        onednn_arg_done(&p->y);
+    DNNL_CHECK(dnnl_stream_wait(onednn_stream()));
     p->kept_x = x;
     p->kept_at = ++calls;
 }
@@ -400,23 +272,23 @@ static void forward_run(conv_plan *p, const float *x, const float *w, const floa
 static void onednn_weights_run(conv_plan *p, dnnl_memory_t src, const float *dy)
 {
     dnnl_exec_arg_t wargs[] = {{DNNL_ARG_SRC, src},
-                               {DNNL_ARG_DIFF_DST, dy ? arg_in(&p->dyw, dy) : p->dyw.prim},
-                               {DNNL_ARG_DIFF_WEIGHTS, arg_out(&p->dw, p->dw_sum)},
-                               {DNNL_ARG_DIFF_BIAS, arg_out(&p->db, p->db_sum)}};
-    run(p->bwd_weights, 4, wargs);
-    arg_done(&p->dw);
-    arg_done(&p->db);
-    DNNL_CHECK(dnnl_stream_wait(stream));
+                               {DNNL_ARG_DIFF_DST, dy ? onednn_arg_in(&p->dyw, dy) : p->dyw.prim},
+                               {DNNL_ARG_DIFF_WEIGHTS, onednn_arg_out(&p->dw, p->dw_sum)},
+                               {DNNL_ARG_DIFF_BIAS, onednn_arg_out(&p->db, p->db_sum)}};
+    onednn_run(p->bwd_weights, 4, wargs);
+    onednn_arg_done(&p->dw);
+    onednn_arg_done(&p->db);
+    DNNL_CHECK(dnnl_stream_wait(onednn_stream()));
 }
 
 /* wino43.h's instead, from x converted to x.prim's blocks (NULL: there already) and dy to dyw.prim's. */
 static void wino43_weights_run(conv_plan *p, const float *x, const float *dy)
 {
     if (x)
-        arg_in(&p->x, x);
+        onednn_arg_in(&p->x, x);
     if (dy)
-        arg_in(&p->dyw, dy);
-    DNNL_CHECK(dnnl_stream_wait(stream));
+        onednn_arg_in(&p->dyw, dy);
+    DNNL_CHECK(dnnl_stream_wait(onednn_stream()));
     wino43_backward_weights((const float *)(arena + p->x.offset), (const float *)(arena + p->dyw.offset), p->dw_sum,
                             p->db_sum, p->wino_ws, p->wino_parts, p->N, p->C, p->H, p->W, p->F);
 }
@@ -442,28 +314,28 @@ static void backward_run(conv_plan *p, const float *x, const float *x_relu, cons
     if (p->wino_ws)
         wino43_weights_run(p, kept ? NULL : x ? x : p->kept_x, dy);
     else
-        onednn_weights_run(p, kept ? p->x.prim : arg_in(p->x_shared ? &p->x : &p->xw, x ? x : p->kept_x), dy);
+        onednn_weights_run(p, kept ? p->x.prim : onednn_arg_in(p->x_shared ? &p->x : &p->xw, x ? x : p->kept_x), dy);
     add_sums(p, dw, db);
     if (!dx)
         return;
-    dnnl_memory_t dsrc = arg_out(&p->dx, dx);
+    dnnl_memory_t dsrc = onednn_arg_out(&p->dx, dx);
     if (p->wino_Ub) { /* dy is in dyw.prim's blocks (plan_backward: dy_pooled) */
         wino43_weights_backward(w, p->F, p->C, p->wino_Ub);
         wino43_backward_data((const float *)(arena + p->dyw.offset), p->wino_Ub, (float *)(arena + p->dx.offset), p->N,
                              p->C, p->H, p->W, p->F);
     } else {
-        dnnl_memory_t ddst = p->dy_shared ? p->dyw.prim : arg_in(&p->dy, dy);
+        dnnl_memory_t ddst = p->dy_shared ? p->dyw.prim : onednn_arg_in(&p->dy, dy);
         dnnl_exec_arg_t dargs[] = {
-            {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, arg_in(&p->wd, w)}, {DNNL_ARG_DIFF_SRC, dsrc}};
-        run(p->bwd_data, 3, dargs);
+            {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, onednn_arg_in(&p->wd, w)}, {DNNL_ARG_DIFF_SRC, dsrc}};
+        onednn_run(p->bwd_data, 3, dargs);
     }
     if (x_relu && p->dx_blocked) {
-        DNNL_CHECK(dnnl_stream_wait(stream));
+        DNNL_CHECK(dnnl_stream_wait(onednn_stream()));
         nchw16c_relu_backward((const float *)(arena + p->dx.offset), x_relu, dx, p->C, p->N, p->H * p->W);
         return;
     }
-    arg_done(&p->dx);
-    DNNL_CHECK(dnnl_stream_wait(stream));
+    onednn_arg_done(&p->dx);
+    DNNL_CHECK(dnnl_stream_wait(onednn_stream()));
     if (x_relu)
         cpu_relu_backward(dx, x_relu, (size_t)p->C * p->N * p->H * p->W);
 }
@@ -590,7 +462,6 @@ const char *onednn_version(void)
 
 int onednn_has_winograd(void)
 {
-    start();
     conv_plan probe = {.C = 16, .H = 8, .W = 8, .F = 16, .k = 3, .N = 1};
     plan_mds m = plan_descs(&probe);
     dnnl_primitive_desc_t pd;

@@ -58,8 +58,9 @@ static inline __attribute__((always_inline)) void transpose16(vec16 r[CHANNEL_BL
     TRANSPOSE_LEVEL(r, 1)
 }
 
-/* Outputs o0 .. o0+len-1 (len <= 16) of sample n's channel block cb (x: the sample's blocks): pooled across the 16 channels of each
- * window (four 16-channel vectors), transposed, then bias and ReLU along each channel's row of outputs. */
+/* Outputs o0 .. o0+len-1 (len <= 16) of sample n's channel block cb (x: the sample's blocks): pooled across
+ * the 16 channels of each window (four 16-channel vectors), transposed, then bias and ReLU along each
+ * channel's row of outputs. */
 static inline __attribute__((always_inline)) void forward_tile(const pool_geom *g, const float *x, const float *b,
                                                                float *y, int32_t *arg, int n, int cb, int o0, int len)
 {
@@ -99,9 +100,9 @@ static inline __attribute__((always_inline)) void forward_tile(const pool_geom *
  * forward's 16-output tiles write their 32 runs directly: measured no slower. */
 enum { CHUNK = 256 };
 
-/* The gradients of outputs o0 .. o0+len-1 (len <= CHUNK) of sample n's channel block cb (dx: its blocks): each channel's run
- * through the ReLU into a [16][CHUNK] buffer, then tile by tile transposed so that every output's 16
- * channels spread over its window (zeros where the argmax was not). */
+/* The gradients of outputs o0 .. o0+len-1 (len <= CHUNK) of sample n's channel block cb (dx: its blocks):
+ * each channel's run through the ReLU into a [16][CHUNK] buffer, then tile by tile transposed so that every
+ * output's 16 channels spread over its window (zeros where the argmax was not). */
 static inline __attribute__((always_inline)) void backward_chunk(const pool_geom *g, const float *dy, const float *y,
                                                                  const int32_t *arg, float *dx, int n, int cb, int o0,
                                                                  int len)
