@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/conv_stack.h"
 #include "nn/head.h"
 
 /* Work a backend queued and waited for since the process started: kernel launches, GEMM calls, and host
@@ -106,6 +107,11 @@ typedef struct nn_backend {
      * (layers.c composes it). NULL: always composed. The CUDA backend's with MNIST_DDP_CONV1=direct. */
     int (*conv1_bias_relu_forward)(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F,
                                    int k, int pad);
+    /* net's two convolutions (conv_stack.h) in one pass each way; 0 having done nothing for a shape it leaves
+     * to the layers above (networks.c composes them; the backward leaves the shapes the forward leaves). NULL:
+     * always composed. The CPU's with wino43 (wino43_stack.h). */
+    int (*conv_stack_forward)(const nn_conv_stack *s);
+    int (*conv_stack_backward)(const nn_conv_stack *s);
     /* net's training head (head.h) in one pass; NULL: networks.c composes it from the entries above. The CUDA
      * backend's with MNIST_DDP_HEAD=fused: one block. */
     void (*head_train)(const nn_head *h);

@@ -1,6 +1,6 @@
 # nn: the models and optimizers over a backend table (backend.h), the layers built from it, and the
 # element functions and kernel bodies written once for host and device (ops.h, kernels.h).
-src_libmnistddp_a_SOURCES += src/nn/backend.h src/nn/ops.h src/nn/kernels.h src/nn/head.h \
+src_libmnistddp_a_SOURCES += src/nn/backend.h src/nn/ops.h src/nn/kernels.h src/nn/head.h src/nn/conv_stack.h \
 	src/nn/layers.c src/nn/layers.h src/nn/model.c src/nn/model.h src/nn/model_parts.h \
 	src/nn/networks.c src/nn/optim.c src/nn/optim.h
 
@@ -12,9 +12,10 @@ src_libmnistddp_a_SOURCES += src/nn/cpu/gemm.c src/nn/cpu/gemm.h src/nn/cpu/blas
 	src/nn/cpu/conv_choice.c src/nn/cpu/conv_choice.h
 if HAVE_ONEDNN
 src_libmnistddp_a_SOURCES += src/nn/cpu/conv_onednn.c src/nn/cpu/onednn_arg.c src/nn/cpu/onednn_arg.h \
-	src/nn/cpu/wino43.h src/nn/cpu/wino43_pool.h src/nn/cpu/conv1_direct.h
+	src/nn/cpu/wino43.h src/nn/cpu/wino43_pool.h src/nn/cpu/conv1_direct.h src/nn/cpu/wino43_stack.h
 if HAVE_AVX512_KERNELS
-src_libmnistddp_a_SOURCES += src/nn/cpu/wino43.c src/nn/cpu/wino43_pool.c src/nn/cpu/conv1_direct.c
+src_libmnistddp_a_SOURCES += src/nn/cpu/wino43.c src/nn/cpu/wino43_pool.c src/nn/cpu/conv1_direct.c \
+	src/nn/cpu/wino43_stack.c
 else
 src_libmnistddp_a_SOURCES += src/nn/cpu/avx512_none.c
 endif

@@ -224,6 +224,49 @@ static void lap(int train, const char *name)
         profile_lap(name);
 }
 
+/* net's convolutions in one backend call each way (conv_stack.h) where the backend has one for them: 1 if it
+ * ran. Its forward keeps no columns of x; its backward releases both layers' gradients. */
+static int net_stack(model *m, const float *x, int n, int train, int backward)
+{
+    const nn_backend *be = m->be;
+    if (!be->conv_stack_forward)
+        return 0;
+    net_acts *a = &m->a.net;
+    const layer_params *c1 = &m->layer[NET_CONV1], *c2 = &m->layer[NET_CONV2];
+    const conv_shape *s1 = &net_conv1, *s2 = &net_conv2;
+    nn_conv_stack s = {.x = x,
+                       .w1 = c1->w,
+                       .b1 = c1->b,
+                       .h1 = a->h1,
+                       .w2 = c2->w,
+                       .b2 = c2->b,
+                       .py = a->p2,
+                       .arg = a->arg2,
+                       .dpy = a->dp,
+                       .dw1 = c1->dw,
+                       .db1 = c1->db,
+                       .dw2 = c2->dw,
+                       .db2 = c2->db,
+                       .N = n,
+                       .H = s1->H,
+                       .W = s1->W,
+                       .F1 = s1->F,
+                       .F2 = s2->F,
+                       .k = s1->k,
+                       .ld2 = conv_ld(s2->W, s2->k, s2->pad, s2->wide),
+                       .phase1 = train ? backward ? "conv1 backward" : "conv1 forward" : NULL,
+                       .phase2 = train ? backward ? "conv2 backward" : "conv2 forward" : NULL};
+    if (!backward) {
+        note_kept(m, x, 0);
+        return be->conv_stack_forward(&s);
+    }
+    if (!be->conv_stack_backward(&s))
+        return 0;
+    grads_ready(m, NET_CONV2);
+    grads_ready(m, NET_CONV1);
+    return 1;
+}
+
 /* net's second dropout (the key's layer number, the drop probability): in net_forward, or in net_head. */
 enum { NET_DROP2_LAYER = 1 };
 #define NET_DROP2_P 0.5f
@@ -242,9 +285,11 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     const nn_backend *be = m->be;
     net_acts *a = &m->a.net;
     size_t N = (size_t)n;
-    conv_bias_relu_fwd(m, NET_CONV1, &net_conv1, x, a->h1, n);
-    lap(train, "conv1 forward");
-    conv_pool_fwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->p2, a->arg2, n);
+    if (!net_stack(m, x, n, train, 0)) {
+        conv_bias_relu_fwd(m, NET_CONV1, &net_conv1, x, a->h1, n);
+        lap(train, "conv1 forward");
+        conv_pool_fwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->p2, a->arg2, n);
+    }
     lap(train, "conv2 forward");
     be->flatten_dropout_forward(a->p2, a->f, train ? a->mask1 : NULL, NET_C2, n, NET_PP, ids, key, 0, 0.25f);
     lap(train, "dropout1 forward");
@@ -311,9 +356,11 @@ static void net_backward(model *m, const float *x, int n)
     profile_lap("fc1 backward");
     be->dropout_unflatten_backward(a->df, a->mask1, a->dp, NET_C2, n, NET_PP);
     profile_lap("dropout1 backward");
-    pool_conv_bwd(m, NET_CONV2, &net_conv2, a->dp, a->p2, a->arg2, a->h1, a->a2, a->dh1, n); /* a2 as scratch */
-    profile_lap("conv2 backward");
-    conv_bwd(m, NET_CONV1, &net_conv1, x, a->dh1, NULL, n);
+    if (!net_stack(m, x, n, 1, 1)) {
+        pool_conv_bwd(m, NET_CONV2, &net_conv2, a->dp, a->p2, a->arg2, a->h1, a->a2, a->dh1, n); /* a2 as scratch */
+        profile_lap("conv2 backward");
+        conv_bwd(m, NET_CONV1, &net_conv1, x, a->dh1, NULL, n);
+    }
     profile_lap("conv1 backward");
 }
 

@@ -4,6 +4,7 @@
 #include "nn/cpu/conv1_direct.h"
 #include "nn/cpu/wino43.h"
 #include "nn/cpu/wino43_pool.h"
+#include "nn/cpu/wino43_stack.h"
 
 #include "base/errors.h"
 
@@ -16,6 +17,9 @@ int wino43_usable(int C, int F, int H, int W, int k, int pad)
 }
 int wino43_backward_usable(int C, int F, int H, int W, int k, int pad) { return wino43_usable(C, F, H, W, k, pad); }
 int conv1_direct_usable(int H, int W, int F, int k, int pad) { return wino43_usable(1, F, H, W, k, pad); }
+int conv1_direct_blocks_usable(int H, int W, int F, int k, int pad) { return wino43_usable(1, F, H, W, k, pad); }
+int wino43_stack_forward(const nn_conv_stack *s) { return (void)s, 0; }
+int wino43_stack_backward(const nn_conv_stack *s) { return (void)s, 0; }
 size_t wino43_weights_size(int C, int F) { return (void)C, (void)F, 0; }
 size_t wino43_wgrad_part_size(int C, int F) { return (void)C, (void)F, 0; }
 size_t wino43_pool_scratch_size(int C, int H, int W, int F) { return (void)C, (void)H, (void)W, (void)F, 0; }

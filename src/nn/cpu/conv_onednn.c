@@ -14,6 +14,7 @@
 #include "nn/cpu/wino43.h"
 #include "nn/cpu/wino43_pool.h"
 #include "nn/cpu/conv1_direct.h"
+#include "nn/cpu/wino43_stack.h"
 #include "base/threads.h"
 
 /* One convolution shape at one batch size: the three primitives and their arguments, each built on first use
@@ -488,6 +489,8 @@ const nn_backend *nn_cpu_onednn(int winograd)
         if (winograd == WINO_OWN) {
             SET_ENTRIES(b, own_wino);
             b->conv1_bias_relu_forward = conv1_direct_bias_relu; /* its backward: onednn_backward */
+            b->conv_stack_forward = wino43_stack_forward;
+            b->conv_stack_backward = wino43_stack_backward;
         } else if (winograd)
             SET_ENTRIES(b, winograd);
         else
