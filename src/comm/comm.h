@@ -47,6 +47,9 @@ typedef struct comm_backend {
     void (*arm)(void *state, int armed, long step);
     /* The model's hook (grad_ready_fn): gradients [offset, offset + count) are final. */
     void (*ready)(void *state, size_t offset, size_t count);
+    /* The model's poll hook: moves the buckets in flight along (an MPI call inside a long backward pass, where
+     * none is made otherwise); NULL: nothing to move (NCCL runs on its own). */
+    void (*poll)(void *state);
     /* Starts what is left and waits for every bucket; the optimizer may then read the gradients. */
     void (*finish)(void *state);
     /* A launch of a captured step (CUDA graph) whose finish() ran inside the capture; NULL: no graphs. */
@@ -82,6 +85,7 @@ void grad_comm_set_progress(grad_comm *g, long interval_us);
 int grad_comm_progressed(grad_comm *g);
 void grad_comm_arm(grad_comm *g, int armed, long step);
 void grad_comm_ready(void *ctx, size_t offset, size_t count);
+void grad_comm_poll(void *ctx);
 void grad_comm_finish(grad_comm *g);
 comm_stats grad_comm_get_stats(const grad_comm *g);
 void grad_comm_free(grad_comm *g);

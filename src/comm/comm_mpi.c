@@ -214,6 +214,19 @@ void grad_comm_ready(void *ctx, size_t offset, size_t count)
         progress_unlock(g->progress);
 }
 
+void grad_comm_poll(void *ctx)
+{
+    grad_comm *g = ctx;
+    if (!g->armed || !g->nreq)
+        return;
+    if (g->progress)
+        progress_lock(g->progress);
+    int done;
+    MPI_CHECK(MPI_Testall(g->nreq, g->req, &done, MPI_STATUSES_IGNORE));
+    if (g->progress)
+        progress_unlock(g->progress);
+}
+
 void grad_comm_finish(grad_comm *g)
 {
     if (!g->armed)
@@ -371,6 +384,7 @@ const comm_backend comm_mpi = {
     .create = mpi_create,
     .arm = mpi_arm,
     .ready = grad_comm_ready,
+    .poll = grad_comm_poll,
     .finish = mpi_finish,
     .stats = mpi_stats,
     .broadcast = mpi_broadcast,

@@ -19,5 +19,8 @@ typedef struct {
     float *dw1, *db1, *dw2, *db2;
     int N, H, W, F1, F2, k, ld2;
     const char *phase1, *phase2; /* --profile's phases of conv1's and conv2's work (NULL: not timed) */
+    void (*poll)(void *ctx);     /* model.h's grad_poll_fn, called between samples of the backward (NULL: none) */
+    void *poll_ctx;
+    const char *phase_poll; /* --profile's phase of the time in poll */
 } nn_conv_stack;
 #endif

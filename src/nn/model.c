@@ -141,6 +141,12 @@ void model_set_grad_hook(model *m, grad_ready_fn fn, void *ctx)
     m->hook_ctx = ctx;
 }
 
+void model_set_poll_hook(model *m, grad_poll_fn fn, void *ctx)
+{
+    m->poll = fn;
+    m->poll_ctx = ctx;
+}
+
 /* Labels are not checked here (they may live on the GPU): the shard reader rejects any above 9. */
 static void check_batch(const model *m, int n)
 {

@@ -39,6 +39,9 @@ const model_recipe *model_recipe_of(model_kind kind);
  * range, e.g. fc2.weight + fc2.bias) are final, so the trainer can start all-reducing that bucket.
  * The ranges of one backward pass are disjoint, descending, and cover all parameters. */
 typedef void (*grad_ready_fn)(void *ctx, size_t offset, size_t count);
+/* Called now and then inside a long backward pass (between its samples, from the main thread), so the trainer
+ * can move the all-reduce of buckets already started along. */
+typedef void (*grad_poll_fn)(void *ctx);
 
 /* "net" (the PyTorch MNIST example) or "convnet" on a backend (nn_cpu, nn_cuda); NULL for a kind out of range.
  * capacity = the most samples one forward call takes; activation memory grows with it (about 0.6 MB per
@@ -70,6 +73,7 @@ void model_init_params(model *m, uint64_t seed);
 void model_upload(model *m, const float *params, const float *buffers);
 void model_download(const model *m, float *params, float *buffers);
 void model_set_grad_hook(model *m, grad_ready_fn fn, void *ctx);
+void model_set_poll_hook(model *m, grad_poll_fn fn, void *ctx);
 
 /* Training-mode forward + backward on n <= capacity normalised images x [n][1][28][28] (backend memory,
  * as are labels and ids). Dropout

@@ -95,6 +95,8 @@ struct model {
     double *loss_sum;               /* [2], backend memory: training losses until model_take_loss; evaluation */
     grad_ready_fn hook;
     void *hook_ctx;
+    grad_poll_fn poll;
+    void *poll_ctx;
     union {
         net_acts net;
         convnet_acts cnn;

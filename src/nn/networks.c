@@ -255,7 +255,10 @@ static int net_stack(model *m, const float *x, int n, int train, int backward)
                        .k = s1->k,
                        .ld2 = conv_ld(s2->W, s2->k, s2->pad, s2->wide),
                        .phase1 = train ? backward ? "conv1 backward" : "conv1 forward" : NULL,
-                       .phase2 = train ? backward ? "conv2 backward" : "conv2 forward" : NULL};
+                       .phase2 = train ? backward ? "conv2 backward" : "conv2 forward" : NULL,
+                       .poll = m->poll,
+                       .poll_ctx = m->poll_ctx,
+                       .phase_poll = train ? "all-reduce wait" : NULL}; /* train.c's phase of the wait */
     if (!backward) {
         note_kept(m, x, 0);
         return be->conv_stack_forward(&s);

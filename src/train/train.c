@@ -109,6 +109,7 @@ static void comm_start(run *r)
     comm_proxy_requested(&cfg.proxy, r->cb != &comm_mpi, r->env->world);
     r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
     model_set_grad_hook(r->m, r->cb->ready, r->comm);
+    model_set_poll_hook(r->m, r->cb->poll, r->comm);
 }
 
 /* Rank 0's state (resumed from a checkpoint, or parameters initialised or loaded) becomes everyone's. */

@@ -102,6 +102,10 @@ int wino43_stack_backward(const nn_conv_stack *s)
             lap(t, s->phase2);
             conv1_direct_wgrad_blocks_sample(s->x + n * xn, dxs, h1, st.sums1 + t * part1, s->H, s->W, C);
             lap(t, s->phase1);
+            if (t == 0 && s->poll) { /* part 0: the main thread (static schedule), MPI's */
+                s->poll(s->poll_ctx);
+                lap(t, s->phase_poll);
+            }
         }
     }
     wino43_wgrad_finish(st.ws, st.parts, st.dw2, st.db2, C, F);
