@@ -60,7 +60,7 @@ static void run_case_on(nn_gemm_fn *fn, int s, int ta, int tb, int use_map)
     float *a = random_matrix(arows * lda, rng_key(1, s)), *b = random_matrix(brows * ldb, rng_key(2, s));
     float *c = random_matrix((size_t)m * ldc, rng_key(3, s)), *c0 = random_matrix((size_t)m * ldc, rng_key(3, s));
     const float alpha = 0.75f, beta = -1.5f;
-    if (use_map) {
+    if (use_map == 1) {
         gemm_args g = gemm_colmajor(ta, tb, m, n, k, a, lda, b, ldb);
         naive_colmajor(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, g.a, g.lda, g.b, g.ldb, beta, c, ldc);
     } else {
