@@ -98,7 +98,7 @@ START_TEST(test_gemm_rowmajor)
 }
 END_TEST
 
-/* The same through oneDNN's backend (its sgemm for the two shapes with k > 64 and A not transposed). */
+/* The same through oneDNN's backend (its sgemm on one thread for the two shapes with k > 64 and A as is). */
 START_TEST(test_gemm_onednn)
 {
     const nn_backend *be = nn_cpu_onednn(WINO_NONE);

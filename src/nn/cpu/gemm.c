@@ -25,28 +25,22 @@ void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, con
 /* With more than one OpenMP thread, the larger of C's two dimensions is cut into one block per thread,
  * each a single-threaded BLAS call: OpenBLAS's own thread pool, spinning between calls on the cores the
  * OpenMP threads use, made fc1's GEMMs 1.7-1.9x slower with --threads 2 than with one thread. */
-void gemm_with(gemm_serial_fn *serial, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-               int lda, const float *b, int ldb, float beta, float *c, int ldc)
+void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
+          float beta, float *c, int ldc)
 {
     int threads = omp_get_max_threads(), by_col = n >= m, len = by_col ? n : m;
     if (threads < 2 || (double)m * n * k < GEMM_SPLIT_MIN || len < 2 * threads) {
-        serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        gemm_serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     PARALLEL_FOR
     for (int t = 0; t < threads; t++) {
         int lo = (int)((long)len * t / threads), hi = (int)((long)len * (t + 1) / threads);
         if (by_col) /* columns lo..hi of op(B) and C */
-            serial(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + (size_t)lo * ldb : b + lo, ldb, beta,
-                   c + lo, ldc);
+            gemm_serial(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + (size_t)lo * ldb : b + lo, ldb,
+                        beta, c + lo, ldc);
         else /* rows lo..hi of op(A) and C */
-            serial(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + (size_t)lo * lda, lda, b, ldb, beta,
-                   c + (size_t)lo * ldc, ldc);
+            gemm_serial(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + (size_t)lo * lda, lda, b, ldb,
+                        beta, c + (size_t)lo * ldc, ldc);
     }
-}
-
-void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
-          float beta, float *c, int ldc)
-{
-    gemm_with(gemm_serial, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

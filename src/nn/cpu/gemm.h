@@ -11,12 +11,6 @@ void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const floa
 void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                  int ldb, float beta, float *c, int ldc);
 
-/* gemm() with each thread's block computed by serial (a single-threaded product of the same semantics). */
-typedef void gemm_serial_fn(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                            const float *b, int ldb, float beta, float *c, int ldc);
-void gemm_with(gemm_serial_fn *serial, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-               int lda, const float *b, int ldb, float beta, float *c, int ldc);
-
 /* A row-major product read as column-major memory is the transposed product, C^T = op(B)^T op(A)^T:
  * the column-major (BLAS/cuBLAS) call swaps A with B, m with n and the transpose flags. The C
  * pointer, ldc, alpha and beta are unchanged. */
