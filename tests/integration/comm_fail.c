@@ -7,7 +7,8 @@
  *   stall S [R,..]  the last rank (or ranks R,..) sleeps instead of joining the gradient all-reduce of
  *                step 3: the others stop with 69 at the --comm-timeout deadline of S seconds, the lowest
  *                live rank naming the sleepers (stall.h)
- *   leave S [R]  the last rank (or R) leaves the training loop before step 3 and finalises: the same
+ *   leave S [R]  the last rank (or R) leaves the training loop before step 3 for a barrier on the world, as a
+ *                rank that finished early would wait in MPI_Finalize's: the same
  *   skip S R     rank R skips step 3 (its step count moves on), so it reaches the closing sum (deadline
  *                60 S) while the others wait in the gradient all-reduce of the last step: 69 at theirs,
  *                naming R as diverged
@@ -90,8 +91,12 @@ static void stall(const ddp_env *env, double timeout_s, enum how how, const char
         comm_mpi.finish(g);
     }
     comm_mpi.destroy(g);
-    if (how == LEAVE && listed(odd))
+    /* Not MPI_Finalize itself: while the others' MPI_Abort ended the job, Debian 12's mpirun then crashed (in
+     * PMIx_server_finalize) or hung in 4 runs of 10 (tests/lib.sh: launcher_failed). */
+    if (how == LEAVE && listed(odd)) {
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         return;
+    }
     double one = 1;
     /* A deadline far beyond the all-reduce's: a rank here answers the others' notice (stall_poll), not its own. */
     comm_allreduce_within(MPI_COMM_WORLD, &one, 1, MPI_SUM, 60 * timeout_s, "--comm-timeout", "closing sum", step);
