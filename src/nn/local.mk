@@ -12,7 +12,6 @@ src_libmnistddp_a_SOURCES += src/nn/cpu/gemm.c src/nn/cpu/gemm.h src/nn/cpu/blas
 	src/nn/cpu/conv_choice.c src/nn/cpu/conv_choice.h
 if HAVE_ONEDNN
 src_libmnistddp_a_SOURCES += src/nn/cpu/conv_onednn.c src/nn/cpu/onednn_arg.c src/nn/cpu/onednn_arg.h \
-	src/nn/cpu/gemm_onednn.c src/nn/cpu/gemm_onednn.h \
 	src/nn/cpu/wino43.h src/nn/cpu/wino43_pool.h src/nn/cpu/conv1_direct.h src/nn/cpu/wino43_stack.h
 if HAVE_AVX512_KERNELS
 src_libmnistddp_a_SOURCES += src/nn/cpu/wino43.c src/nn/cpu/wino43_pool.c src/nn/cpu/conv1_direct.c \

@@ -1,14 +1,11 @@
 /* gemm(): the row-major entry, and the row-major -> column-major argument mapping a cuBLAS path
  * uses, both against a naive row-major triple loop, for all transpose combinations with odd sizes
  * and padded leading dimensions; gemm() also on 1, 2 and 3 threads, which cut large products into
- * blocks of columns or rows; oneDNN's backend's gemm (gemm_onednn.h: oneDNN's sgemm for some of them)
- * the same way. */
+ * blocks of columns or rows. */
 #include <check.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
-#include "nn/cpu/conv_onednn.h"
 #include "nn/cpu/gemm.h"
 #include "base/rng.h"
 #include "base/threads.h"
@@ -49,10 +46,9 @@ static float *random_matrix(size_t count, uint64_t key)
     return p;
 }
 
-/* Runs shape s with transposes (ta, tb) through `gemm` (use_map 0), the mapped naive column-major call
- * (use_map 1) or fn (use_map 2) and compares with a row-major triple loop in double; padding of C must
- * survive. */
-static void run_case_on(nn_gemm_fn *fn, int s, int ta, int tb, int use_map)
+/* Runs shape s with transposes (ta, tb) through `gemm` (use_map 0) or the mapped naive column-major
+ * call (use_map 1) and compares with a row-major triple loop in double; padding of C must survive. */
+static void run_case(int s, int ta, int tb, int use_map)
 {
     int m = shapes[s].m, n = shapes[s].n, k = shapes[s].k, pad = shapes[s].pad;
     int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
@@ -60,11 +56,11 @@ static void run_case_on(nn_gemm_fn *fn, int s, int ta, int tb, int use_map)
     float *a = random_matrix(arows * lda, rng_key(1, s)), *b = random_matrix(brows * ldb, rng_key(2, s));
     float *c = random_matrix((size_t)m * ldc, rng_key(3, s)), *c0 = random_matrix((size_t)m * ldc, rng_key(3, s));
     const float alpha = 0.75f, beta = -1.5f;
-    if (use_map == 1) {
+    if (use_map) {
         gemm_args g = gemm_colmajor(ta, tb, m, n, k, a, lda, b, ldb);
         naive_colmajor(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, g.a, g.lda, g.b, g.ldb, beta, c, ldc);
     } else {
-        (use_map ? fn : gemm)(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     }
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < n; j++) {
@@ -87,29 +83,12 @@ static void run_case_on(nn_gemm_fn *fn, int s, int ta, int tb, int use_map)
     free(c0);
 }
 
-static void run_case(int s, int ta, int tb, int use_map) { run_case_on(NULL, s, ta, tb, use_map); }
-
 /* Loop index: bit 0 trans_a, bit 1 trans_b, the rest the thread count - 1. */
 START_TEST(test_gemm_rowmajor)
 {
     omp_set_num_threads(1 + (_i >> 2));
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         run_case((int)s, _i & 1, (_i >> 1) & 1, 0);
-}
-END_TEST
-
-/* The same through oneDNN's backend (its sgemm on one thread for the two shapes with k > 64 and A as is). */
-START_TEST(test_gemm_onednn)
-{
-    const nn_backend *be = nn_cpu_onednn(WINO_NONE);
-    if (!be) {
-        printf("check_gemm: built without oneDNN: its gemm does not apply\n");
-        return;
-    }
-    omp_set_num_threads(1 + (_i >> 2));
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-        run_case_on(be->gemm, (int)s, _i & 1, (_i >> 1) & 1, 2);
-    omp_set_num_threads(1);
 }
 END_TEST
 
@@ -142,7 +121,6 @@ int main(void)
     Suite *s = suite_create("gemm");
     TCase *tc = tcase_create("gemm");
     tcase_add_loop_test(tc, test_gemm_rowmajor, 0, 12);
-    tcase_add_loop_test(tc, test_gemm_onednn, 0, 12);
     tcase_add_loop_test(tc, test_colmajor_mapping, 0, 4);
     tcase_add_test(tc, test_mapping_fields);
     suite_add_tcase(s, tc);

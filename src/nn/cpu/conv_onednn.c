@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "nn/cpu/conv_cpu.h"
-#include "nn/cpu/gemm_onednn.h"
 #include "nn/cpu/onednn_arg.h"
 #include "base/errors.h"
 #include "nn/layers.h"
@@ -487,7 +486,6 @@ const nn_backend *nn_cpu_onednn(int winograd)
     nn_backend *b = &be[winograd];
     if (!b->name) {
         *b = nn_cpu;
-        b->gemm = onednn_gemm;
         if (winograd == WINO_OWN) {
             SET_ENTRIES(b, own_wino);
             b->conv1_bias_relu_forward = conv1_direct_bias_relu; /* its backward: onednn_backward */
