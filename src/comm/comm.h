@@ -27,6 +27,7 @@ typedef struct {
     int wire_bf16;              /* --grad-comm bf16: gradients exchanged as bfloat16 (half the bytes) */
     int alone;                  /* one rank reduces as if it had peers (MNIST_DDP_ARM_ALONE=1, below) */
     long progress_us;           /* MPI across nodes: the progress thread's interval (progress.h), 0 for none */
+    int shm;                    /* one node, fp32: sum in shared memory (grad_shm.h) rather than through MPI */
     comm_proxy_spec proxy;      /* the peers' traffic stood in for (MNIST_DDP_COMM_PROXY, below); NCCL only */
 } comm_config;
 
@@ -43,6 +44,8 @@ int comm_proxy_requested(comm_proxy_spec *p, int nccl, int world);
 typedef struct comm_backend {
     const char *name;
     void *(*create)(const ddp_env *env, const comm_config *cfg, float *grads, size_t n);
+    /* Where the model's gradients must live from now on (zeroed), or NULL: where they are (grads above). */
+    float *(*grads)(void *state);
     /* Only an armed pass reduces: gradient accumulation arms the last micro-batch only. */
     void (*arm)(void *state, int armed, long step);
     /* The model's hook (grad_ready_fn): gradients [offset, offset + count) are final. */

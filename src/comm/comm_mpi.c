@@ -8,6 +8,7 @@
 #include "base/bf16.h"
 #include "base/clock.h"
 #include "base/errors.h"
+#include "comm/grad_shm.h"
 #include "comm/progress.h"
 #include "comm/stall.h"
 
@@ -192,26 +193,42 @@ void grad_comm_arm(grad_comm *g, int armed, long step)
     g->step = step;
 }
 
+/* The progress thread's lock around this thread's MPI calls on the buckets (progress.h), when it runs. */
+static void lock(grad_comm *g)
+{
+    if (g->progress)
+        progress_lock(g->progress);
+}
+
+static void unlock(grad_comm *g)
+{
+    if (g->progress)
+        progress_unlock(g->progress);
+}
+
+/* Drives Open MPI's progress engine on the buckets in flight: without an MPI call nothing moves. */
+static void test_in_flight(grad_comm *g)
+{
+    int done;
+    MPI_CHECK(MPI_Testall(g->nreq, g->req, &done, MPI_STATUSES_IGNORE));
+}
+
 void grad_comm_ready(void *ctx, size_t offset, size_t count)
 {
     grad_comm *g = ctx;
     if (!g->armed)
         return;
     size_t start[2], counts[2];
-    if (g->progress)
-        progress_lock(g->progress);
+    lock(g);
     int k = bucket_ready(&g->plan, offset, count, start, counts);
     for (int i = 0; i < k; i++)
         launch(g, start[i], counts[i]);
-    /* Drive Open MPI's progress engine between layers: without an MPI call nothing moves. */
     if (g->nreq) {
-        int done;
-        MPI_CHECK(MPI_Testall(g->nreq, g->req, &done, MPI_STATUSES_IGNORE));
+        test_in_flight(g);
         if (g->progress && k)
             progress_watch(g->progress, g->req, &g->nreq);
     }
-    if (g->progress)
-        progress_unlock(g->progress);
+    unlock(g);
 }
 
 void grad_comm_poll(void *ctx)
@@ -219,12 +236,9 @@ void grad_comm_poll(void *ctx)
     grad_comm *g = ctx;
     if (!g->armed || !g->nreq)
         return;
-    if (g->progress)
-        progress_lock(g->progress);
-    int done;
-    MPI_CHECK(MPI_Testall(g->nreq, g->req, &done, MPI_STATUSES_IGNORE));
-    if (g->progress)
-        progress_unlock(g->progress);
+    lock(g);
+    test_in_flight(g);
+    unlock(g);
 }
 
 void grad_comm_finish(grad_comm *g)
@@ -333,12 +347,15 @@ void comm_average(MPI_Comm comm, float *p, size_t n)
 
 /* ---- The comm_mpi table: MPI_COMM_WORLD, host buffers ------------------------------------------- */
 
-static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads, size_t n)
-{
-    /* A communicator of its own: a rank a step ahead or behind waits here while the others wait in another
-     * collective, a stall the deadline names (stall.h), instead of matching their messages. */
+/* One of the two gradient all-reduces: in shared memory (all ranks on one node, fp32) or through MPI. */
+typedef struct {
     MPI_Comm comm;
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    grad_shm *shm;
+    grad_comm *mpi;
+} mpi_state;
+
+static grad_comm *mpi_grad_comm(const ddp_env *env, const comm_config *cfg, MPI_Comm comm, float *grads, size_t n)
+{
     grad_comm *g = grad_comm_create(comm, grads, n, cfg->bucket_bytes, cfg->timeout_s);
     grad_comm_set_step_timeout(g, cfg->step_timeout_s);
     if (cfg->alone && g->world == 1)
@@ -357,34 +374,95 @@ static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads
     return g;
 }
 
-static void mpi_arm(void *state, int armed, long step) { grad_comm_arm(state, armed, step); }
-static void mpi_finish(void *state) { grad_comm_finish(state); }
-static comm_stats mpi_stats(const void *state) { return grad_comm_get_stats(state); }
+static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads, size_t n)
+{
+    mpi_state *s = xcalloc(1, sizeof *s);
+    /* A communicator of its own: a rank a step ahead or behind waits here while the others wait in another
+     * collective, a stall the deadline names (stall.h), instead of matching their messages. */
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->comm));
+    if (cfg->shm && env->nodes == 1 && env->world > 1 && !cfg->wire_bf16)
+        s->shm = grad_shm_create(s->comm, n, cfg->bucket_bytes, cfg->timeout_s, cfg->step_timeout_s);
+    if (!s->shm)
+        s->mpi = mpi_grad_comm(env, cfg, s->comm, grads, n);
+    return s;
+}
+
+static float *mpi_grads(void *state)
+{
+    mpi_state *s = state;
+    return s->shm ? grad_shm_buffer(s->shm) : NULL;
+}
+
+static void mpi_arm(void *state, int armed, long step)
+{
+    mpi_state *s = state;
+    if (s->shm)
+        grad_shm_arm(s->shm, armed, step);
+    else
+        grad_comm_arm(s->mpi, armed, step);
+}
+
+static void mpi_ready(void *state, size_t offset, size_t count)
+{
+    mpi_state *s = state;
+    if (s->shm)
+        grad_shm_ready(s->shm, offset, count);
+    else
+        grad_comm_ready(s->mpi, offset, count);
+}
+
+static void mpi_poll(void *state)
+{
+    mpi_state *s = state;
+    if (s->shm)
+        grad_shm_poll(s->shm);
+    else
+        grad_comm_poll(s->mpi);
+}
+
+static void mpi_finish(void *state)
+{
+    mpi_state *s = state;
+    if (s->shm)
+        grad_shm_finish(s->shm);
+    else
+        grad_comm_finish(s->mpi);
+}
+
+static comm_stats mpi_stats(const void *state)
+{
+    const mpi_state *s = state;
+    return s->shm ? grad_shm_get_stats(s->shm) : grad_comm_get_stats(s->mpi);
+}
+
 static void mpi_destroy(void *state)
 {
-    grad_comm *g = state;
-    MPI_CHECK(MPI_Comm_free(&g->comm));
-    grad_comm_free(g);
+    mpi_state *s = state;
+    grad_shm_free(s->shm);
+    grad_comm_free(s->mpi);
+    MPI_CHECK(MPI_Comm_free(&s->comm));
+    free(s);
 }
 
 static void mpi_broadcast(void *state, float *p, size_t n, const char *what)
 {
     (void)what;
-    MPI_CHECK(MPI_Bcast(p, (int)n, MPI_FLOAT, 0, ((grad_comm *)state)->comm));
+    MPI_CHECK(MPI_Bcast(p, (int)n, MPI_FLOAT, 0, ((mpi_state *)state)->comm));
 }
 
 static void mpi_average(void *state, float *p, size_t n, const char *what)
 {
     (void)what;
-    comm_average(((grad_comm *)state)->comm, p, n);
+    comm_average(((mpi_state *)state)->comm, p, n);
 }
 
 const comm_backend comm_mpi = {
     .name = "mpi",
     .create = mpi_create,
+    .grads = mpi_grads,
     .arm = mpi_arm,
-    .ready = grad_comm_ready,
-    .poll = grad_comm_poll,
+    .ready = mpi_ready,
+    .poll = mpi_poll,
     .finish = mpi_finish,
     .stats = mpi_stats,
     .broadcast = mpi_broadcast,

@@ -37,6 +37,7 @@ typedef struct {
     long launched;     /* all-reduce operations posted in total */
     int progress;      /* the MPI progress thread runs (comm.h's grad_comm_set_progress) */
     long early;        /* reductions complete before finish() began (seen by that thread) */
+    int shm;           /* summed in shared memory by the ranks themselves (grad_shm.h), not by MPI */
 } comm_stats;
 
 /* The deadline of a gradient all-reduce wait: start-up (before this process's first reduction: ranks start

@@ -3,5 +3,6 @@
 # time limit, and who is where (stall: a missed deadline's culprits, the SIGUSR2 status line); world.h: the
 # plain collectives of the layers above (MPI is called in comm/ alone).
 src_libmnistddp_a_SOURCES += src/comm/bootstrap.c src/comm/bootstrap.h src/comm/comm.h src/comm/comm_mpi.c \
-	src/comm/comm_plan.c src/comm/comm_plan.h src/comm/preempt.c src/comm/preempt.h \
+	src/comm/comm_plan.c src/comm/comm_plan.h src/comm/grad_shm.c src/comm/grad_shm.h \
+	src/comm/preempt.c src/comm/preempt.h \
 	src/comm/progress.c src/comm/progress.h src/comm/stall.c src/comm/stall.h src/comm/world.c src/comm/world.h

@@ -85,6 +85,19 @@ int model_num_tensors(const model *m) { return m->ntensors; }
 size_t model_num_params(const model *m) { return m->nparams; }
 float *model_params(model *m) { return m->params; }
 float *model_grads(model *m) { return m->grads; }
+
+void model_place_grads(model *m, float *grads)
+{
+    for (int i = 0; i < m->nmem; i++)
+        if (m->mem[i] == m->grads) { /* the table keeps its order: the last takes the freed slot */
+            m->be->free(m->mem[i]);
+            m->mem[i] = m->mem[--m->nmem];
+            break;
+        }
+    m->grads = grads;
+    bind_tensors(m);
+    m->be->zero(m->grads, m->nparams * sizeof(float));
+}
 int model_num_buffers(const model *m) { return m->nbuffers; }
 size_t model_buffer_size(const model *m) { return m->nbufs; }
 float *model_buffers(model *m) { return m->bufs; }

@@ -58,6 +58,9 @@ const tensor_desc *model_tensor(const model *m, int i);
 size_t model_num_params(const model *m);
 float *model_params(model *m);
 float *model_grads(model *m);
+/* From now on the gradients live at grads (model_num_params floats the caller owns and keeps until
+ * model_free: the collectives' shared memory); zeroes them. */
+void model_place_grads(model *m, float *grads);
 
 /* Non-trainable state (BatchNorm running_mean, running_var, num_batches_tracked as float) in its
  * own flat buffer, with state_dict names; none for "net". */

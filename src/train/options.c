@@ -129,6 +129,10 @@ static const option_spec specs[] = {
      "\neach addition in the all-reduce done in fp32 and rounded"
      "\nto bf16, the result applied in fp32 (as PyTorch DDP's"
      "\nbf16 compression hook)"},
+    {NULL, "grad-shm", "on|off", ARG_INDEX, F(grad_shm), 0, 0, off_on, "on", NULL,
+     "CPU ranks all on one node, fp32: the ranks sum each"
+     "\nother's gradients in shared memory (/dev/shm), with no"
+     "\nMPI messages; off: MPI's all-reduce"},
     {NULL, "bootstrap-addr", "H:P", ARG_HOSTPORT, F(bootstrap_addr), 0, 0, NULL, NULL, "",
      "pin NCCL's bootstrap to HOST:PORT (firewalled clusters)"},
     {NULL, "comm-timeout", "S", ARG_DOUBLE, F(comm_timeout), 0.1, 1e6, NULL, "300", NULL,

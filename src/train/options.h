@@ -38,6 +38,7 @@ typedef struct {
     double bucket_mb;
     long comm_progress_us;    /* the MPI all-reduce's progress thread's interval (0: none) */
     grad_comm_kind grad_comm; /* the gradient exchange's wire format */
+    int grad_shm;             /* 1: one node sums gradients in shared memory (--grad-shm on) */
     int verbose;
     int profile;                /* --profile: the per-phase time table at the end (CPU only) */
     const char *checkpoint_dir; /* NULL: no training-state checkpoints */

@@ -105,9 +105,13 @@ static void comm_start(run *r)
                        .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0),
                        .wire_bf16 = r->o->grad_comm == GRAD_COMM_BF16,
                        .alone = comm_alone_requested(),
-                       .progress_us = r->o->comm_progress_us};
+                       .progress_us = r->o->comm_progress_us,
+                       .shm = r->o->grad_shm};
     comm_proxy_requested(&cfg.proxy, r->cb != &comm_mpi, r->env->world);
     r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
+    float *shared = r->cb->grads ? r->cb->grads(r->comm) : NULL;
+    if (shared)
+        model_place_grads(r->m, shared);
     model_set_grad_hook(r->m, r->cb->ready, r->comm);
     model_set_poll_hook(r->m, r->cb->poll, r->comm);
 }

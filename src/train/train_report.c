@@ -139,10 +139,11 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
     if (cs.progress)
         snprintf(thread, sizeof thread, "; %.0f%% complete before backward ended (progress thread)", 100 * early);
     if (world > 1 || cs.reductions)
-        say("all-reduce: %.2f ms blocking for %.1f MB (%s), %.2f ms exposed per step in %d bucket%s: %.0f%% hidden "
+        say("all-reduce: %.2f ms blocking for %.1f MB (%s%s), %.2f ms exposed per step in %d bucket%s: %.0f%% hidden "
             "behind backward%s",
             1e3 * cs.blocking_s, (o->grad_comm == GRAD_COMM_BF16 ? 2e-6 : 4e-6) * (double)model_num_params(r->m),
-            grad_comm_names[o->grad_comm], 1e3 * exposed, cs.buckets, cs.buckets == 1 ? "" : "s", 100 * hidden, thread);
+            grad_comm_names[o->grad_comm], cs.shm ? " in shared memory" : "", 1e3 * exposed, cs.buckets,
+            cs.buckets == 1 ? "" : "s", 100 * hidden, thread);
     report_time(r, cs.exposed_s);
     double per = r->times.counted_steps ? 1.0 / (double)r->times.counted_steps : 0.0,
            kps = per * (double)r->times.step_counts.kernels, gps = per * (double)r->times.step_counts.gemms,

@@ -6,7 +6,7 @@
 # nothing is exchanged, so the result is fp32's bit for bit, unless MNIST_DDP_ARM_ALONE=1 arms the exchange
 # anyway (fp32: unchanged; bf16: rounded); the all-reduce line names the format and half the bytes; a checkpoint
 # of an fp32 exchange is refused for a bf16 one (65), as any setting of the trajectory; the communication proxy
-# (GPU only) is refused on the CPU path and when malformed (78).
+# (GPU only) is refused on the CPU path and when malformed (78); the sums in shared memory (below).
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -17,7 +17,8 @@ for w in fp32 bf16; do
     { cat "$TMP/$w.out" "$TMP/$w.err"; fail "--grad-comm $w on 2 ranks"; }
 done
 grep -q '^all-reduce: .* blocking for 2\.4 MB (bf16), ' "$TMP/bf16.out" || { cat "$TMP/bf16.out"; fail "no bf16 all-reduce line"; }
-grep -q '^all-reduce: .* blocking for 4\.8 MB (fp32), ' "$TMP/fp32.out" || { cat "$TMP/fp32.out"; fail "no fp32 all-reduce line"; }
+grep -q '^all-reduce: .* blocking for 4\.8 MB (fp32 in shared memory), ' "$TMP/fp32.out" ||
+  { cat "$TMP/fp32.out"; fail "no fp32 all-reduce line"; }
 "$PYTHON3" - "$TMP/fp32.json" "$TMP/bf16.json" <<'PY' || fail "bf16 exchange: trajectory not as expected"
 import json, sys
 def rows(p): return [json.loads(l) for l in open(p) if l.strip()]
@@ -33,6 +34,52 @@ fa, fb = ([r for r in rs if r["type"] == "summary"][-1]["fingerprint"] for rs in
 assert fa != fb, "bf16 and fp32 exchanges end with the same parameters: the option did nothing"
 print(f"ok: bf16 exchange: first 10 losses within {first:.1e} relative, 50-step means within 5%, parameters differ")
 PY
+
+# --grad-shm (on by default, one node): the ranks sum each other's gradients in shared memory. With 2 ranks
+# a + b is MPI's sum: MPI's all-reduce (--grad-shm off) ends with the same parameters bit for bit. With 3 ranks
+# the additions go in another order than MPI's: the losses follow MPI's as the bf16 exchange's do above (measured:
+# the first 10 identical), and the trainer's check of the replicas passes.
+for np in 2 3; do
+  # shellcheck disable=SC2086
+  run_np $np "$MNIST_DDP" $run --max-steps $((np == 2 ? 200 : 100)) --grad-shm off --metrics "$TMP/mpi$np.json" >"$TMP/mpi.out" 2>"$TMP/err" ||
+    { cat "$TMP/err"; fail "--grad-shm off on $np ranks"; }
+  grep -q '^all-reduce: .* blocking for 4\.8 MB (fp32), ' "$TMP/mpi.out" || { cat "$TMP/mpi.out"; fail "--grad-shm off: no MPI all-reduce line"; }
+done
+[ "$(json_field "$TMP/mpi2.json" summary fingerprint)" = "$(json_field "$TMP/fp32.json" summary fingerprint)" ] ||
+  fail "2 ranks: the sums in shared memory and MPI's all-reduce end with different parameters"
+# shellcheck disable=SC2086
+run_np 3 "$MNIST_DDP" $run --max-steps 100 --metrics "$TMP/shm3.json" >"$TMP/shm.out" 2>"$TMP/err" ||
+  { cat "$TMP/err"; fail "shared-memory sums on 3 ranks"; }
+grep -q '^all-reduce: .* (fp32 in shared memory), ' "$TMP/shm.out" || { cat "$TMP/shm.out"; fail "3 ranks: not in shared memory"; }
+"$PYTHON3" - "$TMP/mpi3.json" "$TMP/shm3.json" <<'PY' || fail "3 ranks: shared-memory sums off MPI's trajectory"
+import json, sys
+def losses(p): return [r["loss"] for r in (json.loads(l) for l in open(p) if l.strip()) if r["type"] == "step"]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 100, (len(a), len(b))
+first = max(abs(x - y) / x for x, y in zip(a[:10], b[:10]))
+assert first <= 1e-3, f"first 10 steps differ by {first:.2e} relative"
+for w in range(0, 100, 50):
+    ma, mb = sum(a[w:w + 50]) / 50, sum(b[w:w + 50]) / 50
+    assert abs(ma - mb) <= 0.05 * ma, f"steps {w}-{w + 49}: mean loss {ma:.4f} (MPI), {mb:.4f} (shared memory)"
+print(f"ok: 3 ranks: shared-memory sums follow MPI's, first 10 losses within {first:.1e} relative")
+PY
+echo "ok: 2 ranks: shared-memory sums and MPI's all-reduce end with the same parameters"
+# A /dev/shm too small for the segments (a private 64 KiB one; Open MPI's own segments moved to /tmp): one
+# warning, MPI's all-reduce, the same parameters.
+if unshare -m true 2>/dev/null; then
+  # shellcheck disable=SC2016,SC2086
+  OMPI_MCA_btl_vader_backing_directory=$TMP unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /dev/shm && exec "$@"' sh \
+    timeout -k 10 600 "${MPIEXEC:-mpirun}" --oversubscribe -np 2 "$MNIST_DDP" $run --max-steps 200 \
+    --metrics "$TMP/full.json" >"$TMP/full.out" 2>"$TMP/err" || { cat "$TMP/err"; fail "a full /dev/shm ended the run"; }
+  n=$(grep -c 'warning: gradient all-reduce through shared memory: creating a segment failed (No space left on device, rank [01]; 4\.6 MiB per rank in /dev/shm): MPI.s all-reduce instead' "$TMP/err" || true)
+  [ "$n" -eq 1 ] || { cat "$TMP/err"; fail "a full /dev/shm: $n warnings, expected 1"; }
+  grep -q '^all-reduce: .* (fp32), ' "$TMP/full.out" || { cat "$TMP/full.out"; fail "a full /dev/shm: no MPI all-reduce"; }
+  [ "$(json_field "$TMP/full.json" summary fingerprint)" = "$(json_field "$TMP/fp32.json" summary fingerprint)" ] ||
+    fail "a full /dev/shm: other parameters"
+  echo "ok: a full /dev/shm: $(grep -o 'creating a segment failed.*instead' "$TMP/err")"
+else
+  echo "skip: a full /dev/shm: no mount namespace here (unshare -m needs root)"
+fi
 
 # One rank: nothing to exchange.
 for w in fp32 bf16; do

@@ -294,14 +294,9 @@ static void wino43_weights_run(conv_plan *p, const float *x, const float *dy)
                             p->db_sum, p->wino_ws, p->wino_parts, p->N, p->C, p->H, p->W, p->F);
 }
 
-/* dw, db += the plan's sums (layers.h: backward adds parameter gradients). */
 static void add_sums(const conv_plan *p, float *dw, float *db)
 {
-    size_t nw = (size_t)p->F * p->C * p->k * p->k;
-    for (size_t i = 0; i < nw; i++)
-        dw[i] += p->dw_sum[i];
-    for (int f = 0; f < p->F; f++)
-        db[f] += p->db_sum[f];
+    cpu_add_grads(dw, db, p->dw_sum, p->db_sum, (size_t)p->F * p->C * p->k * p->k, p->F);
 }
 
 /* Both backward passes from diff_dst dy (NULL: written in dyw.prim already, which then serves both), dx

@@ -245,6 +245,14 @@ void cpu_bias_relu_forward(float *x, const float *b, int C, size_t count)
     }
 }
 
+void cpu_add_grads(float *dw, float *db, const float *dw_sum, const float *db_sum, size_t nw, int nb)
+{
+    for (size_t i = 0; i < nw; i++)
+        dw[i] += dw_sum[i];
+    for (int f = 0; f < nb; f++)
+        db[f] += db_sum[f];
+}
+
 void cpu_relu_backward(float *dy, const float *y, size_t count)
 {
     PARALLEL_SIMD

@@ -26,6 +26,8 @@ void cpu_relu_forward(float *x, size_t count); /* in place */
 /* In place on x [C][count]: x = relu(x + b[c]). */
 void cpu_bias_relu_forward(float *x, const float *b, int C, size_t count);
 void cpu_relu_backward(float *dy, const float *y, size_t count); /* in place, y = the ReLU's output */
+/* dw[0..nw), db[0..nb) += a convolution's sums of them (layers.h: backward adds parameter gradients). */
+void cpu_add_grads(float *dw, float *db, const float *dw_sum, const float *db_sum, size_t nw, int nb);
 
 /* 2x2 max-pool, stride 2, over `planes` planes [H][ld] (W <= ld used columns) -> [H/2][W/2];
  * arg: argmax plane index. Backward writes every element of dx, 0 outside the argmaxes. The unfused

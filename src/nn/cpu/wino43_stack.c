@@ -8,6 +8,7 @@
 #include "base/threads.h"
 #include "nn/cpu/conv1_direct.h"
 #include "nn/cpu/nchw16c.h"
+#include "nn/cpu/nn_cpu.h"
 #include "nn/cpu/wino43.h"
 #include "nn/cpu/wino43_pool.h"
 
@@ -118,10 +119,7 @@ int wino43_stack_backward(const nn_conv_stack *s)
         }
     }
     wino43_wgrad_finish(st.ws, st.parts, st.dw2, st.db2, C, F);
-    for (size_t i = 0; i < (size_t)F * C * 9; i++) /* layers.h: backward adds parameter gradients */
-        s->dw2[i] += st.dw2[i];
-    for (int f = 0; f < F; f++)
-        s->db2[f] += st.db2[f];
+    cpu_add_grads(s->dw2, s->db2, st.dw2, st.db2, (size_t)F * C * 9, F);
     lap(0, s->phase2);
     conv1_direct_wgrad_blocks_finish(st.sums1, st.parts, s->dw1, s->db1, C);
     lap(0, s->phase1);
