@@ -252,17 +252,16 @@ static int map_all(grad_shm *g)
     MPI_CHECK(MPI_Bcast(&tag, 1, MPI_LONG, 0, g->comm));
     char name[64];
     segment_name(name, sizeof name, tag, g->rank);
-    if (!agree(g, create_own(g, name), "creating a segment"))
-        return 0;
-    int err = 0;
-    for (int q = 0; q < g->world && !err; q++) {
+    int ok = agree(g, create_own(g, name), "creating a segment"), err = 0;
+    for (int q = 0; q < g->world && ok && !err; q++) {
         char peer[64];
         segment_name(peer, sizeof peer, tag, q);
         if (q != g->rank)
             err = map_peer(g, peer, q);
     }
-    int ok = agree(g, err, "mapping the peers' segments");
-    shm_unlink(name); /* every rank has mapped it (or given up): nothing is left behind in /dev/shm */
+    ok = ok && agree(g, err, "mapping the peers' segments");
+    if (g->map[g->rank]) /* every rank has mapped it or given up: nothing is left behind in /dev/shm */
+        shm_unlink(name);
     return ok;
 }
 

@@ -65,15 +65,19 @@ print(f"ok: 3 ranks: shared-memory sums follow MPI's, first 10 losses within {fi
 PY
 echo "ok: 2 ranks: shared-memory sums and MPI's all-reduce end with the same parameters"
 # A /dev/shm too small for the segments (a private 64 KiB one; Open MPI's own segments moved to /tmp): one
-# warning, MPI's all-reduce, the same parameters.
+# warning, MPI's all-reduce, the same parameters, nothing left in /dev/shm (the rank that made its segment
+# removes it).
 if unshare -m true 2>/dev/null; then
   # shellcheck disable=SC2016,SC2086
-  OMPI_MCA_btl_vader_backing_directory=$TMP unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /dev/shm && exec "$@"' sh \
+  OMPI_MCA_btl_vader_backing_directory=$TMP unshare -m sh -c \
+    'left=$1; shift; mount -t tmpfs -o size=64k tmpfs /dev/shm || exit; "$@"; rc=$?; ls -A /dev/shm >"$left"; exit $rc' \
+    sh "$TMP/left" \
     timeout -k 10 600 "${MPIEXEC:-mpirun}" --oversubscribe -np 2 "$MNIST_DDP" $run --max-steps 200 \
     --metrics "$TMP/full.json" >"$TMP/full.out" 2>"$TMP/err" || { cat "$TMP/err"; fail "a full /dev/shm ended the run"; }
   n=$(grep -c 'warning: gradient all-reduce through shared memory: creating a segment failed (No space left on device, rank [01]; 4\.6 MiB per rank in /dev/shm): MPI.s all-reduce instead' "$TMP/err" || true)
   [ "$n" -eq 1 ] || { cat "$TMP/err"; fail "a full /dev/shm: $n warnings, expected 1"; }
   grep -q '^all-reduce: .* (fp32), ' "$TMP/full.out" || { cat "$TMP/full.out"; fail "a full /dev/shm: no MPI all-reduce"; }
+  [ ! -s "$TMP/left" ] || fail "a full /dev/shm: left behind in it: $(cat "$TMP/left")"
   [ "$(json_field "$TMP/full.json" summary fingerprint)" = "$(json_field "$TMP/fp32.json" summary fingerprint)" ] ||
     fail "a full /dev/shm: other parameters"
   echo "ok: a full /dev/shm: $(grep -o 'creating a segment failed.*instead' "$TMP/err")"
