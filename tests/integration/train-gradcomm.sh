@@ -63,14 +63,24 @@ for w in range(0, 100, 50):
     assert abs(ma - mb) <= 0.05 * ma, f"steps {w}-{w + 49}: mean loss {ma:.4f} (MPI), {mb:.4f} (shared memory)"
 print(f"ok: 3 ranks: shared-memory sums follow MPI's, first 10 losses within {first:.1e} relative")
 PY
-echo "ok: 2 ranks: shared-memory sums and MPI's all-reduce end with the same parameters"
-# A /dev/shm too small for the segments (a private 64 KiB one; Open MPI's own segments moved to /tmp): one
-# warning, MPI's all-reduce, the same parameters, nothing left in /dev/shm (the rank that made its segment
-# removes it).
+# The same with Adadelta, and SGD with momentum and weight decay.
+for opt in "--optimizer adadelta --lr 1" "--optimizer sgd --lr 0.05 --momentum 0.9 --weight-decay 1e-4"; do
+  for shm in on off; do
+    # shellcheck disable=SC2086
+    run_np 2 "$MNIST_DDP" $run --max-steps 30 $opt --grad-shm $shm --metrics "$TMP/opt-$shm.json" >/dev/null 2>"$TMP/err" ||
+      { cat "$TMP/err"; fail "$opt --grad-shm $shm"; }
+  done
+  [ "$(json_field "$TMP/opt-on.json" summary fingerprint)" = "$(json_field "$TMP/opt-off.json" summary fingerprint)" ] ||
+    fail "$opt: the sums in shared memory and MPI's all-reduce end with different parameters"
+done
+echo "ok: 2 ranks: shared-memory sums and MPI's all-reduce end with the same parameters (SGD, Adadelta, momentum)"
+# A /dev/shm too small for the segments (a private 8 MiB one, Open MPI's own segments moved to /tmp: one rank's
+# 4.6 MiB fit, the other's do not): one warning, MPI's all-reduce, the same parameters, nothing left in /dev/shm
+# (the rank that made its segment removes it).
 if unshare -m true 2>/dev/null; then
   # shellcheck disable=SC2016,SC2086
   OMPI_MCA_btl_vader_backing_directory=$TMP unshare -m sh -c \
-    'left=$1; shift; mount -t tmpfs -o size=64k tmpfs /dev/shm || exit; "$@"; rc=$?; ls -A /dev/shm >"$left"; exit $rc' \
+    'left=$1; shift; mount -t tmpfs -o size=8m tmpfs /dev/shm || exit; "$@"; rc=$?; ls -A /dev/shm >"$left"; exit $rc' \
     sh "$TMP/left" \
     timeout -k 10 600 "${MPIEXEC:-mpirun}" --oversubscribe -np 2 "$MNIST_DDP" $run --max-steps 200 \
     --metrics "$TMP/full.json" >"$TMP/full.out" 2>"$TMP/err" || { cat "$TMP/err"; fail "a full /dev/shm ended the run"; }
