@@ -33,16 +33,19 @@ AC_DEFUN([MNIST_CHECK_ONEDNN], [
      mnist_onednn_summary="yes ($ONEDNN_LIBS)"],
     [ONEDNN_CFLAGS= ONEDNN_LIBS= mnist_onednn_summary="no (im2col + GEMM convolutions only)"])
   AM_CONDITIONAL([HAVE_ONEDNN], [test $mnist_onednn = yes])
-  # The project's own convolutions beside oneDNN's (wino43, conv1_direct) are AVX-512 intrinsics under a target
-  # attribute, chosen at run time: any x86-64 compiler builds them; elsewhere avx512_none.c stands in.
-  # (mnist_cv_avx512_kernels=no ./configure builds the stand-in on x86-64 too.)
-  AS_IF([test $mnist_onednn = yes], [
-    AC_CACHE_CHECK([whether the compiler builds AVX-512 kernels], [mnist_cv_avx512_kernels],
-      [AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <immintrin.h>
+  # The project's own kernels (wino43, conv1_direct beside oneDNN's convolutions; gemm_avx512 beside BLAS) are
+  # AVX-512 intrinsics under a target attribute, chosen at run time: any x86-64 compiler builds them; elsewhere
+  # avx512_none.c and gemm_avx512.h's stubs stand in. (mnist_cv_avx512_kernels=no ./configure builds the
+  # stand-ins on x86-64 too.)
+  AC_CACHE_CHECK([whether the compiler builds AVX-512 kernels], [mnist_cv_avx512_kernels],
+    [AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <immintrin.h>
 __attribute__((target("avx512f,fma"))) static __m512 f(__m512 a) { return _mm512_fmadd_ps(a, a, a); }]],
-          [[(void)f;]])], [mnist_cv_avx512_kernels=yes], [mnist_cv_avx512_kernels=no])])
-    AS_IF([test $mnist_cv_avx512_kernels = yes],
-      [mnist_onednn_summary="$mnist_onednn_summary, own AVX-512 kernels"],
-      [mnist_onednn_summary="$mnist_onednn_summary, no AVX-512 kernels"])])
+        [[(void)f;]])], [mnist_cv_avx512_kernels=yes], [mnist_cv_avx512_kernels=no])])
+  AS_IF([test $mnist_cv_avx512_kernels = yes],
+    [AC_DEFINE([HAVE_AVX512_KERNELS], [1], [Define to 1 to build the own AVX-512 kernels (chosen at run time)])])
+  AS_IF([test $mnist_onednn = yes && test $mnist_cv_avx512_kernels = yes],
+    [mnist_onednn_summary="$mnist_onednn_summary, own AVX-512 kernels"],
+    [test $mnist_onednn = yes],
+    [mnist_onednn_summary="$mnist_onednn_summary, no AVX-512 kernels"])
   AM_CONDITIONAL([HAVE_AVX512_KERNELS], [test "x$mnist_cv_avx512_kernels" = xyes])
 ])

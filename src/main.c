@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nn/cpu/blas_core.h"
+#include "nn/cpu/gemm.h"
 #include "comm/bootstrap.h"
 #include "comm/world.h"
 #include "base/errors.h"
@@ -29,6 +30,8 @@ static void report_blas(void)
     blas_core_describe(blas, sizeof blas);
     if (*blas)
         say("%s", blas);
+    if (gemm_own_active())
+        say("matrix products: mnist_ddp's own AVX-512 kernels for the large ones (fc1's; --gemm blas: BLAS's)");
 }
 
 int main(int argc, char **argv)
@@ -52,7 +55,7 @@ int main(int argc, char **argv)
     char device[GPU_MSG_LEN];
     gpu_info info;
     if (!gpu)
-        train_cpu_backend(o.conv, device, sizeof device);
+        train_cpu_backend(o.conv, o.gemm, device, sizeof device);
     else {
         gpu_select(&env, &info); /* stops the job when ranks of a node would share a GPU */
         gpu_describe(&info, device, sizeof device);

@@ -38,6 +38,8 @@ typedef struct {
     int progress;      /* the MPI progress thread runs (comm.h's grad_comm_set_progress) */
     long early;        /* reductions complete before finish() began (seen by that thread) */
     int shm;           /* summed in shared memory by the ranks themselves (grad_shm.h), not by MPI */
+    double skew_s;     /* of exposed_s, the time waiting for the last rank's backward to end (measured in shared
+                          memory only, else 0): the ranks' unequal speed, not communication */
 } comm_stats;
 
 /* The deadline of a gradient all-reduce wait: start-up (before this process's first reduction: ranks start
@@ -48,7 +50,8 @@ double comm_wait_deadline(double startup_s, double steady_s, long reductions, co
 
 /* Exposed seconds per reduction. */
 double comm_exposed_per_step(const comm_stats *s);
-/* Share of the isolated all-reduce time hidden behind backward: 1 - exposed / blocking, within [0, 1]. */
+/* Share of the isolated all-reduce time hidden behind backward: 1 - exposed / blocking, within [0, 1]; pass
+ * the exposed time less the skew where that is known. */
 double comm_hidden_fraction(double exposed_s, double blocking_s);
 
 /* A stand-in for the other GPUs' traffic (MNIST_DDP_COMM_PROXY; one GPU armed alone): after each bucket the

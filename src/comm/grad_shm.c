@@ -19,10 +19,11 @@
 enum { MAX_BUCKETS = 256, CTL_BYTES = 4096, PART_ALIGN = 16, SUM_BLOCK = 1024 };
 
 /* The first page of each rank's segment, written by that rank only: ready[b] holds the stamp of the last armed
- * pass whose bucket b is final on this rank, done the last pass whose parts this rank has summed. */
+ * pass whose bucket b is final on this rank, done the last pass whose parts this rank has summed, arrived when
+ * this rank's backward ended in that pass (CLOCK_MONOTONIC, ns: one clock for the node's ranks). */
 typedef struct {
     _Atomic uint64_t ready[MAX_BUCKETS];
-    _Atomic uint64_t done;
+    _Atomic uint64_t done, arrived;
 } shm_ctl;
 
 struct grad_shm {
@@ -136,13 +137,26 @@ void grad_shm_poll(void *ctx)
         sum_ready(g);
 }
 
+/* The latest of the ranks' arrivals in this pass, once every rank is done (their stores precede done's). */
+static double last_arrival(const grad_shm *g)
+{
+    uint64_t last = 0;
+    for (int q = 0; q < g->world; q++) {
+        uint64_t a = atomic_load_explicit(&g->ctl[q]->arrived, memory_order_relaxed);
+        last = a > last ? a : last;
+    }
+    return 1e-9 * (double)last;
+}
+
 /* Sums what is left, then waits until every rank has summed its parts, within the deadline; a peer that does
- * not get there is named (stall.h). */
-static void wait_all(grad_shm *g)
+ * not get there is named (stall.h). Returns how long of that this rank waited for the last rank's backward
+ * to end: time no exchange could hide. */
+static double wait_all(grad_shm *g)
 {
     const char *option, *what = "gradient all-reduce";
     double timeout = comm_wait_deadline(g->timeout_s, g->step_timeout_s, g->stats.reductions, &option);
     double start = clock_now();
+    atomic_store_explicit(&g->ctl[g->rank]->arrived, (uint64_t)(start * 1e9), memory_order_relaxed);
     int done = 0;
     stall_wait_begin(what, g->step);
     for (long spins = 1;; spins++) {
@@ -166,6 +180,8 @@ static void wait_all(grad_shm *g)
         }
     }
     stall_wait_end();
+    double late = last_arrival(g) - start;
+    return late > 0 ? late : 0;
 }
 
 void grad_shm_finish(grad_shm *g)
@@ -176,8 +192,9 @@ void grad_shm_finish(grad_shm *g)
     size_t start, count;
     if (bucket_flush(&g->plan, &start, &count))
         publish(g, start, count);
-    wait_all(g);
-    g->stats.exposed_s += clock_now() - t;
+    double late = wait_all(g), exposed = clock_now() - t;
+    g->stats.exposed_s += exposed;
+    g->stats.skew_s += late < exposed ? late : exposed;
     g->stats.buckets = g->nb;
     g->stats.reductions++;
 }
@@ -274,7 +291,7 @@ static void unmap_all(grad_shm *g)
 
 /* The isolated reference of the overlap figure: the whole buffer as one bucket, best of three, the maximum
  * over ranks. The gradients are zero: the sums leave them so. */
-static double time_blocking(grad_shm *g)
+static void time_blocking(grad_shm *g)
 {
     double best = 1e30;
     for (int i = 0; i < 3; i++) {
@@ -288,7 +305,6 @@ static double time_blocking(grad_shm *g)
         best = t < best ? t : best;
     }
     g->stats = (comm_stats){.blocking_s = best};
-    return best;
 }
 
 grad_shm *grad_shm_create(MPI_Comm comm, size_t n, size_t bucket_bytes, double timeout_s, double step_timeout_s)
@@ -312,7 +328,7 @@ grad_shm *grad_shm_create(MPI_Comm comm, size_t n, size_t bucket_bytes, double t
         g->grad[q] = (float *)(void *)((char *)g->map[q] + CTL_BYTES);
     }
     g->timeout_s = timeout_s;
-    g->step_timeout_s = step_timeout_s < timeout_s ? step_timeout_s : timeout_s;
+    g->step_timeout_s = step_timeout_s;
     bucket_init(&g->plan, n, bucket_bytes / sizeof(float));
     time_blocking(g);
     return g;

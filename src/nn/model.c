@@ -89,7 +89,7 @@ float *model_grads(model *m) { return m->grads; }
 void model_place_grads(model *m, float *grads)
 {
     for (int i = 0; i < m->nmem; i++)
-        if (m->mem[i] == m->grads) { /* the table keeps its order: the last takes the freed slot */
+        if (m->mem[i] == m->grads) { /* the last entry takes the freed slot: model_free needs no order */
             m->be->free(m->mem[i]);
             m->mem[i] = m->mem[--m->nmem];
             break;

@@ -46,6 +46,7 @@ static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
 static const char *const convs[] = {"auto", "im2col", "onednn", "winograd", "wino43", NULL};
 static const char *const off_on[] = {"off", "on", NULL};
 const char *const grad_comm_names[] = {"fp32", "bf16", NULL};
+static const char *const gemm_names[] = {"auto", "blas", NULL};
 
 static const char per_model[] = "per model"; /* a shown default that model_recipe_of gives, model by model */
 
@@ -113,6 +114,10 @@ static const option_spec specs[] = {
      "\nwith mnist_ddp's own Winograd for conv2 (forward and"
      "\nboth gradients) and direct conv1 where they fit."
      "\nauto: wino43 where built with oneDNN, else im2col"},
+    {NULL, "gemm", "G", ARG_INDEX, F(gemm), 0, 0, gemm_names, "auto", NULL,
+     "CPU matrix products (fc1's, im2col's): auto | blas."
+     "\nauto: mnist_ddp's own AVX-512 kernels on CPUs with"
+     "\nAVX-512, BLAS elsewhere; blas: BLAS always"},
     {NULL, "cuda-graph", "on|off", ARG_INDEX, F(cuda_graph), 0, 0, off_on, "on", NULL,
      "replay each full-batch training step (accumulation 1)"
      "\nas one CUDA graph, captured after the first step"},

@@ -31,6 +31,7 @@ typedef struct {
     device_choice device;
     const char *precision;
     const char *conv; /* CPU convolutions: "auto", "im2col", "onednn", "winograd" */
+    int gemm;         /* CPU products: 0 auto (own AVX-512 kernels where the CPU has it), 1 blas */
     int cuda_graph;   /* 1: replay full-batch steps as a CUDA graph (--cuda-graph on) */
     const char *bootstrap_addr;
     double comm_timeout; /* start-up bound of collective waits */

@@ -18,6 +18,7 @@
 #include "data/mnist.h"
 #include "nn/model.h"
 #include "nn/cpu/conv_choice.h"
+#include "nn/cpu/gemm.h"
 #include "nn/cpu/nn_cpu.h"
 #include "nn/optim.h"
 #include "comm/preempt.h"
@@ -330,8 +331,9 @@ static eval_result run_evaluate(run *r)
     return ev;
 }
 
-const nn_backend *train_cpu_backend(const char *conv, char *desc, size_t len)
+const nn_backend *train_cpu_backend(const char *conv, int gemm, char *desc, size_t len)
 {
+    gemm_use_own(gemm == 0);
     const nn_backend *be = nn_cpu_conv(conv);
     if (!be)
         die_all(EX_UNAVAILABLE,
@@ -377,7 +379,7 @@ static void run_setup(run *r, int gpu)
 {
     const options *o = r->o;
     unsigned switches = cuda_switches(gpu);
-    r->be = gpu ? nn_cuda(switches) : train_cpu_backend(o->conv, NULL, 0);
+    r->be = gpu ? nn_cuda(switches) : train_cpu_backend(o->conv, o->gemm, NULL, 0);
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
         model_file_check_writable("--save-model", o->save_model, o->save_model);

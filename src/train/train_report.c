@@ -132,18 +132,21 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
     sync_and_check(r, "at the end");
     uint64_t fingerprint = buffer_fingerprint(r->host_params, model_num_params(r->m));
     comm_stats cs = r->cb->stats(r->comm);
-    double exposed = comm_exposed_per_step(&cs), hidden = comm_hidden_fraction(exposed, cs.blocking_s);
+    double exposed = comm_exposed_per_step(&cs), skew = cs.reductions ? cs.skew_s / (double)cs.reductions : 0;
+    double hidden = comm_hidden_fraction(exposed - skew, cs.blocking_s);
     double ips = r->times.train_s > 0 ? r->times.images / r->times.train_s : 0, rss = peak_rss_mib(r);
     double early = cs.reductions ? (double)cs.early / (double)cs.reductions : 0.0;
-    char thread[96] = "";
+    char thread[96] = "", late[80] = "";
     if (cs.progress)
         snprintf(thread, sizeof thread, "; %.0f%% complete before backward ended (progress thread)", 100 * early);
+    if (cs.shm)
+        snprintf(late, sizeof late, ", %.2f ms of it waiting for the last rank's backward", 1e3 * skew);
     if (world > 1 || cs.reductions)
-        say("all-reduce: %.2f ms blocking for %.1f MB (%s%s), %.2f ms exposed per step in %d bucket%s: %.0f%% hidden "
-            "behind backward%s",
+        say("all-reduce: %.2f ms blocking for %.1f MB (%s%s), %.2f ms exposed per step in %d bucket%s%s: %.0f%% "
+            "hidden behind backward%s",
             1e3 * cs.blocking_s, (o->grad_comm == GRAD_COMM_BF16 ? 2e-6 : 4e-6) * (double)model_num_params(r->m),
             grad_comm_names[o->grad_comm], cs.shm ? " in shared memory" : "", 1e3 * exposed, cs.buckets,
-            cs.buckets == 1 ? "" : "s", 100 * hidden, thread);
+            cs.buckets == 1 ? "" : "s", late, 100 * hidden, thread);
     report_time(r, cs.exposed_s);
     double per = r->times.counted_steps ? 1.0 / (double)r->times.counted_steps : 0.0,
            kps = per * (double)r->times.step_counts.kernels, gps = per * (double)r->times.step_counts.gemms,
@@ -160,13 +163,13 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
         world == 1 ? "" : "s", rss);
     metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
             "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
-            "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_hidden\":%.3f,\"allreduce_"
-            "early\":%.3f,"
+            "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_skew_ms\":%.3f,"
+            "\"allreduce_hidden\":%.3f,\"allreduce_early\":%.3f,"
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
             "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
             "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"fingerprint\":\"%016llx\"%s}",
             model_name(r->m), r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->times.train_s, total_s,
-            ips, 1e3 * cs.blocking_s, 1e3 * exposed, hidden, early, r->times.startup_s, r->times.data_s,
+            ips, 1e3 * cs.blocking_s, 1e3 * exposed, 1e3 * skew, hidden, early, r->times.startup_s, r->times.data_s,
             r->times.eval_s, r->times.ckpt_total_s, cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps,
             step_graph_launches(r->graph), step_graph_captures(r->graph), rss, (unsigned long long)fingerprint, prof);
     if (o->verbose)

@@ -104,5 +104,6 @@ PY
 grep '^OpenBLAS kernels' "$TMP/ddp2.log" |
   sed "s/\$/${bench_coretype:+ (OPENBLAS_CORETYPE=$bench_coretype from the environment)}; the PyTorch peer ran the same/"
 sed -n 's/^ *0 .*  \(cpu, .*[^ ]\)  *[0-9][0-9]*$/convolutions: \1/p' "$TMP/ddp2.log" | head -1
+grep '^matrix products' "$TMP/ddp2.log" || true
 echo "where mnist_ddp's epoch went (--profile):"
 sed -n '/^profile: seconds per phase/,/^profile: the training phases/p' "$TMP/ddp2.log"

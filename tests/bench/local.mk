@@ -1,7 +1,7 @@
 # Benchmarks, not tests: figures next to the PyTorch peer's in the same run (bench), and on a GPU node
 # (bench-gpu: 1 GPU, all GPUs of the node, each --precision; without a GPU it says so and succeeds; gpu-report:
 # the same, strict, into gpu-report-HOST.txt), and the scaling model against emulated nodes (bench-nodes, root).
-check_PROGRAMS += tests/bench/bench_model
+check_PROGRAMS += tests/bench/bench_model tests/bench/bench_gemm
 EXTRA_DIST += tests/bench/bench.sh tests/bench/bench-gpu.sh tests/bench/bench_gpu_report.py tests/bench/bench-nodes.sh
 
 .PHONY: bench bench-gpu gpu-report bench-nodes

@@ -62,7 +62,7 @@ PY
 # --bucket-mb: all-reduces of 2 ranks sum two floats per element, whatever the chunking, so every bucket
 # size gives the default's final parameters bit for bit; the bucket counts show the option was used.
 fingerprint() { json_field "$TMP/$1.json" summary fingerprint; }
-buckets() { sed -n 's/^all-reduce: .* in \([0-9]*\) buckets*:.*/\1/p' "$TMP/$1.log"; }
+buckets() { sed -n 's/^all-reduce: .* in \([0-9]*\) buckets*[:,].*/\1/p' "$TMP/$1.log"; }
 ref=$(fingerprint sgd2) ref_buckets=$(buckets sgd2)
 for mb in 0 0.0001 10000; do
   # shellcheck disable=SC2086

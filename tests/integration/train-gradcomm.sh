@@ -6,7 +6,8 @@
 # nothing is exchanged, so the result is fp32's bit for bit, unless MNIST_DDP_ARM_ALONE=1 arms the exchange
 # anyway (fp32: unchanged; bf16: rounded); the all-reduce line names the format and half the bytes; a checkpoint
 # of an fp32 exchange is refused for a bf16 one (65), as any setting of the trajectory; the communication proxy
-# (GPU only) is refused on the CPU path and when malformed (78); the sums in shared memory (below).
+# (GPU only) is refused on the CPU path and when malformed (78); the sums in shared memory (below), and their
+# report of the wait for a rank held back.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -62,6 +63,34 @@ for w in range(0, 100, 50):
     ma, mb = sum(a[w:w + 50]) / 50, sum(b[w:w + 50]) / 50
     assert abs(ma - mb) <= 0.05 * ma, f"steps {w}-{w + 49}: mean loss {ma:.4f} (MPI), {mb:.4f} (shared memory)"
 print(f"ok: 3 ranks: shared-memory sums follow MPI's, first 10 losses within {first:.1e} relative")
+PY
+# A rank held back (SIGSTOP for 2 s mid-run): rank 0 waits for it at the end of backward, and its all-reduce
+# line counts that wait apart from the exchange (at least 1.5 s of its exposed time, over the run's steps).
+mkdir "$TMP/pids"
+# shellcheck disable=SC2016,SC2086
+run_np 2 sh -c 'echo $$ >"$0/$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP/pids" "$MNIST_DDP" $run --max-steps 400 \
+  --metrics "$TMP/late.json" >"$TMP/late.out" 2>"$TMP/err" &
+job=$!
+i=0
+until [ "$(grep -c '"type":"step"' "$TMP/late.json" 2>/dev/null)" -ge 20 ]; do
+  i=$((i + 1))
+  [ $i -le 600 ] && kill -0 $job 2>/dev/null || { cat "$TMP/err"; fail "held-back rank: training did not start"; }
+  sleep 0.1
+done
+kill -STOP "$(cat "$TMP/pids/1")"
+at=$(grep -c '"type":"step"' "$TMP/late.json")
+sleep 2
+kill -CONT "$(cat "$TMP/pids/1")"
+wait $job || { cat "$TMP/err"; fail "a rank held back for 2 s ended the run"; }
+[ "$at" -lt 390 ] || fail "held-back rank: stopped at step $at of 400, too late to tell"
+grep -q '^all-reduce: .* exposed per step in [0-9]* buckets, [0-9.]* ms of it waiting for the last rank.s backward: ' \
+  "$TMP/late.out" || { cat "$TMP/late.out"; fail "held-back rank: no wait for the last rank in the all-reduce line"; }
+"$PYTHON3" - "$TMP/late.json" <<'PY' || fail "held-back rank: the wait for it not counted apart"
+import json, sys
+s = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if r["type"] == "summary"][-1]
+waited = s["allreduce_skew_ms"] * s["steps"] / 1e3
+assert 1.5 <= waited and s["allreduce_skew_ms"] <= s["allreduce_exposed_ms"], s
+print(f"ok: a rank held back 2 s: rank 0 waited {waited:.2f} s for it, apart from the exchange")
 PY
 # The same with Adadelta, and SGD with momentum and weight decay.
 for opt in "--optimizer adadelta --lr 1" "--optimizer sgd --lr 0.05 --momentum 0.9 --weight-decay 1e-4"; do

@@ -1,12 +1,18 @@
 /* gemm(): the row-major entry, and the row-major -> column-major argument mapping a cuBLAS path
  * uses, both against a naive row-major triple loop, for all transpose combinations with odd sizes
  * and padded leading dimensions; gemm() also on 1, 2 and 3 threads, which cut large products into
- * blocks of columns or rows. */
+ * blocks of columns or rows. The own AVX-512 kernels (gemm_avx512.h, alpha 1, beta 0 or 1): against sums in
+ * double on fc1's three shapes and on shapes with every kind of edge; B not transposed bit for bit as the
+ * fused multiply-adds in order the header promises; the same bits on 1, 2 and 3 threads and as the kernels
+ * called directly; --gemm blas (gemm_use_own(0)) leaves them out. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/cpu/gemm.h"
+#include "nn/cpu/gemm_avx512.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "../check_run.h"
@@ -116,6 +122,91 @@ START_TEST(test_mapping_fields)
 }
 END_TEST
 
+/* The own kernels' shapes: fc1's forward (B transposed), input gradient and weight gradient (A transposed), and
+ * shapes with partial tiles of rows, of 96 columns and of the last 16, k past a 1152-term block and not a
+ * multiple of 16, padded leading dimensions. */
+static const struct {
+    int ta, tb, m, n, k, pad;
+} own_shapes[] = {{0, 1, 64, 128, 9216, 0}, {0, 0, 64, 9216, 128, 0}, {1, 0, 128, 9216, 64, 0},
+                  {0, 1, 37, 23, 2500, 3},  {0, 0, 37, 203, 301, 5},  {1, 0, 39, 250, 171, 1}};
+
+/* The product in double, then alpha 1 and beta as given. */
+static double reference(int ta, int tb, int i, int j, int k, const float *a, int lda, const float *b, int ldb,
+                        double c0, float beta, double *mag)
+{
+    double s = 0, sq = 0;
+    for (int p = 0; p < k; p++) {
+        double t = (double)at(a, lda, ta, i, p) * at(b, ldb, tb, p, j);
+        s += t;
+        sq += t * t;
+    }
+    *mag = sqrt(sq);
+    return s + beta * c0;
+}
+
+/* The order the header promises for B not transposed: from zero, one fused multiply-add per term in order,
+ * then C's value added. */
+static float fma_chain(int ta, int i, int j, int k, const float *a, int lda, const float *b, int ldb, float c0,
+                       float beta)
+{
+    float acc = 0;
+    for (int p = 0; p < k; p++)
+        acc = fmaf(at(a, lda, ta, i, p), b[(size_t)p * ldb + j], acc);
+    return beta != 0.0f ? c0 + acc : acc;
+}
+
+/* Loop index: bit 0 beta (0 or 1), the rest the shape. */
+START_TEST(test_own_kernels)
+{
+    if (!gemm_avx512_has_cpu()) {
+        printf("skip: own GEMM kernels: this CPU has no AVX-512 (or this build no AVX-512 kernels)\n");
+        return;
+    }
+    int sh = _i >> 1, ta = own_shapes[sh].ta, tb = own_shapes[sh].tb, m = own_shapes[sh].m, n = own_shapes[sh].n,
+        k = own_shapes[sh].k, pad = own_shapes[sh].pad;
+    float beta = (float)(_i & 1);
+    int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    size_t arows = ta ? k : m, brows = tb ? n : k, csize = (size_t)m * ldc;
+    float *a = random_matrix(arows * lda, rng_key(4, sh)), *b = random_matrix(brows * ldb, rng_key(5, sh));
+    float *c0 = random_matrix(csize, rng_key(6, sh)), *c = malloc(csize * sizeof *c), *t = malloc(csize * sizeof *t);
+    memcpy(c, c0, csize * sizeof *c);
+    ck_assert_int_eq(gemm_avx512(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc), 1);
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < n; j++) {
+            double mag, ref = reference(ta, tb, i, j, k, a, lda, b, ldb, c0[(size_t)i * ldc + j], beta, &mag);
+            float got = c[(size_t)i * ldc + j];
+            /* float sums of k random-signed terms: errors about sqrt(k) 2^-24 times the terms' root sum of
+             * squares; 8 times that (a term missed or counted twice is 1/sqrt(k) of it, far more) */
+            ck_assert_msg(fabs(got - ref) <= 8 * sqrt((double)k) * 0x1p-24 * mag + 0x1p-23 * fabs(ref),
+                          "shape %d beta %g: C[%d][%d] = %.9g, expected %.9g", sh, (double)beta, i, j, (double)got,
+                          ref);
+            if (!tb)
+                ck_assert_msg(got == fma_chain(ta, i, j, k, a, lda, b, ldb, c0[(size_t)i * ldc + j], beta),
+                              "shape %d beta %g: C[%d][%d] not the multiply-adds in order", sh, (double)beta, i, j);
+        }
+        for (int j = n; j < ldc; j++)
+            ck_assert_msg(c[(size_t)i * ldc + j] == c0[(size_t)i * ldc + j], "padding of C row %d written", i);
+    }
+    for (int threads = 1; threads <= 3; threads++) { /* gemm() cuts among threads: the same bits */
+        omp_set_num_threads(threads);
+        memcpy(t, c0, csize * sizeof *t);
+        gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, t, ldc);
+        ck_assert_msg(memcmp(t, c, csize * sizeof *t) == 0, "shape %d: other bits on %d threads", sh, threads);
+    }
+    gemm_use_own(0); /* --gemm blas: BLAS's sums, which differ in some bits for B transposed */
+    memcpy(t, c0, csize * sizeof *t);
+    gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, t, ldc);
+    gemm_use_own(1);
+    if (tb)
+        ck_assert_msg(memcmp(t, c, csize * sizeof *t) != 0, "shape %d: --gemm blas gave the own kernel's bits", sh);
+    free(a);
+    free(b);
+    free(c0);
+    free(c);
+    free(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemm");
@@ -123,6 +214,8 @@ int main(void)
     tcase_add_loop_test(tc, test_gemm_rowmajor, 0, 12);
     tcase_add_loop_test(tc, test_colmajor_mapping, 0, 4);
     tcase_add_test(tc, test_mapping_fields);
+    tcase_add_loop_test(tc, test_own_kernels, 0, 2 * (int)(sizeof own_shapes / sizeof *own_shapes));
+    tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -294,6 +294,7 @@ static void wino43_weights_run(conv_plan *p, const float *x, const float *dy)
                             p->db_sum, p->wino_ws, p->wino_parts, p->N, p->C, p->H, p->W, p->F);
 }
 
+/* oneDNN writes its weight and bias gradients; the layer's contract adds them (layers.h). */
 static void add_sums(const conv_plan *p, float *dw, float *db)
 {
     cpu_add_grads(dw, db, p->dw_sum, p->db_sum, (size_t)p->F * p->C * p->k * p->k, p->F);

@@ -3,6 +3,13 @@
 #include <cblas.h>
 
 #include "base/threads.h"
+#include "nn/cpu/gemm_avx512.h"
+
+static int own = 1; /* set once before any product (gemm_use_own) */
+
+void gemm_use_own(int on) { own = on; }
+
+int gemm_own_active(void) { return own && gemm_avx512_has_cpu(); }
 
 gemm_args gemm_colmajor(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b, int ldb)
 {
@@ -19,8 +26,18 @@ void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, con
                 g.k, alpha, g.a, g.lda, g.b, g.ldb, beta, c, ldc);
 }
 
-/* Products below this many multiply-adds run whole on one thread (a split costs more than it saves). */
+/* Products below this many multiply-adds run whole on one thread (a split costs more than it saves), and in
+ * BLAS: the own kernels were measured on fc1's products. */
 #define GEMM_SPLIT_MIN (1 << 20)
+
+/* One thread's block: the own kernels or BLAS, as chosen for the whole product (a block's size must not
+ * change the choice: the bits would depend on --threads). */
+static void block(int mine, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (!mine || !gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+        gemm_serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 /* With more than one OpenMP thread, the larger of C's two dimensions is cut into one block per thread,
  * each a single-threaded BLAS call: OpenBLAS's own thread pool, spinning between calls on the cores the
@@ -29,18 +46,19 @@ void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const floa
           float beta, float *c, int ldc)
 {
     int threads = omp_get_max_threads(), by_col = n >= m, len = by_col ? n : m;
-    if (threads < 2 || (double)m * n * k < GEMM_SPLIT_MIN || len < 2 * threads) {
-        gemm_serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    int large = (double)m * n * k >= GEMM_SPLIT_MIN, mine = own && large;
+    if (threads < 2 || !large || len < 2 * threads) {
+        block(mine, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     PARALLEL_FOR
     for (int t = 0; t < threads; t++) {
         int lo = (int)((long)len * t / threads), hi = (int)((long)len * (t + 1) / threads);
         if (by_col) /* columns lo..hi of op(B) and C */
-            gemm_serial(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + (size_t)lo * ldb : b + lo, ldb,
-                        beta, c + lo, ldc);
+            block(mine, trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + (size_t)lo * ldb : b + lo, ldb,
+                  beta, c + lo, ldc);
         else /* rows lo..hi of op(A) and C */
-            gemm_serial(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + (size_t)lo * lda, lda, b, ldb,
-                        beta, c + (size_t)lo * ldc, ldc);
+            block(mine, trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + (size_t)lo * lda, lda, b, ldb,
+                  beta, c + (size_t)lo * ldc, ldc);
     }
 }
