@@ -123,7 +123,7 @@ START_TEST(test_mapping_fields)
 END_TEST
 
 /* The own kernels' shapes: fc1's forward (B transposed), input gradient and weight gradient (A transposed), and
- * shapes with partial tiles of rows, of 96 columns and of the last 16, k past a 1152-term block and not a
+ * shapes with partial tiles of rows, of 96 columns and of the last 16, k past a 2304-term block and not a
  * multiple of 16, padded leading dimensions. */
 static const struct {
     int ta, tb, m, n, k, pad;
