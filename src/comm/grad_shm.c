@@ -19,11 +19,13 @@
 enum { MAX_BUCKETS = 256, CTL_BYTES = 4096, PART_ALIGN = 16, SUM_BLOCK = 1024 };
 
 /* The first page of each rank's segment, written by that rank only: ready[b] holds the stamp of the last armed
- * pass whose bucket b is final on this rank, done the last pass whose parts this rank has summed, arrived when
- * this rank's backward ended in that pass (CLOCK_MONOTONIC, ns: one clock for the node's ranks). */
+ * pass whose bucket b is final on this rank, done the last pass whose parts this rank has summed, arrived[s % 2]
+ * when this rank's backward ended in pass s (CLOCK_MONOTONIC, ns: one clock for the node's ranks). Two stamps:
+ * a peer that is done may start the next pass's wait while this rank still reads this one's; it cannot start
+ * the one after before this rank is done with the next. */
 typedef struct {
     _Atomic uint64_t ready[MAX_BUCKETS];
-    _Atomic uint64_t done, arrived;
+    _Atomic uint64_t done, arrived[2];
 } shm_ctl;
 
 struct grad_shm {
@@ -142,7 +144,7 @@ static double last_arrival(const grad_shm *g)
 {
     uint64_t last = 0;
     for (int q = 0; q < g->world; q++) {
-        uint64_t a = atomic_load_explicit(&g->ctl[q]->arrived, memory_order_relaxed);
+        uint64_t a = atomic_load_explicit(&g->ctl[q]->arrived[g->stamp % 2], memory_order_relaxed);
         last = a > last ? a : last;
     }
     return 1e-9 * (double)last;
@@ -156,7 +158,7 @@ static double wait_all(grad_shm *g)
     const char *option, *what = "gradient all-reduce";
     double timeout = comm_wait_deadline(g->timeout_s, g->step_timeout_s, g->stats.reductions, &option);
     double start = clock_now();
-    atomic_store_explicit(&g->ctl[g->rank]->arrived, (uint64_t)(start * 1e9), memory_order_relaxed);
+    atomic_store_explicit(&g->ctl[g->rank]->arrived[g->stamp % 2], (uint64_t)(start * 1e9), memory_order_relaxed);
     int done = 0;
     stall_wait_begin(what, g->step);
     for (long spins = 1;; spins++) {
