@@ -200,8 +200,8 @@ END_TEST
 /* oneDNN's convolutions (--conv onednn, winograd) and wino43's forward (--conv wino43) against the same
  * definitions and differences, on the shapes of both models (batch sizes a run meets: full, remainder, one)
  * and odd ones; one-channel inputs take im2col (scratch for one sample). wino43 takes net's conv2 and the
- * two shapes after it: the largest channel and filter counts with fewer tiles than one block, and a plane whose
- * tiles end in a partial block. */
+ * three shapes after it: the largest channel and filter counts with fewer tiles than one block, a plane whose
+ * tiles end in a partial block, and one vector of channels whose input gradient's tiles go in blocks of seven. */
 START_TEST(test_conv_onednn)
 {
     const nn_backend *be = nn_cpu_onednn(_i);
@@ -217,6 +217,7 @@ START_TEST(test_conv_onednn)
     conv_case_on(be, 1, 32, 26, 26, 64, 3, 0, 1, 1, 23, tol);  /* the same plan key but one sample */
     conv_case_on(be, 2, 64, 10, 10, 128, 3, 0, 1, 0, 28, tol); /* 4 tiles of 4 x 4 per plane */
     conv_case_on(be, 3, 16, 14, 14, 64, 3, 0, 1, 1, 29, tol);  /* 9 tiles: a block of 6, then 3 */
+    conv_case_on(be, 2, 16, 26, 26, 16, 3, 0, 1, 0, 30, tol);  /* input gradient: 49 tiles in sevens, 16 outputs */
     conv_case_on(be, 2, 1, 28, 28, 16, 5, 2, 1, 0, 24, tol);   /* convnet's conv1 */
     conv_case_on(be, 3, 16, 14, 14, 32, 5, 2, 1, 0, 25, tol);  /* convnet's conv2 */
     conv_case_on(be, 3, 2, 7, 6, 4, 3, 0, 1, 1, 26, tol);      /* non-square planes, wide */

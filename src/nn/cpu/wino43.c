@@ -16,7 +16,8 @@ enum {
     TILE = 4,       /* output pixels per tile side */
     TIN = TILE + 2, /* input pixels per tile side */
     E = TIN * TIN,  /* transformed elements per tile */
-    TB = 6,         /* tiles per product block: 6 x 4 accumulators of 16 filters */
+    TB = 6,         /* tiles per product block: 6 x 4 accumulators of 16 filters ... */
+    TB7 = 7,        /* ... or 7 x 2 (at most 2 vectors of outputs), where the tiles come in sevens */
     MAX_CB = 8,     /* input channel blocks */
     MAX_F = 128,    /* output channels */
 };
@@ -160,29 +161,29 @@ AVX512 static void input_tile(const float *xb, int ih, int iw, int r0, int c0, f
     }
 }
 
-/* M[e][t][o] = sum over i of U[e][i][o] V[e][i][t], for TB tiles and cout outputs, nv vectors of them at a
- * time (nv a constant where inlined: the accumulators stay in registers). */
+/* M[e][t][o] = sum over i of U[e][i][o] V[e][i][t], for tb tiles and cout outputs, nv vectors of them at a
+ * time (nv and tb constants where inlined: the accumulators stay in registers). */
 AVX512 static inline __attribute__((always_inline)) void products_nv(const float *U, const float *V, float *M, int cin,
-                                                                     int cout, int nv)
+                                                                     int cout, int nv, int tb)
 {
     for (int e = 0; e < E; e++)
         for (int o0 = 0; o0 < cout; o0 += nv * LANES) {
-            __m512 acc[TB][4];
+            __m512 acc[TB7][4];
             UNROLL
-            for (int t = 0; t < TB; t++)
+            for (int t = 0; t < tb; t++)
                 UNROLL
             for (int k = 0; k < nv; k++)
                 acc[t][k] = _mm512_setzero_ps();
             const float *u = U + (size_t)e * cin * cout + o0;
-            const float *v = V + (size_t)e * cin * TB;
+            const float *v = V + (size_t)e * cin * tb;
             for (int c = 0; c < cin; c++) {
-                const float *uc = u + (size_t)c * cout, *vc = v + (size_t)(c / LANES) * TB * LANES + c % LANES;
+                const float *uc = u + (size_t)c * cout, *vc = v + (size_t)(c / LANES) * tb * LANES + c % LANES;
                 __m512 uk[4];
                 UNROLL
                 for (int k = 0; k < nv; k++)
                     uk[k] = _mm512_loadu_ps(uc + 16 * k);
                 UNROLL
-                for (int t = 0; t < TB; t++) {
+                for (int t = 0; t < tb; t++) {
                     __m512 b = _mm512_set1_ps(vc[t * LANES]);
                     UNROLL
                     for (int k = 0; k < nv; k++)
@@ -190,25 +191,34 @@ AVX512 static inline __attribute__((always_inline)) void products_nv(const float
                 }
             }
             UNROLL
-            for (int t = 0; t < TB; t++)
+            for (int t = 0; t < tb; t++)
                 UNROLL
             for (int k = 0; k < nv; k++)
-                _mm512_storeu_ps(M + ((size_t)e * TB + t) * cout + o0 + 16 * k, acc[t][k]);
+                _mm512_storeu_ps(M + ((size_t)e * tb + t) * cout + o0 + 16 * k, acc[t][k]);
         }
 }
 
-AVX512 static void products(const float *U, const float *V, float *M, int cin, int cout)
+AVX512 static void products(const float *U, const float *V, float *M, int cin, int cout, int tb)
 {
-    if (cout % (4 * LANES) == 0)
-        products_nv(U, V, M, cin, cout, 4);
+    if (tb == TB7 && cout % (2 * LANES) == 0)
+        products_nv(U, V, M, cin, cout, 2, TB7);
+    else if (tb == TB7)
+        products_nv(U, V, M, cin, cout, 1, TB7);
+    else if (cout % (4 * LANES) == 0)
+        products_nv(U, V, M, cin, cout, 4, TB);
     else if (cout % (2 * LANES) == 0)
-        products_nv(U, V, M, cin, cout, 2);
+        products_nv(U, V, M, cin, cout, 2, TB);
     else
-        products_nv(U, V, M, cin, cout, 1);
+        products_nv(U, V, M, cin, cout, 1, TB);
 }
 
+/* Tiles per block: seven where they come in sevens and the outputs fit 7 x 2 accumulators (the input
+ * gradient's 7 x 7 tiles: 49 in 9 blocks of six would compute 54), else six. */
+static int block_tiles(int tiles, int cout) { return tiles % TB7 == 0 && cout % (4 * LANES) != 0 ? TB7 : TB; }
+
 /* The tile's nr x nc pixels of output block ob at yb (16 lanes: 16 channels) = A^T M A + bias. */
-AVX512 static void output_tile(const float *M, int cout, int ob, int t, __m512 bias, float *yb, int ow, int nr, int nc)
+AVX512 static void output_tile(const float *M, int cout, int tb, int ob, int t, __m512 bias, float *yb, int ow, int nr,
+                               int nc)
 {
     __m512 r[TILE][TIN];
     UNROLL
@@ -216,7 +226,7 @@ AVX512 static void output_tile(const float *M, int cout, int ob, int t, __m512 b
         __m512 m[TIN], o[TILE];
         UNROLL
         for (int i = 0; i < TIN; i++)
-            m[i] = _mm512_loadu_ps(M + ((size_t)(i * TIN + j) * TB + t) * cout + ob * LANES);
+            m[i] = _mm512_loadu_ps(M + ((size_t)(i * TIN + j) * tb + t) * cout + ob * LANES);
         output_rows(m, o);
         UNROLL
         for (int i = 0; i < TILE; i++)
@@ -233,28 +243,30 @@ AVX512 static void output_tile(const float *M, int cout, int ob, int t, __m512 b
     }
 }
 
-/* One sample: its tiles in blocks of TB (the last block repeats the last tile and writes it once). */
+/* One sample: its tiles in blocks of tb (the last block repeats the last tile and writes it once). */
 AVX512 static void conv_sample(const float *x, const float *U, const float *b, float *y, const geometry *g)
 {
-    int tw = (g->ow + TILE - 1) / TILE, tiles = (g->oh + TILE - 1) / TILE * tw, CB = g->cin / LANES;
+    int tw = (g->ow + TILE - 1) / TILE, tiles = (g->oh + TILE - 1) / TILE * tw, CB = g->cin / LANES,
+        tb = block_tiles(tiles, g->cout);
     /* Per thread, not on the stack: as locals these made the forward 1.3 times as long (Zen 5). */
-    static _Thread_local float V[E * MAX_CB * TB * LANES] __attribute__((aligned(64)));
-    static _Thread_local float M[E * TB * MAX_F] __attribute__((aligned(64)));
-    for (int t0 = 0; t0 < tiles; t0 += TB) {
+    static _Thread_local float V[E * MAX_CB * TB7 * LANES] __attribute__((aligned(64)));
+    static _Thread_local float M[E * TB7 * MAX_F] __attribute__((aligned(64)));
+    for (int t0 = 0; t0 < tiles; t0 += tb) {
         UNROLL
-        for (int t = 0; t < TB; t++) {
+        for (int t = 0; t < tb; t++) {
             int tile = t0 + t < tiles ? t0 + t : tiles - 1, ty = tile / tw, tx = tile % tw;
             for (int cb = 0; cb < CB; cb++)
                 input_tile(x + (size_t)cb * g->ih * g->iw * LANES, g->ih, g->iw, TILE * ty - g->pad, TILE * tx - g->pad,
-                           V + ((size_t)cb * TB + t) * LANES, (size_t)CB * TB * LANES);
+                           V + ((size_t)cb * tb + t) * LANES, (size_t)CB * tb * LANES);
         }
-        products(U, V, M, g->cin, g->cout);
+        products(U, V, M, g->cin, g->cout, tb);
         for (int ob = 0; ob < g->cout / LANES; ob++) {
             __m512 bias = b ? _mm512_loadu_ps(b + ob * LANES) : _mm512_setzero_ps();
-            for (int t = 0; t < TB && t0 + t < tiles; t++) {
+            for (int t = 0; t < tb && t0 + t < tiles; t++) {
                 int ty = (t0 + t) / tw, tx = (t0 + t) % tw, nr = g->oh - TILE * ty, nc = g->ow - TILE * tx;
-                output_tile(M, g->cout, ob, t, bias, y + (((size_t)ob * g->oh + TILE * ty) * g->ow + TILE * tx) * LANES,
-                            g->ow, nr < TILE ? nr : TILE, nc < TILE ? nc : TILE);
+                output_tile(M, g->cout, tb, ob, t, bias,
+                            y + (((size_t)ob * g->oh + TILE * ty) * g->ow + TILE * tx) * LANES, g->ow,
+                            nr < TILE ? nr : TILE, nc < TILE ? nc : TILE);
             }
         }
     }
