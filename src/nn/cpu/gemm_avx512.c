@@ -17,17 +17,24 @@ int gemm_avx512_has_cpu(void)
 
 static INLINE __mmask16 lanes_below(int n) { return n >= LANES ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 
+_Static_assert(NV == NB, "both tiles' accumulators are MR x NV");
+
+AVX512 static INLINE void zero_tile(__m512 acc[MR][NV])
+{
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 6
+        for (int v = 0; v < NV; v++)
+            acc[i][v] = _mm512_setzero_ps();
+}
+
 /* C[0..mr)[0..16 nv) (+)= sum over p in order of A(i, p) B[p][..]: A(i, p) = a[i ai + p ap]; the last vector
  * holds the columns in 'last'. */
 AVX512 static INLINE void bv_tile(int mr, int nv, __mmask16 last, int k, const float *a, long ai, long ap,
                                   const float *b, long ldb, float *c, long ldc, int add)
 {
     __m512 acc[MR][NV];
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 6
-        for (int v = 0; v < NV; v++)
-            acc[i][v] = _mm512_setzero_ps();
+    zero_tile(acc);
     if (add) /* C's tile is read at the end: have it on its way (its rows are far apart) */
         for (int i = 0; i < mr; i++)
             for (int v = 0; v < nv; v++)
@@ -84,11 +91,7 @@ AVX512 static INLINE void dot_tile(int mr, int nb, int kc, const float *a, long 
                                    long ldc, int add)
 {
     __m512 acc[MR][NB];
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 6
-        for (int j = 0; j < NB; j++)
-            acc[i][j] = _mm512_setzero_ps();
+    zero_tile(acc);
     for (int p = 0; p < kc; p += LANES) {
         __mmask16 m = lanes_below(kc - p);
         __m512 av[MR];
