@@ -14,7 +14,8 @@ void gemm_use_own(int on);
 /* Whether the own kernels run (chosen and this CPU has AVX-512). */
 int gemm_own_active(void);
 
-/* The same as one BLAS call on the calling thread (never the own kernels), for callers that share their own work among threads. */
+/* The same as one BLAS call on the calling thread (never the own kernels), for callers that share their own
+ * work among threads. */
 void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                  int ldb, float beta, float *c, int ldc);
 
