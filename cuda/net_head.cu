@@ -1,7 +1,8 @@
 // net's training head in one block (src/nn/head.h): the phases of kernels.h's kern_head, a barrier between
-// them, instead of a dozen kernels and cuBLAS calls from fc1's ReLU to fc1's output gradient. A batch's head
-// is a few MFLOP (64 x 128 x 10 three times), so one block is enough and needs no grid-wide barrier; its
-// sums run in a fixed order (results identical run to run) and in fp32 whatever --precision says.
+// them, instead of fifteen kernels and cuBLAS calls from fc1's bias to fc1's output and bias gradients. A
+// batch's head is a few MFLOP (64 x 128 x 10 three times), so one block is enough and needs no grid-wide
+// barrier; its sums run in a fixed order (results identical run to run) and in fp32 whatever --precision
+// says.
 #include "config.h"
 
 #include "launch.h"
@@ -11,7 +12,7 @@ enum { HEAD_THREADS = 1024 };
 
 __global__ void __launch_bounds__(HEAD_THREADS) k_net_head(nn_head a)
 {
-    for (int phase = 0; phase < 4; phase++) {
+    for (int phase = 0; phase < KERN_HEAD_PHASES; phase++) {
         uint32_t n = kern_head_count(&a, phase);
         for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
             kern_head(phase, i, &a);

@@ -1,15 +1,18 @@
-/* net's training head as one unit (backend.h's head_train, MNIST_DDP_HEAD=fused): what runs from fc1's output
- * to the gradient fc1's backward takes, in one GPU block instead of a dozen kernels and GEMMs: the ReLU and
- * dropout on h (in place, as relu_forward then dropout_forward), the last linear layer into z, log-softmax
- * and NLL into logp and loss, *loss_sum += their sum (add_losses), dz = g * the logits' gradient, dw and db
- * += the layer's gradients, and dh = the gradient of h through the layer, the dropout and the ReLU.
- * kernels.h holds its phases (kern_head_*), run in order with a barrier between them. */
+/* net's training head as one unit (backend.h's head_train, MNIST_DDP_HEAD=fused): what runs from fc1's product
+ * to the gradients fc1's backward takes, in one GPU block instead of fifteen kernels and GEMMs: fc1's bias, ReLU
+ * and dropout on h (in place, as fill before the GEMM, relu_forward and dropout_forward), the last linear
+ * layer into z, log-softmax and NLL into logp and loss, *loss_sum += their sum (add_losses), dz = g * the
+ * logits' gradient, dw and db += the layer's gradients, dh = the gradient of h through the layer, the dropout
+ * and the ReLU, and dhb += fc1's bias gradient, dh's sums over the samples (fc1's sum_add). kernels.h holds
+ * its phases (kern_head_*), run in order with a barrier between them. */
 #ifndef MNIST_HEAD_H
 #define MNIST_HEAD_H
 #include <stdint.h>
 
 typedef struct {
-    float *h;            /* [N][D]: fc1's output, through its ReLU and the dropout in place */
+    float *h;            /* [N][D]: fc1's product without its bias; then with it, through the ReLU and dropout */
+    const float *hb;     /* [D]: fc1's bias */
+    float *dhb;          /* [D]: its gradient, added to */
     const uint64_t *ids; /* the samples' global indices, the dropout's keys (op_dropout_key) */
     uint64_t key;        /* the epoch's dropout key */
     int layer;           /* the dropout layer's number in that key */

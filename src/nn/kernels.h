@@ -313,17 +313,19 @@ static inline HD void kern_bn_grad_finish(size_t c, const double *pa, const doub
     dbeta[c] += (float)a;
 }
 
-/* net's training head (head.h) in four phases, each over its indices i < kern_head_count(a, phase), a barrier
- * between phases (one GPU block; tests/unit/check_fused.c runs them in loops): 0, i < N*D: the ReLU and the
- * dropout of h[i] (dropout_forward's mask, not stored: h > 0 after it means kept); 1, i < N*K: the logit
- * z[i], the layer's products summed in order then its bias (fill, then GEMM with beta 1); 2, i < N: sample
- * i's log-softmax, NLL and logit gradients; 3, i < N*D + K*D + K + 1: dh, then dw (sums over samples in
- * double), db, and last the loss sum in sample order (cpu_sum_losses). Indices in 32 bits: N*D is a batch of
- * fc1's outputs. */
+/* net's training head (head.h) in five phases, each over its indices i < kern_head_count(a, phase), a barrier
+ * between phases (one GPU block; tests/unit/check_fused.c runs them in loops): 0, i < N*D: fc1's bias, the
+ * ReLU and the dropout of h[i] (dropout_forward's mask, not stored: h > 0 after it means kept); 1, i < N*K:
+ * the logit z[i], the layer's products summed in order then its bias (fill, then GEMM with beta 1); 2, i < N:
+ * sample i's log-softmax, NLL and logit gradients; 3, i < N*D + K*D + K + 1: dh, then dw (sums over samples
+ * in double), db, and last the loss sum in sample order (cpu_sum_losses); 4, i < D: fc1's bias gradient, dh's
+ * column sums in sample order in double. Indices in 32 bits: N*D is a batch of fc1's outputs. */
+enum { KERN_HEAD_PHASES = 5 };
+
 static inline HD uint32_t kern_head_count(const nn_head *a, int phase)
 {
     uint32_t N = (uint32_t)a->N, D = (uint32_t)a->D, K = (uint32_t)a->K;
-    return phase == 0 ? N * D : phase == 1 ? N * K : phase == 2 ? N : N * D + K * D + K + 1;
+    return phase == 0 ? N * D : phase == 1 ? N * K : phase == 2 ? N : phase == 3 ? N * D + K * D + K + 1 : D;
 }
 
 static inline HD void kern_head_grad(uint32_t i, const nn_head *a)
@@ -358,9 +360,9 @@ static inline HD void kern_head(int phase, uint32_t i, const nn_head *a)
 {
     uint32_t D = (uint32_t)a->D, K = (uint32_t)a->K;
     if (phase == 0) {
-        uint32_t n = i / D;
-        a->h[i] = op_relu(a->h[i]) * op_dropout_mask(op_dropout_key(a->key, a->ids[n], a->layer), i - n * D,
-                                                     op_dropout_threshold(a->p), op_dropout_scale(a->p));
+        uint32_t n = i / D, j = i - n * D;
+        a->h[i] = op_relu(a->h[i] + a->hb[j]) * op_dropout_mask(op_dropout_key(a->key, a->ids[n], a->layer), j,
+                                                                op_dropout_threshold(a->p), op_dropout_scale(a->p));
     } else if (phase == 1) {
         uint32_t n = i / K, k = i - n * K;
         float s = 0.0f;
@@ -371,8 +373,13 @@ static inline HD void kern_head(int phase, uint32_t i, const nn_head *a)
         a->loss[i] = op_log_softmax_nll(a->z + i * K, a->K, a->labels[i], a->logp + i * K);
         for (uint32_t k = 0; k < K; k++)
             a->dz[i * K + k] = op_log_softmax_nll_grad(a->logp + i * K, a->labels[i], (int)k, a->g);
-    } else {
+    } else if (phase == 3) {
         kern_head_grad(i, a);
+    } else {
+        double s = 0.0;
+        for (uint32_t n = 0; n < (uint32_t)a->N; n++)
+            s += a->dh[n * D + i];
+        a->dhb[i] += (float)s;
     }
 }
 #endif

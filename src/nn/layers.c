@@ -96,15 +96,17 @@ void pool_conv_backward(const nn_backend *be, float *dpy, const float *py, const
 void linear_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,
                     int out)
 {
-    be->fill(y, b, N, (size_t)out, (size_t)out, 0);
-    be->gemm(0, 1, N, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
+    if (b)
+        be->fill(y, b, N, (size_t)out, (size_t)out, 0);
+    be->gemm(0, 1, N, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
 }
 
 void linear_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                      float *dx, int N, int in, int out)
 {
     be->gemm(1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
-    be->sum_add(db, dy, out, (size_t)N, 1, (size_t)out);
+    if (db)
+        be->sum_add(db, dy, out, (size_t)N, 1, (size_t)out);
     if (dx)
         be->gemm(0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }

@@ -58,10 +58,10 @@ void pool_conv_backward(const nn_backend *be, float *dpy, const float *py, const
                         const float *x_relu, const float *w, float *y, float *dw, float *db, float *dx, int N, int C,
                         int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
 
-/* x [N][in], w [out][in] (PyTorch layout), b [out] -> y [N][out]. */
+/* x [N][in], w [out][in] (PyTorch layout), b [out] -> y [N][out]; b NULL: no bias (the caller adds it). */
 void linear_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,
                     int out);
-/* dw += dy^T x, db += column sums of dy, dx = dy w unless dx is NULL. */
+/* dw += dy^T x, db += column sums of dy unless db is NULL (the caller's), dx = dy w unless dx is NULL. */
 void linear_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                      float *dx, int N, int in, int out);
 #endif

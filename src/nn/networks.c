@@ -275,7 +275,8 @@ enum { NET_DROP2_LAYER = 1 };
 #define NET_DROP2_P 0.5f
 
 /* Training on a backend with the whole head in one call (backend.h's head_train): forward stops at fc1's
- * output, net_head runs its ReLU, the rest and the loss, backward starts at fc1. */
+ * product, net_head adds its bias and runs the rest, the loss and fc1's bias gradient, backward starts at
+ * fc1's weights. */
 static int net_head_fused(const model *m, int train) { return train && m->be->head_train; }
 
 /* net: conv1 -> ReLU -> conv2 -> ReLU -> max-pool -> dropout(.25) -> fc1 -> ReLU -> dropout(.5) -> fc2.
@@ -296,11 +297,12 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     lap(train, "conv2 forward");
     be->flatten_dropout_forward(a->p2, a->f, train ? a->mask1 : NULL, NET_C2, n, NET_PP, ids, key, 0, 0.25f);
     lap(train, "dropout1 forward");
-    linear_fwd(m, NET_FC1, a->f, a->h3, n, NET_FLAT, NET_HIDDEN);
-    if (net_head_fused(m, train)) {
+    if (net_head_fused(m, train)) { /* net_head does the rest, from fc1's bias */
+        linear_forward(be, a->f, m->layer[NET_FC1].w, NULL, a->h3, n, NET_FLAT, NET_HIDDEN);
         lap(train, "fc1 forward");
-        return; /* net_head does the rest, from fc1's ReLU */
+        return;
     }
+    linear_fwd(m, NET_FC1, a->f, a->h3, n, NET_FLAT, NET_HIDDEN);
     be->relu_forward(a->h3, N * NET_HIDDEN);
     lap(train, "fc1 forward");
     if (train)
@@ -310,7 +312,7 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     lap(train, "fc2 forward");
 }
 
-/* From fc1's output to dh3 in one backend call, when the backend has it (head.h). */
+/* From fc1's product to dh3 and fc1's bias gradient in one backend call, when the backend has it (head.h). */
 static int net_head(model *m, const uint8_t *labels, const uint64_t *ids, uint64_t key, int n, float grad_scale)
 {
     if (!net_head_fused(m, 1))
@@ -318,6 +320,8 @@ static int net_head(model *m, const uint8_t *labels, const uint64_t *ids, uint64
     net_acts *a = &m->a.net;
     const layer_params *p = &m->layer[NET_FC2];
     nn_head h = {.h = a->h3,
+                 .hb = m->layer[NET_FC1].b,
+                 .dhb = m->layer[NET_FC1].db,
                  .ids = ids,
                  .key = key,
                  .layer = NET_DROP2_LAYER,
@@ -355,7 +359,10 @@ static void net_backward(model *m, const float *x, int n)
         profile_lap("dropout2 backward");
         be->relu_backward(a->dh3, a->h3, N * NET_HIDDEN); /* h3 after dropout: positive exactly where kept and active */
     }
-    linear_bwd(m, NET_FC1, a->f, a->dh3, a->df, n, NET_FLAT, NET_HIDDEN);
+    const layer_params *fc1 = &m->layer[NET_FC1]; /* net_head added its bias gradient */
+    linear_backward(be, a->f, fc1->w, a->dh3, fc1->dw, net_head_fused(m, 1) ? NULL : fc1->db, a->df, n, NET_FLAT,
+                    NET_HIDDEN);
+    grads_ready(m, NET_FC1);
     profile_lap("fc1 backward");
     be->dropout_unflatten_backward(a->df, a->mask1, a->dp, NET_C2, n, NET_PP);
     profile_lap("dropout1 backward");

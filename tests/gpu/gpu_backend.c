@@ -408,8 +408,9 @@ static void test_conv1_direct(const tolerances *t)
     bk[1] = composed;
 }
 
-/* MNIST_DDP_HEAD=fused: net's training head as one kernel (loss, fc2's gradients and fc1's output gradient
- * through dropout and ReLU), alone and with conv1 direct, against the CPU's composition. */
+/* MNIST_DDP_HEAD=fused: net's training head as one kernel (from fc1's bias: the loss, fc2's gradients, fc1's
+ * output gradient through dropout and ReLU and its bias gradient), alone and with conv1 direct, against the
+ * CPU's composition. */
 static void test_head_fused(const tolerances *t)
 {
     const nn_backend *composed = bk[1];

@@ -5,7 +5,7 @@
  * the used columns, channel and sample counts that are not powers of two. Inputs hold ties, NaNs, negative
  * values and signed zeros, so the ReLU and the pool's first-maximum rule both matter. The pool on oneDNN's
  * blocked layout (nchw16c.h) against the CPU's fused entries too. net's training head (kern_head, head.h)
- * against the eleven CPU layers it replaces. */
+ * against the CPU layers it replaces, alone and as net's (networks.c) on a CPU backend that runs it. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -238,10 +238,11 @@ typedef struct {
 } head_shape;
 static const head_shape heads[] = {{5, 128, 10}, {3, 7, 4}, {1, 9, 3}}; /* net's fc2; odd; one sample */
 
-/* The phases of kern_head in loops, against the CPU's ReLU, dropout, fc2 (fill + GEMM), log-softmax and NLL, the
- * loss sum, the NLL gradient, fc2's backward (GEMMs, sum_add), the dropout's and the ReLU's backward. On
- * these inputs the logits are exact, so everything up to the logit gradients agrees bit for bit; the
- * gradients summed in another order agree to rounding. dw, db and the loss sum start nonzero: all add. */
+/* The phases of kern_head in loops, against the CPU's fc1 bias, ReLU, dropout, fc2 (fill + GEMM), log-softmax
+ * and NLL, the loss sum, the NLL gradient, fc2's backward (GEMMs, sum_add), the dropout's and the ReLU's
+ * backward and fc1's bias gradient (sum_add). On these inputs the logits are exact, so everything up to the
+ * logit gradients agrees bit for bit; the gradients summed in another order agree to rounding. dw, db, fc1's
+ * bias gradient and the loss sum start nonzero: all add. */
 START_TEST(test_net_head)
 {
     const head_shape *s = &heads[_i];
@@ -249,6 +250,7 @@ START_TEST(test_net_head)
     size_t nd = (size_t)N * D, nk = (size_t)N * K, kd = (size_t)K * D;
     float *h = eighths(nd, rng_key(70, (uint64_t)_i), -1, 1), *w = eighths(kd, rng_key(71, (uint64_t)_i), -1, 1);
     float *b = eighths((size_t)K, rng_key(72, (uint64_t)_i), -1, 1);
+    float *hb = eighths((size_t)D, rng_key(77, (uint64_t)_i), -1, 1), *dhbe = eighths((size_t)D, rng_key(78, 0), -1, 1);
     float *dwe = eighths(kd, rng_key(73, (uint64_t)_i), -1, 1), *dbe = eighths((size_t)K, rng_key(74, 0), -1, 1);
     uint64_t ids[8];
     uint8_t labels[8];
@@ -262,6 +264,9 @@ START_TEST(test_net_head)
     float *lpe = sentinel(nk * sizeof(float)), *losse = sentinel((size_t)N * sizeof(float));
     float *dze = sentinel(nk * sizeof(float)), *dhe = sentinel(nd * sizeof(float));
     double sume = 0.25;
+    cpu_fill(he, hb, N, (size_t)D, (size_t)D, 0); /* fc1's bias, then its product added (exact: eighths) */
+    for (size_t i = 0; i < nd; i++)
+        he[i] += h[i];
     cpu_relu_forward(he, nd);
     cpu_dropout_forward(he, mask, N, D, ids, key, 1, p);
     linear_forward(&nn_cpu, he, w, b, ze, N, D, K);
@@ -271,8 +276,11 @@ START_TEST(test_net_head)
     linear_backward(&nn_cpu, he, w, dze, dwe, dbe, dhe, N, D, K);
     cpu_dropout_backward(dhe, mask, nd);
     cpu_relu_backward(dhe, he, nd);
+    cpu_sum_add(dhbe, dhe, D, (size_t)N, 1, (size_t)D);
 
     nn_head a = {.h = copy_floats(h, nd),
+                 .hb = hb,
+                 .dhb = eighths((size_t)D, rng_key(78, 0), -1, 1),
                  .ids = ids,
                  .key = key,
                  .layer = 1,
@@ -293,7 +301,7 @@ START_TEST(test_net_head)
                  .D = D,
                  .K = K};
     *a.loss_sum = 0.25;
-    for (int phase = 0; phase < 4; phase++)
+    for (int phase = 0; phase < KERN_HEAD_PHASES; phase++)
         for (uint32_t i = 0; i < kern_head_count(&a, phase); i++)
             kern_head(phase, i, &a);
     same_floats("head: h after dropout", he, a.h, nd);
@@ -305,13 +313,53 @@ START_TEST(test_net_head)
     close_floats("head: dh", dhe, a.dh, nd);
     close_floats("head: fc2 weight gradient", dwe, a.dw, kd);
     close_floats("head: fc2 bias gradient", dbe, a.db, (size_t)K);
+    close_floats("head: fc1 bias gradient", dhbe, a.dhb, (size_t)D);
     size_t kept = 0, zero = 0;
     for (size_t i = 0; i < nd; i++)
         kept += mask[i] != 0.0f, zero += a.dh[i] == 0.0f;
     ck_assert_msg(nd < 8 || (kept > 0 && kept < nd && zero > nd - kept), "head: %zu kept, %zu zero", kept, zero);
     free(h), free(w), free(b), free(dwe), free(dbe), free(he), free(mask), free(ze), free(lpe), free(losse);
     free(dze), free(dhe), free(a.h), free(a.dw), free(a.db), free(a.z), free(a.logp), free(a.dz), free(a.loss);
+    free(hb), free(dhbe), free(a.dhb);
     free(a.loss_sum), free(a.dh);
+}
+END_TEST
+
+/* A CPU backend's head_train: kern_head's phases in loops, as cuda/net_head.cu runs them in one block. */
+static void loop_head(const nn_head *h)
+{
+    for (int phase = 0; phase < KERN_HEAD_PHASES; phase++)
+        for (uint32_t i = 0; i < kern_head_count(h, phase); i++)
+            kern_head(phase, i, h);
+}
+
+/* The model's wiring of the fused head (networks.c: fc1's product without its bias, the head's bias, ReLU,
+ * dropout and bias gradient, fc1's backward without it): net trained on one batch with head_train, against
+ * the CPU's composition. Every gradient within rounding (the head sums in another order); the loss too. */
+START_TEST(test_net_head_model)
+{
+    enum { N = 9 };
+    nn_backend fused = nn_cpu;
+    fused.head_train = loop_head;
+    model *m[2] = {model_create_on(&nn_cpu, MODEL_NET, N), model_create_on(&fused, MODEL_NET, N)};
+    float *x = malloc((size_t)N * 784 * sizeof *x);
+    uint8_t labels[N];
+    uint64_t ids[N];
+    random_batch(80, N, x, labels, ids);
+    double loss[2];
+    for (int k = 0; k < 2; k++)
+        loss[k] = model_forward_backward(m[k], x, labels, ids, N, 0x5eedULL, 1.0f / N);
+    ck_assert_msg(fabs(loss[0] - loss[1]) <= 1e-5 * fabs(loss[0]), "loss %.9g, the CPU %.9g", loss[1], loss[0]);
+    for (int t = 0; t < model_num_tensors(m[0]); t++) {
+        const tensor_desc *d = model_tensor(m[0], t);
+        const float *e = model_grads(m[0]) + d->offset, *g = model_grads(m[1]) + d->offset;
+        float big = 0.0f, err = 0.0f;
+        for (size_t i = 0; i < d->count; i++)
+            big = fmaxf(big, fabsf(e[i])), err = fmaxf(err, fabsf(e[i] - g[i]));
+        ck_assert_msg(big > 0.0f && err <= 1e-5f * big, "%s's gradient: off by %g of %g", d->name, (double)err,
+                      (double)big);
+    }
+    model_free(m[0]), model_free(m[1]), free(x);
 }
 END_TEST
 
@@ -324,6 +372,7 @@ int main(void)
     tcase_add_loop_test(tc, test_relu_nchw16c, 0, 2);
     tcase_add_loop_test(tc, test_flatten_dropout, 0, (int)(sizeof flats / sizeof flats[0]));
     tcase_add_loop_test(tc, test_net_head, 0, (int)(sizeof heads / sizeof heads[0]));
+    tcase_add_test(tc, test_net_head_model);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
