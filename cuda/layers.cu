@@ -187,6 +187,15 @@ __global__ void k_sum_part(const float *x, size_t count, size_t cstride, size_t 
         part[slot] = s;
 }
 
+__global__ void k_pool_grad_part(const float *dy, const float *y, const int32_t *arg, float *dx, size_t count, int N,
+                                 int H, int W, int ld, double *part)
+{
+    size_t lo, hi, slot = slice_of(count, &lo, &hi);
+    double s = block_sum(kern_lane_pool_grad(blockIdx.x, dy, y, arg, dx, lo, hi, N, H, W, ld, threadIdx.x));
+    if (threadIdx.x == 0)
+        part[slot] = s;
+}
+
 __global__ void k_sum_finish(size_t n, const double *part, int slices, float *out)
 {
     GRID_STRIDE(c, n) kern_sum_finish(c, part, slices, out);
@@ -381,6 +390,21 @@ static void cu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *
     LAUNCH(k_relu_maxpool2_grad, (size_t)planes * H * ld, dy, y, arg, dx, H, W, ld);
 }
 
+// MNIST_DDP_POOL=fused: the pool's backward and the bias gradient of the convolution before it in one
+// reduction over the pooled gradient (kern_lane_pool_grad), instead of the elementwise pass and sum_add's
+// reduction over its 4x larger output; 0 where a channel's pooled outputs pass 32 bits or no window fits.
+static int cu_relu_maxpool2_backward_sum(const float *dy, const float *y, const int32_t *arg, float *dx, float *db,
+                                         int C, int N, int H, int W, int ld)
+{
+    size_t count = (size_t)N * (size_t)(H / 2) * (size_t)(W / 2);
+    int slices = kern_red_slices(C, count);
+    if (!count || count > UINT32_MAX || kern_red_group(C, slices) < C)
+        return 0;
+    LAUNCH_GRID(k_pool_grad_part, C, slices, dy, y, arg, dx, count, N, H, W, ld, red_a);
+    LAUNCH(k_sum_finish, (size_t)C, red_a, slices, db);
+    return 1;
+}
+
 static void cu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
                                float p)
 {
@@ -543,13 +567,13 @@ static const nn_backend cuda_backend = {
 
 extern "C" const nn_backend *nn_cuda(unsigned switches)
 {
-    static nn_backend with[4]; // the same with the paths behind switches (backend.h), by their bits
+    static nn_backend with[NN_CUDA_SWITCHES]; // the same with the paths behind switches (backend.h), by their bits
     if (!gpu_compute_stream())
         die(EX_SOFTWARE, "nn_cuda: no device bound (gpu_select() comes first)");
     reduction_alloc();
     if (!switches)
         return &cuda_backend;
-    nn_backend *b = &with[switches & 3];
+    nn_backend *b = &with[switches % NN_CUDA_SWITCHES];
     *b = cuda_backend;
     if (switches & NN_CUDA_CONV1_DIRECT) {
         b->conv1_bias_relu_forward = cu_conv1_bias_relu_forward;
@@ -557,5 +581,7 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
     }
     if (switches & NN_CUDA_HEAD_FUSED)
         b->head_train = cu_net_head;
+    if (switches & NN_CUDA_POOL_SUM)
+        b->relu_maxpool2_backward_sum = cu_relu_maxpool2_backward_sum;
     return b;
 }

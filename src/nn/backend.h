@@ -57,6 +57,13 @@ typedef struct nn_backend {
                                   int ld);
     void (*relu_maxpool2_backward)(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
                                    int ld);
+    /* relu_maxpool2_backward of C*N planes, and db[c] += the sum of channel c's dx (planes c*N .. c*N+N-1)
+     * from the pooled gradient in the same pass: the bias gradient of the convolution the pool follows (net's
+     * conv2). 0 having done nothing; NULL: never. Where it returns 1, layers.c's pool_conv_backward composes
+     * the convolution's backward from im2col and gemm (conv_backward_range: the backend's conv_backward is not
+     * asked). The CUDA backend's with MNIST_DDP_POOL=fused. */
+    int (*relu_maxpool2_backward_sum)(const float *dy, const float *y, const int32_t *arg, float *dx, float *db, int C,
+                                      int N, int H, int W, int ld);
     void (*dropout_forward)(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p);
     void (*dropout_backward)(float *dy, const float *mask, size_t count);
     /* y = flatten_cnhw(x), then dropout_forward on y [N][C*HW] unless mask is NULL; backward: dx =
@@ -127,8 +134,9 @@ extern const nn_backend nn_cpu;
 
 /* The CUDA backend's paths behind a switch (train.c reads them from the environment): conv1 as one kernel
  * and one reduction (conv1_bias_relu_forward, conv_backward) instead of im2col, GEMMs and bias passes; net's
- * training head as one kernel (head_train). */
-enum { NN_CUDA_CONV1_DIRECT = 1, NN_CUDA_HEAD_FUSED = 2 };
+ * training head as one kernel (head_train); the pool's backward with conv2's bias gradient in one reduction
+ * (relu_maxpool2_backward_sum). */
+enum { NN_CUDA_CONV1_DIRECT = 1, NN_CUDA_HEAD_FUSED = 2, NN_CUDA_POOL_SUM = 4, NN_CUDA_SWITCHES = 8 };
 
 /* The CUDA backend with the paths of `switches` (NN_CUDA_*); after gpu_select() and gpu_blas_init()
  * (src/gpu/gpu.h). A stub in the CPU-only build. */

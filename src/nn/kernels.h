@@ -263,6 +263,33 @@ static inline HD double kern_lane_conv1_grad(uint32_t c, const float *x, const f
     return s;
 }
 
+/* Lane `lane`'s share of slice [lo, hi) of channel c's pooled outputs, the N*OH*OW of planes c*N .. c*N+N-1
+ * (count <= 2^32 - 1), in the max-pool's backward: each writes its window of dx as kern_relu_maxpool2_grad
+ * does (the ReLU's gradient at the argmax, zeros elsewhere; the last window of a row also the columns after
+ * it up to ld, the last row of windows the rows below it: every element of dx written once) and adds what it
+ * wrote to the lane's sum: channel c's share of the bias gradient of the convolution the pool follows (net's
+ * conv2, whose bias follows the pool) in the same pass, from a quarter of the values (MNIST_DDP_POOL=fused). */
+static inline HD double kern_lane_pool_grad(uint32_t c, const float *dy, const float *y, const int32_t *arg, float *dx,
+                                            size_t lo, size_t hi, int N, int H, int W, int ld, unsigned lane)
+{
+    uint32_t OH = (uint32_t)H / 2, OW = (uint32_t)W / 2, OP = OH * OW, L = (uint32_t)ld;
+    size_t first = (size_t)c * (size_t)N; /* the channel's first plane */
+    double s = 0.0;
+    for (size_t e = lo + lane; e < hi; e += KERN_LANES) {
+        uint32_t n = (uint32_t)e / OP, q = (uint32_t)e - n * OP, ph = q / OW, pw = q - ph * OW;
+        size_t o = first * OP + e;
+        float g = op_relu_grad(dy[o], y[o]), *plane = dx + (first + n) * (size_t)H * L;
+        uint32_t r1 = ph + 1 == OH ? (uint32_t)H : 2 * ph + 2, c1 = pw + 1 == OW ? L : 2 * pw + 2;
+        for (uint32_t r = 2 * ph; r < r1; r++)
+            for (uint32_t col = 2 * pw; col < c1; col++) {
+                int hit = arg[o] == (int32_t)(r * L + col);
+                plane[r * L + col] = hit ? g : 0.0f;
+                s += hit ? (double)g : 0.0;
+            }
+    }
+    return s;
+}
+
 /* Its second pass for sum c: dw or db += its slices' partials. */
 static inline HD void kern_conv1_grad_finish(size_t c, const double *part, int slices, float *dw, float *db, int FK)
 {

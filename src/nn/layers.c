@@ -86,9 +86,13 @@ void pool_conv_backward(const nn_backend *be, float *dpy, const float *py, const
     if (be->pool_conv_backward &&
         be->pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide))
         return;
-    be->relu_maxpool2_backward(dpy, py, arg, y, F * N, conv_out(H, k, pad), conv_out(W, k, pad),
-                               conv_ld(W, k, pad, wide));
-    conv_backward(be, x, w, y, dw, db, dx, N, C, H, W, F, k, pad, col, chunk, wide);
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), ld = conv_ld(W, k, pad, wide);
+    if (be->relu_maxpool2_backward_sum && be->relu_maxpool2_backward_sum(dpy, py, arg, y, db, F, N, OH, OW, ld)) {
+        conv_backward_range(be, be->gemm, x, w, y, dw, dx, N, C, H, W, F, k, pad, col, 0, N, chunk, wide);
+    } else {
+        be->relu_maxpool2_backward(dpy, py, arg, y, F * N, OH, OW, ld);
+        conv_backward(be, x, w, y, dw, db, dx, N, C, H, W, F, k, pad, col, chunk, wide);
+    }
     if (dx && x_relu)
         be->relu_backward(dx, x_relu, (size_t)C * N * H * W);
 }

@@ -52,8 +52,9 @@ int conv_bias_relu_forward(const nn_backend *be, const float *x, const float *w,
 int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,
                       int32_t *arg, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
 /* Its backward: relu_maxpool2_backward of dpy (may be overwritten) into the scratch y, then conv_backward
- * with y as dy (x NULL as there); then, unless x_relu is NULL, dx through the ReLU whose output the input
- * was (x_relu: its values, also when x is NULL): relu_backward(dx, x_relu). */
+ * with y as dy (x NULL as there; the bias gradient from dpy where the backend's relu_maxpool2_backward_sum
+ * takes it); then, unless x_relu is NULL, dx through the ReLU whose output the input was (x_relu: its
+ * values, also when x is NULL): relu_backward(dx, x_relu). */
 void pool_conv_backward(const nn_backend *be, float *dpy, const float *py, const int32_t *arg, const float *x,
                         const float *x_relu, const float *w, float *y, float *dw, float *db, float *dx, int N, int C,
                         int H, int W, int F, int k, int pad, float *col, int chunk, int wide);

@@ -6,8 +6,9 @@
 #   (exit 1); otherwise (make bench-gpu on a machine without a GPU) it says so and succeeds;
 # - mnist_ddp on 1 GPU for BENCH_GPU_EPOCHS epochs (default 3) in fp32 and tf32, each with the step replayed
 #   as a CUDA graph and eager, and bf16 as a graph; the paths behind a switch (MNIST_DDP_CONV1=direct,
-#   MNIST_DDP_HEAD=fused) as graphs in fp32 and tf32, and both together in fp32; on all GPUs of the node in fp32. Steady state is epochs 2 onwards (epoch 1
-#   holds the first capture and cuBLAS's warm-up);
+#   MNIST_DDP_HEAD=fused, MNIST_DDP_POOL=fused) as graphs in fp32 and tf32, the first two together and all
+#   three in fp32; on all GPUs of the node in fp32. Steady state is epochs 2 onwards (epoch 1 holds the
+#   first capture and cuBLAS's warm-up);
 # - where each layer's time goes (--profile, eager, per step; also with each switch), start-up with lazy and
 #   eager module loading;
 # - the PyTorch peers where Python has a CUDA-enabled PyTorch and h5py, in the same run: PyTorch's DDP
@@ -102,7 +103,7 @@ ddp fp32-graph-conv1direct 1 fp32 on "$epochs"
 ddp tf32-graph-conv1direct 1 tf32 on "$epochs"
 ddp profile-conv1direct 1 fp32 off 1 --profile
 unset MNIST_DDP_CONV1
-# net's training head (fc1's ReLU to its output gradient) as one kernel; then both switches.
+# net's training head (fc1's bias to its output and bias gradients) as one kernel; then both switches.
 MNIST_DDP_HEAD=fused
 export MNIST_DDP_HEAD
 ddp fp32-graph-headfused 1 fp32 on "$epochs"
@@ -110,6 +111,14 @@ ddp tf32-graph-headfused 1 tf32 on "$epochs"
 ddp profile-headfused 1 fp32 off 1 --profile
 MNIST_DDP_CONV1=direct ddp fp32-graph-both 1 fp32 on "$epochs"
 unset MNIST_DDP_HEAD
+# conv2's pool backward and bias gradient as one reduction; then all three switches.
+MNIST_DDP_POOL=fused
+export MNIST_DDP_POOL
+ddp fp32-graph-poolfused 1 fp32 on "$epochs"
+ddp tf32-graph-poolfused 1 tf32 on "$epochs"
+ddp profile-poolfused 1 fp32 off 1 --profile
+MNIST_DDP_CONV1=direct MNIST_DDP_HEAD=fused ddp fp32-graph-all 1 fp32 on "$epochs"
+unset MNIST_DDP_POOL
 if [ "$ngpu" -ge 2 ]; then
   ddp "fp32-graph-${ngpu}gpu" "$ngpu" fp32 on "$epochs"
 else

@@ -422,6 +422,20 @@ static void test_head_fused(const tolerances *t)
     bk[1] = composed;
 }
 
+/* MNIST_DDP_POOL=fused: conv2's pool backward and bias gradient as one reduction over the pooled gradient,
+ * alone and with the other two switches, against the CPU's composition (net only: convnet's pools follow a
+ * BatchNorm, not a convolution). */
+static void test_pool_fused(const tolerances *t)
+{
+    const nn_backend *composed = bk[1];
+    printf("-- conv2's pool backward with its bias gradient (MNIST_DDP_POOL=fused); with all three switches\n");
+    bk[1] = nn_cuda(NN_CUDA_POOL_SUM);
+    test_model("net", NET_BATCH, t);
+    bk[1] = nn_cuda(NN_CUDA_POOL_SUM | NN_CUDA_HEAD_FUSED | NN_CUDA_CONV1_DIRECT);
+    test_model("net", NET_BATCH, t);
+    bk[1] = composed;
+}
+
 static void run_precision(const tolerances *t, int primitives)
 {
     gpu_blas_init(t->precision);
@@ -445,6 +459,7 @@ static void run_precision(const tolerances *t, int primitives)
     if (primitives) {
         test_conv1_direct(t);
         test_head_fused(t);
+        test_pool_fused(t);
     }
     gpu_blas_free();
 }

@@ -31,6 +31,11 @@ expect_fail 78 "MNIST_DDP_HEAD=one: composed (the default) or fused" \
   env MNIST_DDP_HEAD=one "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
 expect_fail 78 "MNIST_DDP_HEAD=fused: the GPU path only" \
   env MNIST_DDP_HEAD=fused "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
+# MNIST_DDP_POOL (the GPU's pool backward with conv2's bias gradient): the same.
+expect_fail 78 "MNIST_DDP_POOL=on: composed (the default) or fused" \
+  env MNIST_DDP_POOL=on "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
+expect_fail 78 "MNIST_DDP_POOL=fused: the GPU path only" \
+  env MNIST_DDP_POOL=fused "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
 if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
   expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
 fi

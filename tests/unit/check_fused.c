@@ -5,7 +5,8 @@
  * the used columns, channel and sample counts that are not powers of two. Inputs hold ties, NaNs, negative
  * values and signed zeros, so the ReLU and the pool's first-maximum rule both matter. The pool on oneDNN's
  * blocked layout (nchw16c.h) against the CPU's fused entries too. net's training head (kern_head, head.h)
- * against the CPU layers it replaces, alone and as net's (networks.c) on a CPU backend that runs it. */
+ * against the CPU layers it replaces; net trained on CPU backends that run the head and the pool's backward
+ * with conv2's bias gradient (kern_lane_pool_grad) as the GPU does. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -333,15 +334,27 @@ static void loop_head(const nn_head *h)
             kern_head(phase, i, h);
 }
 
-/* The model's wiring of the fused head (networks.c: fc1's product without its bias, the head's bias, ReLU,
- * dropout and bias gradient, fc1's backward without it): net trained on one batch with head_train, against
- * the CPU's composition. Every gradient within rounding (the head sums in another order); the loss too. */
-START_TEST(test_net_head_model)
+/* A CPU backend's relu_maxpool2_backward_sum: kern_lane_pool_grad over each channel in one slice, its lanes
+ * added in order (the GPU's tree and slices change only the rounding). */
+static int loop_pool_sum(const float *dy, const float *y, const int32_t *arg, float *dx, float *db, int C, int N, int H,
+                         int W, int ld)
+{
+    size_t count = (size_t)N * (H / 2) * (W / 2);
+    for (int c = 0; c < C; c++) {
+        double s = 0.0;
+        for (unsigned l = 0; l < KERN_LANES; l++)
+            s += kern_lane_pool_grad((uint32_t)c, dy, y, arg, dx, 0, count, N, H, W, ld, l);
+        db[c] += (float)s;
+    }
+    return 1;
+}
+
+/* net trained on one batch on backend be, against the CPU's own composition: the loss and every gradient
+ * within rounding (be sums some of them in another order). */
+static void same_training(const nn_backend *be, const char *what)
 {
     enum { N = 9 };
-    nn_backend fused = nn_cpu;
-    fused.head_train = loop_head;
-    model *m[2] = {model_create_on(&nn_cpu, MODEL_NET, N), model_create_on(&fused, MODEL_NET, N)};
+    model *m[2] = {model_create_on(&nn_cpu, MODEL_NET, N), model_create_on(be, MODEL_NET, N)};
     float *x = malloc((size_t)N * 784 * sizeof *x);
     uint8_t labels[N];
     uint64_t ids[N];
@@ -349,17 +362,33 @@ START_TEST(test_net_head_model)
     double loss[2];
     for (int k = 0; k < 2; k++)
         loss[k] = model_forward_backward(m[k], x, labels, ids, N, 0x5eedULL, 1.0f / N);
-    ck_assert_msg(fabs(loss[0] - loss[1]) <= 1e-5 * fabs(loss[0]), "loss %.9g, the CPU %.9g", loss[1], loss[0]);
+    ck_assert_msg(fabs(loss[0] - loss[1]) <= 1e-5 * fabs(loss[0]), "%s: loss %.9g, the CPU %.9g", what, loss[1],
+                  loss[0]);
     for (int t = 0; t < model_num_tensors(m[0]); t++) {
         const tensor_desc *d = model_tensor(m[0], t);
         const float *e = model_grads(m[0]) + d->offset, *g = model_grads(m[1]) + d->offset;
         float big = 0.0f, err = 0.0f;
         for (size_t i = 0; i < d->count; i++)
             big = fmaxf(big, fabsf(e[i])), err = fmaxf(err, fabsf(e[i] - g[i]));
-        ck_assert_msg(big > 0.0f && err <= 1e-5f * big, "%s's gradient: off by %g of %g", d->name, (double)err,
+        ck_assert_msg(big > 0.0f && err <= 1e-5f * big, "%s: %s's gradient off by %g of %g", what, d->name, (double)err,
                       (double)big);
     }
     model_free(m[0]), model_free(m[1]), free(x);
+}
+
+/* The model's wiring of the GPU's fused paths, tested without a GPU on CPU backends that run their
+ * host+device phases in loops: the head (networks.c: fc1's product without its bias, the head's bias, ReLU,
+ * dropout and bias gradient, fc1's backward without it) and the pool's backward with conv2's bias gradient
+ * (layers.c's pool_conv_backward), each alone and together. */
+START_TEST(test_fused_training)
+{
+    nn_backend be = nn_cpu;
+    be.head_train = loop_head;
+    same_training(&be, "fused head");
+    be.relu_maxpool2_backward_sum = loop_pool_sum;
+    same_training(&be, "fused head and pool");
+    be.head_train = NULL;
+    same_training(&be, "fused pool");
 }
 END_TEST
 
@@ -372,7 +401,7 @@ int main(void)
     tcase_add_loop_test(tc, test_relu_nchw16c, 0, 2);
     tcase_add_loop_test(tc, test_flatten_dropout, 0, (int)(sizeof flats / sizeof flats[0]));
     tcase_add_loop_test(tc, test_net_head, 0, (int)(sizeof heads / sizeof heads[0]));
-    tcase_add_test(tc, test_net_head_model);
+    tcase_add_test(tc, test_fused_training);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
