@@ -239,6 +239,14 @@ typedef struct {
 } head_shape;
 static const head_shape heads[] = {{5, 128, 10}, {3, 7, 4}, {1, 9, 3}}; /* net's fc2; odd; one sample */
 
+/* A CPU backend's head_train: kern_head's phases in loops, as cuda/net_head.cu runs them in one block. */
+static void loop_head(const nn_head *h)
+{
+    for (int phase = 0; phase < KERN_HEAD_PHASES; phase++)
+        for (uint32_t i = 0; i < kern_head_count(h, phase); i++)
+            kern_head(phase, i, h);
+}
+
 /* The phases of kern_head in loops, against the CPU's fc1 bias, ReLU, dropout, fc2 (fill + GEMM), log-softmax
  * and NLL, the loss sum, the NLL gradient, fc2's backward (GEMMs, sum_add), the dropout's and the ReLU's
  * backward and fc1's bias gradient (sum_add). On these inputs the logits are exact, so everything up to the
@@ -302,9 +310,7 @@ START_TEST(test_net_head)
                  .D = D,
                  .K = K};
     *a.loss_sum = 0.25;
-    for (int phase = 0; phase < KERN_HEAD_PHASES; phase++)
-        for (uint32_t i = 0; i < kern_head_count(&a, phase); i++)
-            kern_head(phase, i, &a);
+    loop_head(&a);
     same_floats("head: h after dropout", he, a.h, nd);
     same_floats("head: logits", ze, a.z, nk);
     same_floats("head: log-softmax", lpe, a.logp, nk);
@@ -325,14 +331,6 @@ START_TEST(test_net_head)
     free(a.loss_sum), free(a.dh);
 }
 END_TEST
-
-/* A CPU backend's head_train: kern_head's phases in loops, as cuda/net_head.cu runs them in one block. */
-static void loop_head(const nn_head *h)
-{
-    for (int phase = 0; phase < KERN_HEAD_PHASES; phase++)
-        for (uint32_t i = 0; i < kern_head_count(h, phase); i++)
-            kern_head(phase, i, h);
-}
 
 /* A CPU backend's relu_maxpool2_backward_sum: kern_lane_pool_grad over each channel in one slice, its lanes
  * added in order (the GPU's tree and slices change only the rounding). */
