@@ -11,28 +11,14 @@
 #include <cstdint>
 
 #include "cuda_check.h"
+#include "block_sum.h"
 #include "launch.h"
 #include "net_head.h"
+#include "pool_fused.h"
 #include "gpu/gpu.h"
 extern "C" {
 #include "nn/backend.h"
 #include "nn/kernels.h"
-}
-
-// The sum of v over the block, returned to every thread (in double, like the CPU's reductions).
-__device__ static double block_sum(double v)
-{
-    __shared__ double part[THREADS];
-    part[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = THREADS / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            part[threadIdx.x] += part[threadIdx.x + s];
-        __syncthreads();
-    }
-    double total = part[0];
-    __syncthreads(); // part is reused by the next call
-    return total;
 }
 
 // ---- memory -----------------------------------------------------------------------------------
@@ -86,10 +72,10 @@ __global__ void k_conv1_bias_relu(size_t n, const float *x, const float *w, cons
     GRID_STRIDE(i, n) y[i] = kern_conv1_bias_relu((uint32_t)i, x, w, b, N, H, W, k, pad);
 }
 
-__global__ void k_col2im(size_t n, const float *dcol, float *dx, int N, int H, int W, int k, int pad, int n0, int ns,
-                         int wide)
+__global__ void k_col2im(size_t n, const float *dcol, float *dx, const float *relu, int N, int H, int W, int k, int pad,
+                         int n0, int ns, int wide)
 {
-    GRID_STRIDE(i, n) kern_col2im((uint32_t)i, dcol, dx, N, H, W, k, pad, n0, ns, wide);
+    GRID_STRIDE(i, n) kern_col2im((uint32_t)i, dcol, dx, relu, N, H, W, k, pad, n0, ns, wide);
 }
 
 __global__ void k_fill(size_t n, float *y, const float *b, size_t cols, size_t ld, int by_row)
@@ -172,26 +158,10 @@ __global__ void k_sgd(size_t n, float *param, const float *grad, float *buf, flo
 
 // ---- per-channel reductions: a 2-D grid of slices, then a fixed-order second pass (kernels.h) -----
 
-// This block's slice of its channel (blockIdx.x; slice blockIdx.y of gridDim.y), and its partial's slot.
-__device__ static size_t slice_of(size_t count, size_t *lo, size_t *hi)
-{
-    op_slice(count, (int)gridDim.y, (int)blockIdx.y, lo, hi);
-    return (size_t)blockIdx.x * gridDim.y + blockIdx.y;
-}
-
 __global__ void k_sum_part(const float *x, size_t count, size_t cstride, size_t stride, double *part)
 {
     size_t lo, hi, slot = slice_of(count, &lo, &hi);
     double s = block_sum(kern_lane_sum(x + blockIdx.x * cstride, lo, hi, stride, threadIdx.x));
-    if (threadIdx.x == 0)
-        part[slot] = s;
-}
-
-__global__ void k_pool_grad_part(const float *dy, const float *y, const int32_t *arg, float *dx, size_t count, int N,
-                                 int H, int W, int ld, double *part)
-{
-    size_t lo, hi, slot = slice_of(count, &lo, &hi);
-    double s = block_sum(kern_lane_pool_grad(blockIdx.x, dy, y, arg, dx, lo, hi, N, H, W, ld, threadIdx.x));
     if (threadIdx.x == 0)
         part[slot] = s;
 }
@@ -317,11 +287,17 @@ static void cu_im2col(const float *x, float *col, int N, int C, int H, int W, in
     LAUNCH(k_im2col, (size_t)C * k * k * ns * conv_plane(H, W, k, pad, wide), x, col, N, H, W, k, pad, n0, ns, wide);
 }
 
+static void cu_col2im_relu(const float *dcol, float *dx, const float *relu, int N, int C, int H, int W, int k, int pad,
+                           int n0, int ns, int wide)
+{
+    conv_fits32(C, H, W, k, pad, ns, wide);
+    LAUNCH(k_col2im, (size_t)C * ns * H * W, dcol, dx, relu, N, H, W, k, pad, n0, ns, wide);
+}
+
 static void cu_col2im(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns,
                       int wide)
 {
-    conv_fits32(C, H, W, k, pad, ns, wide);
-    LAUNCH(k_col2im, (size_t)C * ns * H * W, dcol, dx, N, H, W, k, pad, n0, ns, wide);
+    cu_col2im_relu(dcol, dx, NULL, N, C, H, W, k, pad, n0, ns, wide);
 }
 
 static void cu_fill(float *y, const float *b, int rows, size_t cols, size_t ld, int by_row)
@@ -390,19 +366,14 @@ static void cu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *
     LAUNCH(k_relu_maxpool2_grad, (size_t)planes * H * ld, dy, y, arg, dx, H, W, ld);
 }
 
-// MNIST_DDP_POOL=fused: the pool's backward and the bias gradient of the convolution before it in one
-// reduction over the pooled gradient (kern_lane_pool_grad), instead of the elementwise pass and sum_add's
-// reduction over its 4x larger output; 0 where a channel's pooled outputs pass 32 bits or no window fits.
-static int cu_relu_maxpool2_backward_sum(const float *dy, const float *y, const int32_t *arg, float *dx, float *db,
-                                         int C, int N, int H, int W, int ld)
+// MNIST_DDP_POOL=fused's backward (pool_fused.cu), then the bias gradient's fixed-order finish.
+static int cu_dropout_pool_backward_sum(const float *dy, const float *mask, const float *y, const int32_t *arg,
+                                        float *dx, float *db, int C, int N, int H, int W, int ld)
 {
-    size_t count = (size_t)N * (size_t)(H / 2) * (size_t)(W / 2);
-    int slices = kern_red_slices(C, count);
-    if (!count || count > UINT32_MAX || kern_red_group(C, slices) < C)
-        return 0;
-    LAUNCH_GRID(k_pool_grad_part, C, slices, dy, y, arg, dx, count, N, H, W, ld, red_a);
-    LAUNCH(k_sum_finish, (size_t)C, red_a, slices, db);
-    return 1;
+    int slices = cu_dropout_pool_grad_part(dy, mask, y, arg, dx, C, N, H, W, ld, red_a);
+    if (slices)
+        LAUNCH(k_sum_finish, (size_t)C, red_a, slices, db);
+    return slices > 0;
 }
 
 static void cu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
@@ -581,7 +552,10 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
     }
     if (switches & NN_CUDA_HEAD_FUSED)
         b->head_train = cu_net_head;
-    if (switches & NN_CUDA_POOL_SUM)
-        b->relu_maxpool2_backward_sum = cu_relu_maxpool2_backward_sum;
+    if (switches & NN_CUDA_POOL_FUSED) {
+        b->pool_flatten_dropout_forward = cu_pool_flatten_dropout_forward;
+        b->dropout_pool_backward_sum = cu_dropout_pool_backward_sum;
+        b->col2im_relu = cu_col2im_relu;
+    }
     return b;
 }

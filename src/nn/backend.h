@@ -57,13 +57,23 @@ typedef struct nn_backend {
                                   int ld);
     void (*relu_maxpool2_backward)(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
                                    int ld);
-    /* relu_maxpool2_backward of C*N planes, and db[c] += the sum of channel c's dx (planes c*N .. c*N+N-1)
-     * from the pooled gradient in the same pass: the bias gradient of the convolution the pool follows (net's
-     * conv2). 0 having done nothing; NULL: never. Where it returns 1, layers.c's pool_conv_backward composes
-     * the convolution's backward from im2col and gemm (conv_backward_range: the backend's conv_backward is not
-     * asked). The CUDA backend's with MNIST_DDP_POOL=fused. */
-    int (*relu_maxpool2_backward_sum)(const float *dy, const float *y, const int32_t *arg, float *dx, float *db, int C,
-                                      int N, int H, int W, int ld);
+    /* Pool, flatten and dropout fused both ways (NULL: never; the CUDA backend's with MNIST_DDP_POOL=fused, where
+     * layers.c's conv_pool_forward and pool_conv_backward call them): forward, maxpool2_relu_forward of x into y
+     * and arg, then flatten_dropout_forward of y into f and mask (mask NULL: no dropout), in one pass; backward,
+     * relu_maxpool2_backward of dropout_unflatten_backward(dy, mask) (dy [N][C*(H/2)*(W/2)]; y the pooled ReLU
+     * output) into dx, and db[c] += the sum of channel c's dx (planes c*N .. c*N+N-1): the bias gradient of the
+     * convolution the pool follows, in the same pass; 0 having done nothing (pool_conv_backward composes it),
+     * 1 where it did: then pool_conv_backward composes the convolution's backward from im2col and gemm
+     * (conv_backward_range: the backend's conv_backward is not asked), with col2im_relu where the backend has
+     * it: col2im, then dx through the ReLU whose output relu is (relu_backward of the samples written) in the
+     * same pass. */
+    void (*pool_flatten_dropout_forward)(const float *x, const float *b, float *y, int32_t *arg, float *f, float *mask,
+                                         int C, int N, int H, int W, int ld, const uint64_t *ids, uint64_t key,
+                                         int layer, float p);
+    int (*dropout_pool_backward_sum)(const float *dy, const float *mask, const float *y, const int32_t *arg, float *dx,
+                                     float *db, int C, int N, int H, int W, int ld);
+    void (*col2im_relu)(const float *dcol, float *dx, const float *relu, int N, int C, int H, int W, int k, int pad,
+                        int n0, int ns, int wide);
     void (*dropout_forward)(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer, float p);
     void (*dropout_backward)(float *dy, const float *mask, size_t count);
     /* y = flatten_cnhw(x), then dropout_forward on y [N][C*HW] unless mask is NULL; backward: dx =
@@ -134,9 +144,10 @@ extern const nn_backend nn_cpu;
 
 /* The CUDA backend's paths behind a switch (train.c reads them from the environment): conv1 as one kernel
  * and one reduction (conv1_bias_relu_forward, conv_backward) instead of im2col, GEMMs and bias passes; net's
- * training head as one kernel (head_train); the pool's backward with conv2's bias gradient in one reduction
- * (relu_maxpool2_backward_sum). */
-enum { NN_CUDA_CONV1_DIRECT = 1, NN_CUDA_HEAD_FUSED = 2, NN_CUDA_POOL_SUM = 4, NN_CUDA_SWITCHES = 8 };
+ * training head as one kernel (head_train); conv2's pool with dropout1's flatten and dropout in one pass, its
+ * backward with conv2's bias gradient in one reduction, conv1's ReLU backward in conv2's col2im
+ * (pool_flatten_dropout_forward, dropout_pool_backward_sum, col2im_relu). */
+enum { NN_CUDA_CONV1_DIRECT = 1, NN_CUDA_HEAD_FUSED = 2, NN_CUDA_POOL_FUSED = 4, NN_CUDA_SWITCHES = 8 };
 
 /* The CUDA backend with the paths of `switches` (NN_CUDA_*); after gpu_select() and gpu_blas_init()
  * (src/gpu/gpu.h). A stub in the CPU-only build. */

@@ -66,9 +66,10 @@ static inline HD float kern_conv1_bias_relu(uint32_t i, const float *x, const fl
     return op_bias_relu(s, b[f]);
 }
 
-/* i < C * ns*H*W: input gradient (c, n0 + n, ih, iw) gathered from dcol, taps in op_col2im's order. */
-static inline HD void kern_col2im(uint32_t i, const float *dcol, float *dx, int N, int H, int W, int k, int pad, int n0,
-                                  int ns, int wide)
+/* i < C * ns*H*W: input gradient (c, n0 + n, ih, iw) gathered from dcol, taps in op_col2im's order; unless relu
+ * is NULL, then through the ReLU whose output relu is (relu_backward's op on the sum: the same bits). */
+static inline HD void kern_col2im(uint32_t i, const float *dcol, float *dx, const float *relu, int N, int H, int W,
+                                  int k, int pad, int n0, int ns, int wide)
 {
     uint32_t OH = (uint32_t)conv_out(H, k, pad), OW = (uint32_t)conv_ld(W, k, pad, wide);
     uint32_t P = OH * OW, ld = (uint32_t)ns * P, HW = (uint32_t)H * (uint32_t)W, nHW = (uint32_t)ns * HW;
@@ -87,7 +88,8 @@ static inline HD void kern_col2im(uint32_t i, const float *dcol, float *dx, int 
         uint32_t ih = j / (uint32_t)W;
         s = op_col2im(src, ld, k, pad, (int)OH, (int)OW, (int)ih, (int)(j - ih * (uint32_t)W));
     }
-    dx[((size_t)c * (size_t)N + (size_t)n0 + n) * HW + j] = s;
+    size_t at = ((size_t)c * (size_t)N + (size_t)n0 + n) * HW + j;
+    dx[at] = relu ? op_relu_grad(s, relu[at]) : s;
 }
 
 /* i < rows * cols: y[r][j] = b[r] (by_row) or b[j]. */
@@ -170,6 +172,25 @@ static inline HD void kern_flatten_dropout(size_t i, const float *x, float *y, f
         v *= mask[i];
     }
     y[i] = v;
+}
+
+/* j < C*N * (H/2) * (W/2), an index of the per-sample layout [N][C][OP] (OP = (H/2) * (W/2)): the pooled
+ * output kern_maxpool2_relu writes at its CNHW place i in y (and arg), then element j of its flattened dropout
+ * as kern_flatten_dropout writes it (HW = OP): the models' pool, ReLU, flatten and dropout in one pass
+ * (MNIST_DDP_POOL=fused), the same float operations. */
+static inline HD void kern_pool_flatten_dropout(size_t j, const float *x, const float *b, float *y, int32_t *arg,
+                                                float *f, float *mask, int C, int N, int H, int W, int ld,
+                                                const uint64_t *ids, uint64_t key, int layer, float p)
+{
+    int OP = (H / 2) * (W / 2);
+    size_t i = kern_cnhw_index(j, C, N, OP);
+    kern_maxpool2_relu(i, x, b, y, arg, N, H, W, ld);
+    float v = y[i];
+    if (mask) {
+        mask[j] = kern_dropout_mask(j, C * OP, ids, key, layer, p);
+        v *= mask[j];
+    }
+    f[j] = v;
 }
 
 /* The backward of that: dy[i] (times mask[i] unless mask is NULL) to its CNHW place in dx. */
@@ -264,25 +285,29 @@ static inline HD double kern_lane_conv1_grad(uint32_t c, const float *x, const f
 }
 
 /* Lane `lane`'s share of slice [lo, hi) of channel c's pooled outputs, the N*OH*OW of planes c*N .. c*N+N-1
- * (count <= 2^32 - 1), in the max-pool's backward: each writes its window of dx as kern_relu_maxpool2_grad
- * does (the ReLU's gradient at the argmax, zeros elsewhere; the last window of a row also the columns after
- * it up to ld, the last row of windows the rows below it: every element of dx written once) and adds what it
- * wrote to the lane's sum: channel c's share of the bias gradient of the convolution the pool follows (net's
- * conv2, whose bias follows the pool) in the same pass, from a quarter of the values (MNIST_DDP_POOL=fused). */
-static inline HD double kern_lane_pool_grad(uint32_t c, const float *dy, const float *y, const int32_t *arg, float *dx,
-                                            size_t lo, size_t hi, int N, int H, int W, int ld, unsigned lane)
+ * (count <= 2^32 - 1), in the backward of kern_pool_flatten_dropout: each takes its gradient from the flattened
+ * dy [N][C*OH*OW] (times mask unless NULL: kern_dropout_unflatten's product), writes its window of dx as
+ * kern_relu_maxpool2_grad does (the ReLU's gradient at the argmax, zeros elsewhere; the last window of a row also
+ * the columns after it up to ld, the last row of windows the rows below it: every element of dx written once)
+ * and adds what it wrote to the lane's sum: channel c's share of the bias gradient of the convolution the pool
+ * follows (net's conv2, whose bias follows the pool) in the same pass, from a quarter of the values
+ * (MNIST_DDP_POOL=fused). */
+static inline HD double kern_lane_pool_grad(uint32_t c, const float *dy, const float *mask, const float *y,
+                                            const int32_t *arg, float *dx, size_t lo, size_t hi, int C, int N, int H,
+                                            int W, int ld, unsigned lane)
 {
     uint32_t OH = (uint32_t)H / 2, OW = (uint32_t)W / 2, OP = OH * OW, L = (uint32_t)ld;
-    size_t first = (size_t)c * (size_t)N; /* the channel's first plane */
+    size_t first = (size_t)c * (size_t)N, per = (size_t)C * OP; /* the channel's first plane; a sample's dy */
     double s = 0.0;
     for (size_t e = lo + lane; e < hi; e += KERN_LANES) {
         uint32_t n = (uint32_t)e / OP, q = (uint32_t)e - n * OP, ph = q / OW, pw = q - ph * OW;
-        size_t o = first * OP + e;
-        float g = op_relu_grad(dy[o], y[o]), *plane = dx + (first + n) * (size_t)H * L;
+        size_t o = first * OP + e, fj = n * per + (size_t)c * OP + q;
+        int32_t at = arg[o];
+        float g = op_relu_grad(mask ? dy[fj] * mask[fj] : dy[fj], y[o]), *plane = dx + (first + n) * (size_t)H * L;
         uint32_t r1 = ph + 1 == OH ? (uint32_t)H : 2 * ph + 2, c1 = pw + 1 == OW ? L : 2 * pw + 2;
         for (uint32_t r = 2 * ph; r < r1; r++)
             for (uint32_t col = 2 * pw; col < c1; col++) {
-                int hit = arg[o] == (int32_t)(r * L + col);
+                int hit = at == (int32_t)(r * L + col);
                 plane[r * L + col] = hit ? g : 0.0f;
                 s += hit ? (double)g : 0.0;
             }

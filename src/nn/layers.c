@@ -30,9 +30,11 @@ int conv_forward(const nn_backend *be, const float *x, const float *w, const flo
     return be->keep_col && N <= chunk;
 }
 
-void conv_backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x, const float *w, const float *dy,
-                         float *dw, float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int n0,
-                         int n1, int chunk, int wide)
+/* conv_backward_range's loop; dx through the ReLU whose output relu is in the backend's col2im_relu unless relu
+ * is NULL. */
+static void backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x, const float *w, const float *dy,
+                           float *dw, float *dx, const float *relu, int N, int C, int H, int W, int F, int k, int pad,
+                           float *col, int n0, int n1, int chunk, int wide)
 {
     size_t P = conv_plane(H, W, k, pad, wide);
     int K = C * k * k;
@@ -45,8 +47,18 @@ void conv_backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x,
         if (!dx)
             continue;
         gemm(1, 0, K, ns * (int)P, F, 1.0f, w, K, dyc, N * (int)P, 0.0f, col, ns * (int)P);
-        be->col2im(col, dx, N, C, H, W, k, pad, n0, ns, wide);
+        if (relu)
+            be->col2im_relu(col, dx, relu, N, C, H, W, k, pad, n0, ns, wide);
+        else
+            be->col2im(col, dx, N, C, H, W, k, pad, n0, ns, wide);
     }
+}
+
+void conv_backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x, const float *w, const float *dy,
+                         float *dw, float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int n0,
+                         int n1, int chunk, int wide)
+{
+    backward_range(be, gemm, x, w, dy, dw, dx, NULL, N, C, H, W, F, k, pad, col, n0, n1, chunk, wide);
 }
 
 void conv_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
@@ -70,31 +82,47 @@ int conv_bias_relu_forward(const nn_backend *be, const float *x, const float *w,
 }
 
 int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,
-                      int32_t *arg, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
+                      int32_t *arg, const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad,
+                      float *col, int chunk, int wide)
 {
-    if (be->conv_pool_forward && be->conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide))
-        return 1;
-    int kept = conv_forward(be, x, w, NULL, y, N, C, H, W, F, k, pad, col, chunk, wide);
-    be->maxpool2_relu_forward(y, pb, py, arg, F, N, conv_out(H, k, pad), conv_out(W, k, pad), conv_ld(W, k, pad, wide));
+    int kept = 1, OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), ld = conv_ld(W, k, pad, wide);
+    if (!be->conv_pool_forward || !be->conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide)) {
+        kept = conv_forward(be, x, w, NULL, y, N, C, H, W, F, k, pad, col, chunk, wide);
+        if (fd && be->pool_flatten_dropout_forward) {
+            be->pool_flatten_dropout_forward(y, pb, py, arg, fd->f, fd->mask, F, N, OH, OW, ld, fd->ids, fd->key,
+                                             fd->layer, fd->p);
+            return kept;
+        }
+        be->maxpool2_relu_forward(y, pb, py, arg, F, N, OH, OW, ld);
+    }
+    if (fd)
+        be->flatten_dropout_forward(py, fd->f, fd->mask, F, N, (OH / 2) * (OW / 2), fd->ids, fd->key, fd->layer, fd->p);
     return kept;
 }
 
-void pool_conv_backward(const nn_backend *be, float *dpy, const float *py, const int32_t *arg, const float *x,
-                        const float *x_relu, const float *w, float *y, float *dw, float *db, float *dx, int N, int C,
-                        int H, int W, int F, int k, int pad, float *col, int chunk, int wide)
+void pool_conv_backward(const nn_backend *be, float *dpy, const nn_flat_dropout *fd, const float *py,
+                        const int32_t *arg, const float *x, const float *x_relu, const float *w, float *y, float *dw,
+                        float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk,
+                        int wide)
 {
-    if (be->pool_conv_backward &&
-        be->pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide))
-        return;
     int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), ld = conv_ld(W, k, pad, wide);
-    if (be->relu_maxpool2_backward_sum && be->relu_maxpool2_backward_sum(dpy, py, arg, y, db, F, N, OH, OW, ld)) {
-        conv_backward_range(be, be->gemm, x, w, y, dw, dx, N, C, H, W, F, k, pad, col, 0, N, chunk, wide);
-    } else {
+    if (fd && !be->pool_conv_backward && be->dropout_pool_backward_sum &&
+        be->dropout_pool_backward_sum(fd->f, fd->mask, py, arg, y, db, F, N, OH, OW, ld)) {
+        const float *relu = be->col2im_relu ? x_relu : NULL;
+        backward_range(be, be->gemm, x, w, y, dw, dx, relu, N, C, H, W, F, k, pad, col, 0, N, chunk, wide);
+        if (dx && x_relu && !relu)
+            be->relu_backward(dx, x_relu, (size_t)C * N * H * W);
+        return;
+    }
+    if (fd)
+        be->dropout_unflatten_backward(fd->f, fd->mask, dpy, F, N, (OH / 2) * (OW / 2));
+    if (!be->pool_conv_backward ||
+        !be->pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide)) {
         be->relu_maxpool2_backward(dpy, py, arg, y, F * N, OH, OW, ld);
         conv_backward(be, x, w, y, dw, db, dx, N, C, H, W, F, k, pad, col, chunk, wide);
+        if (dx && x_relu)
+            be->relu_backward(dx, x_relu, (size_t)C * N * H * W);
     }
-    if (dx && x_relu)
-        be->relu_backward(dx, x_relu, (size_t)C * N * H * W);
 }
 
 void linear_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,

@@ -165,20 +165,20 @@ static void conv_bias_relu_fwd(model *m, int L, const conv_shape *s, const float
 /* conv_fwd then the pool, bias and ReLU after it (y the convolution's scratch output); the backward, whose
  * input x_relu is a ReLU's output: dx comes back through that ReLU. */
 static void conv_pool_fwd(model *m, int L, const conv_shape *s, const float *x, float *y, float *py, int32_t *arg,
-                          int n)
+                          const nn_flat_dropout *fd, int n)
 {
     const layer_params *p = &m->layer[L];
     note_kept(m, x,
-              conv_pool_forward(m->be, x, p->w, p->b, y, py, arg, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col,
+              conv_pool_forward(m->be, x, p->w, p->b, y, py, arg, fd, n, s->C, s->H, s->W, s->F, s->k, s->pad, m->col,
                                 m->chunk, s->wide));
 }
 
-static void pool_conv_bwd(model *m, int L, const conv_shape *s, float *dpy, const float *py, const int32_t *arg,
-                          const float *x_relu, float *y, float *dx, int n)
+static void pool_conv_bwd(model *m, int L, const conv_shape *s, float *dpy, const nn_flat_dropout *fd, const float *py,
+                          const int32_t *arg, const float *x_relu, float *y, float *dx, int n)
 {
     const layer_params *p = &m->layer[L];
-    pool_conv_backward(m->be, dpy, py, arg, unless_kept(m, x_relu), x_relu, p->w, y, p->dw, p->db, dx, n, s->C, s->H,
-                       s->W, s->F, s->k, s->pad, m->col, m->chunk, s->wide);
+    pool_conv_backward(m->be, dpy, fd, py, arg, unless_kept(m, x_relu), x_relu, p->w, y, p->dw, p->db, dx, n, s->C,
+                       s->H, s->W, s->F, s->k, s->pad, m->col, m->chunk, s->wide);
     grads_ready(m, L);
 }
 
@@ -289,13 +289,18 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
     const nn_backend *be = m->be;
     net_acts *a = &m->a.net;
     size_t N = (size_t)n;
+    nn_flat_dropout fd = {.f = a->f, .mask = train ? a->mask1 : NULL, .ids = ids, .key = key, .layer = 0, .p = 0.25f};
+    const nn_flat_dropout *fused = be->pool_flatten_dropout_forward ? &fd : NULL; /* dropout1 in conv2's pass */
     if (!net_stack(m, x, n, train, 0)) {
         conv_bias_relu_fwd(m, NET_CONV1, &net_conv1, x, a->h1, n);
         lap(train, "conv1 forward");
-        conv_pool_fwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->p2, a->arg2, n);
+        conv_pool_fwd(m, NET_CONV2, &net_conv2, a->h1, a->a2, a->p2, a->arg2, fused, n);
+    } else {
+        fused = NULL;
     }
     lap(train, "conv2 forward");
-    be->flatten_dropout_forward(a->p2, a->f, train ? a->mask1 : NULL, NET_C2, n, NET_PP, ids, key, 0, 0.25f);
+    if (!fused)
+        be->flatten_dropout_forward(a->p2, a->f, fd.mask, NET_C2, n, NET_PP, ids, key, fd.layer, fd.p);
     lap(train, "dropout1 forward");
     if (net_head_fused(m, train)) { /* net_head does the rest, from fc1's bias */
         linear_forward(be, a->f, m->layer[NET_FC1].w, NULL, a->h3, n, NET_FLAT, NET_HIDDEN);
@@ -364,10 +369,13 @@ static void net_backward(model *m, const float *x, int n)
                     NET_HIDDEN);
     grads_ready(m, NET_FC1);
     profile_lap("fc1 backward");
-    be->dropout_unflatten_backward(a->df, a->mask1, a->dp, NET_C2, n, NET_PP);
+    nn_flat_dropout fd = {.f = a->df, .mask = a->mask1}; /* dropout1's backward in conv2's pass */
+    const nn_flat_dropout *fused = be->dropout_pool_backward_sum && !be->conv_stack_backward ? &fd : NULL;
+    if (!fused)
+        be->dropout_unflatten_backward(a->df, a->mask1, a->dp, NET_C2, n, NET_PP);
     profile_lap("dropout1 backward");
     if (!net_stack(m, x, n, 1, 1)) {
-        pool_conv_bwd(m, NET_CONV2, &net_conv2, a->dp, a->p2, a->arg2, a->h1, a->a2, a->dh1, n); /* a2 as scratch */
+        pool_conv_bwd(m, NET_CONV2, &net_conv2, a->dp, fused, a->p2, a->arg2, a->h1, a->a2, a->dh1, n); /* a2 scratch */
         profile_lap("conv2 backward");
         conv_bwd(m, NET_CONV1, &net_conv1, x, a->dh1, NULL, n);
     }

@@ -422,16 +422,16 @@ static void test_head_fused(const tolerances *t)
     bk[1] = composed;
 }
 
-/* MNIST_DDP_POOL=fused: conv2's pool backward and bias gradient as one reduction over the pooled gradient,
- * alone and with the other two switches, against the CPU's composition (net only: convnet's pools follow a
+/* MNIST_DDP_POOL=fused: conv2's pool with dropout1 as one kernel, its backward with conv2's bias gradient as
+ * one reduction over the pooled gradient, conv1's ReLU backward in col2im, alone and with the other two switches, against the CPU's composition (net only: convnet's pools follow a
  * BatchNorm, not a convolution). */
 static void test_pool_fused(const tolerances *t)
 {
     const nn_backend *composed = bk[1];
-    printf("-- conv2's pool backward with its bias gradient (MNIST_DDP_POOL=fused); with all three switches\n");
-    bk[1] = nn_cuda(NN_CUDA_POOL_SUM);
+    printf("-- conv2's pool with dropout1, both ways (MNIST_DDP_POOL=fused); with all three switches\n");
+    bk[1] = nn_cuda(NN_CUDA_POOL_FUSED);
     test_model("net", NET_BATCH, t);
-    bk[1] = nn_cuda(NN_CUDA_POOL_SUM | NN_CUDA_HEAD_FUSED | NN_CUDA_CONV1_DIRECT);
+    bk[1] = nn_cuda(NN_CUDA_POOL_FUSED | NN_CUDA_HEAD_FUSED | NN_CUDA_CONV1_DIRECT);
     test_model("net", NET_BATCH, t);
     bk[1] = composed;
 }

@@ -31,7 +31,7 @@ expect_fail 78 "MNIST_DDP_HEAD=one: composed (the default) or fused" \
   env MNIST_DDP_HEAD=one "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
 expect_fail 78 "MNIST_DDP_HEAD=fused: the GPU path only" \
   env MNIST_DDP_HEAD=fused "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
-# MNIST_DDP_POOL (the GPU's pool backward with conv2's bias gradient): the same.
+# MNIST_DDP_POOL (the GPU's pool with dropout1 both ways and conv2's bias gradient): the same.
 expect_fail 78 "MNIST_DDP_POOL=on: composed (the default) or fused" \
   env MNIST_DDP_POOL=on "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
 expect_fail 78 "MNIST_DDP_POOL=fused: the GPU path only" \

@@ -292,9 +292,9 @@ static conv_pool_run conv_pool_through(const nn_backend *be, const float *x, con
                        sentinel(nx * sizeof(float)),
                        sentinel(np * sizeof(int32_t))};
     memcpy(r.dpy, dpy, np * sizeof(float));
-    int kept = conv_pool_forward(be, x, w, pb, r.y, r.py, r.arg, N, C, S, S, F, 3, 0, NULL, 1, 1);
-    pool_conv_backward(be, r.dpy, r.py, r.arg, kept ? NULL : x, x_relu, w, r.y, r.dw, r.db, r.dx, N, C, S, S, F, 3, 0,
-                       NULL, 1, 1);
+    int kept = conv_pool_forward(be, x, w, pb, r.y, r.py, r.arg, NULL, N, C, S, S, F, 3, 0, NULL, 1, 1);
+    pool_conv_backward(be, r.dpy, NULL, r.py, r.arg, kept ? NULL : x, x_relu, w, r.y, r.dw, r.db, r.dx, N, C, S, S, F,
+                       3, 0, NULL, 1, 1);
     return r;
 }
 
@@ -457,9 +457,9 @@ START_TEST(test_conv_stack)
         float *dw2 = ones(nw2), *db2 = ones(C2), *col = zeros(conv_scratch(1, S, S, 3, 0, N, 0));
         int32_t *arg = malloc(np * sizeof(int32_t));
         conv_bias_relu_forward(be, x, w1, b1, h1, N, 1, S, S, C1, 3, 0, col, N, 0);
-        int kept = conv_pool_forward(be, h1, w2, b2, y, py, arg, N, C1, S1, S1, C2, 3, 0, NULL, 1, 1);
-        pool_conv_backward(be, dpy, py, arg, kept ? NULL : h1, h1, w2, y, dw2, db2, dh1, N, C1, S1, S1, C2, 3, 0, NULL,
-                           1, 1);
+        int kept = conv_pool_forward(be, h1, w2, b2, y, py, arg, NULL, N, C1, S1, S1, C2, 3, 0, NULL, 1, 1);
+        pool_conv_backward(be, dpy, NULL, py, arg, kept ? NULL : h1, h1, w2, y, dw2, db2, dh1, N, C1, S1, S1, C2, 3, 0,
+                           NULL, 1, 1);
         same_floats("stack: pooled", py, s.py, np);
         same("stack: argmax", arg, s.arg, np, sizeof(int32_t), 0, np);
         for (int n = 0; n < N; n++)

@@ -5,8 +5,9 @@
  * the used columns, channel and sample counts that are not powers of two. Inputs hold ties, NaNs, negative
  * values and signed zeros, so the ReLU and the pool's first-maximum rule both matter. The pool on oneDNN's
  * blocked layout (nchw16c.h) against the CPU's fused entries too. net's training head (kern_head, head.h)
- * against the CPU layers it replaces; net trained on CPU backends that run the head and the pool's backward
- * with conv2's bias gradient (kern_lane_pool_grad) as the GPU does. */
+ * against the CPU layers it replaces; conv2's pool with dropout1 both ways (kern_pool_flatten_dropout,
+ * kern_lane_pool_grad) against the CPU layers they replace; net trained on CPU backends that run the head and
+ * these as the GPU does. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -332,19 +333,122 @@ START_TEST(test_net_head)
 }
 END_TEST
 
-/* A CPU backend's relu_maxpool2_backward_sum: kern_lane_pool_grad over each channel in one slice, its lanes
- * added in order (the GPU's tree and slices change only the rounding). */
-static int loop_pool_sum(const float *dy, const float *y, const int32_t *arg, float *dx, float *db, int C, int N, int H,
-                         int W, int ld)
+/* Pool, ReLU, flatten and dropout in one pass (kern_pool_flatten_dropout, MNIST_DDP_POOL=fused) against the CPU's
+ * maxpool2_relu_forward then flatten_dropout_forward, bit for bit: the pooled output and argmaxes, the flattened
+ * output and the mask, every element written; with the dropout and without (mask NULL, evaluation). */
+START_TEST(test_pool_flatten_dropout)
+{
+    const pool_shape *s = &pools[_i];
+    int OP = (s->H / 2) * (s->W / 2);
+    size_t nx = (size_t)s->C * s->N * s->H * s->ld, ny = (size_t)s->C * s->N * OP;
+    float *x = levels(nx, 120 + (uint64_t)_i), *b = s->bias ? random_floats((size_t)s->C, 121, -1.5f, 1.5f) : NULL;
+    uint64_t *ids = malloc((size_t)s->N * sizeof *ids);
+    for (int n = 0; n < s->N; n++)
+        ids[n] = rng_u64(122, (uint64_t)n) % 60000;
+    for (int drop = 0; drop < 2; drop++) {
+        float *y[2], *f[2], *m[2] = {NULL, NULL};
+        int32_t *a[2];
+        for (int k = 0; k < 2; k++) {
+            y[k] = sentinel(ny * sizeof(float)), f[k] = sentinel(ny * sizeof(float));
+            a[k] = sentinel(ny * sizeof(int32_t)), m[k] = drop ? sentinel(ny * sizeof(float)) : NULL;
+        }
+        cpu_maxpool2_relu_forward(x, b, y[0], a[0], s->C, s->N, s->H, s->W, s->ld);
+        cpu_flatten_dropout_forward(y[0], f[0], m[0], s->C, s->N, OP, ids, 0x5eedULL, 0, 0.25f);
+        for (size_t j = 0; j < ny; j++)
+            kern_pool_flatten_dropout(j, x, b, y[1], a[1], f[1], m[1], s->C, s->N, s->H, s->W, s->ld, ids, 0x5eedULL, 0,
+                                      0.25f);
+        same_floats("pool + flatten + dropout: y", y[0], y[1], ny);
+        same("pool + flatten + dropout: arg", a[0], a[1], ny, sizeof(int32_t), 0, ny);
+        same_floats("pool + flatten + dropout: f", f[0], f[1], ny);
+        if (drop)
+            same_floats("pool + flatten + dropout: mask", m[0], m[1], ny);
+        for (int k = 0; k < 2; k++)
+            free(y[k]), free(f[k]), free(a[k]), free(m[k]);
+    }
+    free(x), free(b), free(ids);
+}
+END_TEST
+
+/* Its backward with conv2's bias gradient in one reduction (kern_lane_pool_grad) as k_dropout_pool_grad_part and
+ * k_sum_finish run it, against the CPU's dropout_unflatten_backward, relu_maxpool2_backward and sum_add over its
+ * output: dx bit for bit, every element written (the CPU writes all of them, junk columns and rows too); db bit
+ * for bit as well, the sums being exact on these inputs (eighths, a mask of 0 and 2). Shapes: net's conv2 (wide
+ * rows) over several slices, odd sides (a last row and column in no window), one sample; with the mask and
+ * without. db starts nonzero: it adds. */
+START_TEST(test_pool_grad_sum)
+{
+    static const struct {
+        int C, N, H, W, ld;
+    } cases[] = {{2, 40, 24, 24, 26}, {2, 3, 7, 9, 11}, {5, 1, 4, 4, 4}};
+    int C = cases[_i / 2].C, N = cases[_i / 2].N, H = cases[_i / 2].H, W = cases[_i / 2].W, ld = cases[_i / 2].ld;
+    size_t count = (size_t)N * (H / 2) * (W / 2), nx = (size_t)C * N * H * ld, ny = (size_t)C * count;
+    float *x = random_floats(nx, rng_key(90, (uint64_t)_i), -1, 1), *y = malloc(ny * sizeof *y);
+    int32_t *arg = malloc(ny * sizeof *arg);
+    cpu_maxpool2_forward(x, y, arg, C * N, H, W, ld); /* about half the pooled values <= 0: the ReLU's gradient 0 */
+    float *dy = eighths(ny, rng_key(91, (uint64_t)_i), -1, 1), *dye = copy_floats(dy, ny), *mask = NULL;
+    if (_i % 2) {
+        mask = eighths(ny, rng_key(93, (uint64_t)_i), 0, 1);
+        for (size_t j = 0; j < ny; j++)
+            mask[j] = mask[j] < 0.5f ? 0.0f : 2.0f;
+    }
+    float *dbe = eighths((size_t)C, rng_key(92, 0), -1, 1), *dbg = copy_floats(dbe, (size_t)C);
+    float *dp = malloc(ny * sizeof *dp), *dxe = sentinel(nx * sizeof(float)), *dxg = sentinel(nx * sizeof(float));
+    cpu_dropout_unflatten_backward(dye, mask, dp, C, N, (H / 2) * (W / 2));
+    cpu_relu_maxpool2_backward(dp, y, arg, dxe, C * N, H, W, ld);
+    cpu_sum_add(dbe, dxe, C, (size_t)N * H * ld, (size_t)N * H * ld, 1);
+    int slices = kern_red_slices(C, count);
+    double *part = malloc((size_t)C * slices * sizeof *part), lane[KERN_LANES];
+    for (int c = 0; c < C; c++)
+        for (int s = 0; s < slices; s++) {
+            size_t lo, hi;
+            op_slice(count, slices, s, &lo, &hi);
+            for (unsigned l = 0; l < KERN_LANES; l++)
+                lane[l] = kern_lane_pool_grad((uint32_t)c, dy, mask, y, arg, dxg, lo, hi, C, N, H, W, ld, l);
+            part[(size_t)c * slices + s] = tree(lane);
+        }
+    for (int c = 0; c < C; c++)
+        kern_sum_finish((size_t)c, part, slices, dbg);
+    same_floats("pool gradient", dxe, dxg, nx);
+    same_floats("bias gradient from the pooled gradient", dbe, dbg, (size_t)C);
+    ck_assert_msg(_i / 2 != 0 || slices > 1, "net's conv2 case in %d slice", slices);
+    free(x), free(y), free(arg), free(dy), free(dye), free(mask), free(dbe), free(dbg), free(dp), free(dxe), free(dxg);
+    free(part);
+}
+END_TEST
+
+/* A CPU backend's MNIST_DDP_POOL=fused entries: kern_pool_flatten_dropout over every index; kern_lane_pool_grad
+ * over each channel in one slice, its lanes added in order (the GPU's tree and slices change only the
+ * rounding); kern_col2im with the ReLU over the chunk's indices. Each counts its calls (the model took the path). */
+static int pool_calls[3];
+
+static void loop_pool_dropout(const float *x, const float *b, float *y, int32_t *arg, float *f, float *mask, int C,
+                              int N, int H, int W, int ld, const uint64_t *ids, uint64_t key, int layer, float p)
+{
+    pool_calls[0]++;
+    for (size_t j = 0; j < (size_t)C * N * (H / 2) * (W / 2); j++)
+        kern_pool_flatten_dropout(j, x, b, y, arg, f, mask, C, N, H, W, ld, ids, key, layer, p);
+}
+
+static int loop_pool_sum(const float *dy, const float *mask, const float *y, const int32_t *arg, float *dx, float *db,
+                         int C, int N, int H, int W, int ld)
 {
     size_t count = (size_t)N * (H / 2) * (W / 2);
+    pool_calls[1]++;
     for (int c = 0; c < C; c++) {
         double s = 0.0;
         for (unsigned l = 0; l < KERN_LANES; l++)
-            s += kern_lane_pool_grad((uint32_t)c, dy, y, arg, dx, 0, count, N, H, W, ld, l);
+            s += kern_lane_pool_grad((uint32_t)c, dy, mask, y, arg, dx, 0, count, C, N, H, W, ld, l);
         db[c] += (float)s;
     }
     return 1;
+}
+
+static void loop_col2im_relu(const float *dcol, float *dx, const float *relu, int N, int C, int H, int W, int k,
+                             int pad, int n0, int ns, int wide)
+{
+    pool_calls[2]++;
+    for (size_t i = 0; i < (size_t)C * ns * H * W; i++)
+        kern_col2im((uint32_t)i, dcol, dx, relu, N, H, W, k, pad, n0, ns, wide);
 }
 
 /* net trained on one batch on backend be, against the CPU's own composition: the loss and every gradient
@@ -376,17 +480,23 @@ static void same_training(const nn_backend *be, const char *what)
 
 /* The model's wiring of the GPU's fused paths, tested without a GPU on CPU backends that run their
  * host+device phases in loops: the head (networks.c: fc1's product without its bias, the head's bias, ReLU,
- * dropout and bias gradient, fc1's backward without it) and the pool's backward with conv2's bias gradient
- * (layers.c's pool_conv_backward), each alone and together. */
+ * dropout and bias gradient, fc1's backward without it) and conv2's pool with dropout1 both ways, conv2's bias
+ * gradient and conv1's ReLU backward in col2im (layers.c's conv_pool_forward, pool_conv_backward), each alone and
+ * together. */
 START_TEST(test_fused_training)
 {
     nn_backend be = nn_cpu;
     be.head_train = loop_head;
     same_training(&be, "fused head");
-    be.relu_maxpool2_backward_sum = loop_pool_sum;
+    be.pool_flatten_dropout_forward = loop_pool_dropout;
+    be.dropout_pool_backward_sum = loop_pool_sum;
+    be.col2im_relu = loop_col2im_relu;
     same_training(&be, "fused head and pool");
     be.head_train = NULL;
     same_training(&be, "fused pool");
+    ck_assert_msg(pool_calls[0] == 2 && pool_calls[1] == 2 && pool_calls[2] >= 2,
+                  "the fused pool's entries ran %d, %d, %d times", pool_calls[0], pool_calls[1],
+                  pool_calls[2]); /* col2im: once per chunk */
 }
 END_TEST
 
@@ -399,6 +509,8 @@ int main(void)
     tcase_add_loop_test(tc, test_relu_nchw16c, 0, 2);
     tcase_add_loop_test(tc, test_flatten_dropout, 0, (int)(sizeof flats / sizeof flats[0]));
     tcase_add_loop_test(tc, test_net_head, 0, (int)(sizeof heads / sizeof heads[0]));
+    tcase_add_loop_test(tc, test_pool_flatten_dropout, 0, (int)(sizeof pools / sizeof pools[0]));
+    tcase_add_loop_test(tc, test_pool_grad_sum, 0, 6);
     tcase_add_test(tc, test_fused_training);
     suite_add_tcase(s, tc);
     return check_run(s);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/kernels.h"
+
 /* A buffer of `bytes` all-ones bytes. */
 static inline void *sentinel(size_t bytes)
 {
@@ -37,5 +39,15 @@ static inline void same(const char *what, const void *exp, const void *got, size
 static inline void same_floats(const char *what, const float *exp, const float *got, size_t n)
 {
     same(what, exp, got, n, sizeof(float), 0, n);
+}
+
+/* The sum of a reduction block's lanes in block_sum's tree (cuda/block_sum.h: part[t] += part[t + h] for t < h,
+ * h = KERN_LANES/2 .. 1; the only GPU code of the reductions not shared through kernels.h). */
+static inline double tree(double *lane)
+{
+    for (int h = KERN_LANES / 2; h > 0; h >>= 1)
+        for (int t = 0; t < h; t++)
+            lane[t] += lane[t + h];
+    return lane[0];
 }
 #endif
