@@ -146,14 +146,25 @@ __global__ void k_nll_grad(size_t n, const float *logp, const uint8_t *labels, f
 }
 
 __global__ void k_adadelta(size_t n, float *param, const float *grad, float *sq, float *acc, float lr, float rho,
-                           float eps, float wd)
+                           float eps, float wd, float *clear)
 {
-    GRID_STRIDE(i, n) op_adadelta(param, grad, sq, acc, i, lr, rho, eps, wd);
+    GRID_STRIDE(i, n)
+    {
+        op_adadelta(param, grad, sq, acc, i, lr, rho, eps, wd);
+        if (clear)
+            clear[i] = 0.0f;
+    }
 }
 
-__global__ void k_sgd(size_t n, float *param, const float *grad, float *buf, float lr, float momentum, float wd)
+__global__ void k_sgd(size_t n, float *param, const float *grad, float *buf, float lr, float momentum, float wd,
+                      float *clear)
 {
-    GRID_STRIDE(i, n) op_sgd(param, grad, buf, i, lr, momentum, wd);
+    GRID_STRIDE(i, n)
+    {
+        op_sgd(param, grad, buf, i, lr, momentum, wd);
+        if (clear)
+            clear[i] = 0.0f;
+    }
 }
 
 // ---- per-channel reductions: a 2-D grid of slices, then a fixed-order second pass (kernels.h) -----
@@ -470,15 +481,15 @@ static long cu_count_correct(const float *z, const uint8_t *labels, int N, int K
 }
 
 static void cu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
-                             float rho, float eps, float weight_decay)
+                             float rho, float eps, float weight_decay, float *clear)
 {
-    LAUNCH(k_adadelta, n, param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay);
+    LAUNCH(k_adadelta, n, param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, clear);
 }
 
 static void cu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
-                        float weight_decay)
+                        float weight_decay, float *clear)
 {
-    LAUNCH(k_sgd, n, param, grad, buf, lr, momentum, weight_decay);
+    LAUNCH(k_sgd, n, param, grad, buf, lr, momentum, weight_decay, clear);
 }
 
 static nn_counts cu_counts(void)

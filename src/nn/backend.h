@@ -96,10 +96,12 @@ typedef struct nn_backend {
     long (*count_correct)(const float *z, const uint8_t *labels, int N, int K);
     /* The counts so far (the metrics summary's per-step figures); NULL: not counted (the CPU backend). */
     nn_counts (*counts)(void);
+    /* The optimizers' updates; unless clear is NULL (it is grad then), each gradient is zeroed once read: the
+     * next step's gradients start from zero without a pass of their own. */
     void (*adadelta_step)(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
-                          float rho, float eps, float weight_decay);
+                          float rho, float eps, float weight_decay, float *clear);
     void (*sgd_step)(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
-                     float weight_decay);
+                     float weight_decay, float *clear);
     /* Whole convolutions with the semantics of layers.h's conv_forward / conv_backward (no scratch): they
      * return 1, or 0 having done nothing for a shape they leave to im2col and gemm (the backward leaves the
      * shapes the forward leaves); be: the backend they were called through, whose primitives they may use.

@@ -28,14 +28,19 @@ optim *optim_create_on(const nn_backend *be, const optim_cfg *cfg, size_t n)
     return o;
 }
 
-void optim_step(optim *o, float *params, const float *grads, float lr)
+static void step(optim *o, float *params, const float *grads, float lr, float *clear)
 {
     const optim_cfg *c = &o->cfg;
     if (c->kind == OPTIM_ADADELTA)
-        o->be->adadelta_step(params, grads, o->state, o->state + o->n, o->n, lr, c->rho, c->eps, c->weight_decay);
+        o->be->adadelta_step(params, grads, o->state, o->state + o->n, o->n, lr, c->rho, c->eps, c->weight_decay,
+                             clear);
     else
-        o->be->sgd_step(params, grads, o->state, o->n, lr, c->momentum, c->weight_decay);
+        o->be->sgd_step(params, grads, o->state, o->n, lr, c->momentum, c->weight_decay, clear);
 }
+
+void optim_step(optim *o, float *params, const float *grads, float lr) { step(o, params, grads, lr, NULL); }
+
+void optim_step_clear(optim *o, float *params, float *grads, float lr) { step(o, params, grads, lr, grads); }
 
 float *optim_state(optim *o, size_t *count)
 {

@@ -20,6 +20,8 @@ typedef struct optim optim;
  * backend's memory (nn_cpu, nn_cuda). */
 optim *optim_create_on(const nn_backend *be, const optim_cfg *cfg, size_t n);
 void optim_step(optim *o, float *params, const float *grads, float lr);
+/* optim_step, then grads zeroed (PyTorch's zero_grad before the next step) in the same pass. */
+void optim_step_clear(optim *o, float *params, float *grads, float lr);
 /* Flat state (backend memory) for checkpoints: Adadelta square_avg then acc_delta (2n floats); SGD the momentum
  * buffer (n floats, 0 without momentum). */
 float *optim_state(optim *o, size_t *count);

@@ -201,8 +201,6 @@ static void queue_step(void *ctx)
 {
     const step_work *w = ctx;
     run *r = w->r;
-    r->be->zero(model_grads(r->m), model_num_params(r->m) * sizeof(float));
-    profile_lap("optimizer"); /* zeroing the gradients, as PyTorch's optimizer does */
     for (uint64_t j = 0; j < w->k; j++) {
         int n = j == 0 ? w->n0 : batch_ids(r, w->micro0 + j);
         r->be->gather(r->data.train_images, r->data.train_labels, r->batch.ids, n, r->batch.x, r->batch.y);
@@ -214,7 +212,8 @@ static void queue_step(void *ctx)
     }
     r->cb->finish(r->comm);
     profile_lap("all-reduce wait");
-    optim_step(r->opt, model_params(r->m), model_grads(r->m), (float)w->shape.lr);
+    /* The gradients start at zero (model.h), and the optimizer zeroes them again as it reads them. */
+    optim_step_clear(r->opt, model_params(r->m), model_grads(r->m), (float)w->shape.lr);
     profile_lap("optimizer");
 }
 

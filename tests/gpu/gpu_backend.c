@@ -330,19 +330,19 @@ static void test_optimizers(void)
 {
     size_t n = 100003;
     twin p = twin_rnd(n, -1, 1), g = twin_rnd(n, -0.1f, 0.1f), sq = twin_rnd(n, 0, 1e-2f), acc = twin_rnd(n, 0, 1e-4f);
-    BOTH(be->adadelta_step(P(p), P(g), P(sq), P(acc), n, 1.0f, 0.9f, 1e-6f, 1e-2f));
+    BOTH(be->adadelta_step(P(p), P(g), P(sq), P(acc), n, 1.0f, 0.9f, 1e-6f, 1e-2f, NULL));
     check("adadelta_step: param", &p, n, TOL_ROUND);
     check("adadelta_step: square_avg", &sq, n, TOL_ROUND);
     check("adadelta_step: acc_delta", &acc, n, TOL_ROUND);
     twin buf = twin_rnd(n, -0.1f, 0.1f);
-    BOTH(be->sgd_step(P(p), P(g), P(buf), n, 0.05f, 0.9f, 1e-4f));
+    BOTH(be->sgd_step(P(p), P(g), P(buf), n, 0.05f, 0.9f, 1e-4f, NULL));
     check("sgd_step momentum 0.9: param", &p, n, TOL_ROUND);
     check("sgd_step momentum 0.9: buf", &buf, n, TOL_ROUND);
     /* Without momentum each side's buffer must keep its own bits: a fresh buffer, compared with what was
      * uploaded (the two sides' buffers above already differ by rounding). */
     float *hb = rnd(n, -0.1f, 0.1f);
     twin buf0 = twin_new(hb, n * sizeof *hb);
-    BOTH(be->sgd_step(P(p), P(g), P(buf0), n, 0.05f, 0.0f, 0.0f));
+    BOTH(be->sgd_step(P(p), P(g), P(buf0), n, 0.05f, 0.0f, 0.0f, NULL));
     check("sgd_step momentum 0: param", &p, n, TOL_ROUND);
     for (int s = 0; s < 2; s++) {
         float *got = fetch(s, buf0.p[s], n * sizeof *got);
@@ -350,8 +350,18 @@ static void test_optimizers(void)
                 n, TOL_EXACT);
         free(got);
     }
+    /* With clear (the trainer's optim_step_clear): the same update, and the gradient zeroed on each side. */
+    BOTH(be->adadelta_step(P(p), P(g), P(sq), P(acc), n, 1.0f, 0.9f, 1e-6f, 1e-2f, P(g)));
+    check("adadelta_step clearing the gradient: param", &p, n, TOL_ROUND);
+    float *zeros = calloc(n, sizeof *zeros);
+    for (int s = 0; s < 2; s++) {
+        float *got = fetch(s, g.p[s], n * sizeof *got);
+        compare(s ? "adadelta_step: gradient cleared (cuda)" : "adadelta_step: gradient cleared (cpu)", zeros, got, n,
+                TOL_EXACT);
+        free(got);
+    }
     twin_free(&p), twin_free(&g), twin_free(&sq), twin_free(&acc), twin_free(&buf), twin_free(&buf0);
-    free(hb);
+    free(hb), free(zeros);
 }
 
 /* C[m][n] = alpha op(A) op(B) + beta C, row-major with padded leading dimensions (the padding must stay

@@ -146,7 +146,7 @@ typedef struct {
 } gpu_mock_state;
 
 /* Trace kinds (tests/gpu/gpu_mock_steps.c). */
-enum { TR_LAUNCH, TR_GEMM, TR_WAIT, TR_ALLOC, TR_MEMSET, TR_ALLREDUCE, TR_GRAPH, TR_COPY, TR_GRAPH_COPY };
+enum { TR_LAUNCH, TR_GEMM, TR_WAIT, TR_ALLOC, TR_MEMSET, TR_ALLREDUCE, TR_GRAPH, TR_COPY, TR_GRAPH_COPY, TR_OPTIM };
 void mock_trace(int kind, const void *p, size_t bytes);
 /* Writes one line per optimizer step of the traced run to path (see gpu_mock_steps.c); 0 or -1. */
 int mock_step_report(const char *path);

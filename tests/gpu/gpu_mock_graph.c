@@ -81,7 +81,7 @@ int mock_graph_trace(int kind, const void *p, size_t bytes)
     struct CUgraph_st *g = mock.capture;
     if (!g)
         return 0;
-    if (kind == TR_MEMSET || kind == TR_ALLREDUCE || kind == TR_COPY) {
+    if (kind == TR_MEMSET || kind == TR_ALLREDUCE || kind == TR_COPY || kind == TR_OPTIM) {
         g->tr = grow(g->tr, &g->captr, g->ntr, sizeof *g->tr);
         g->tr[g->ntr++] = (graph_trace){kind, p, bytes};
     }
@@ -245,7 +245,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t stream)
     }
     for (long i = 0; i < g->ntr; i++)
         mock_trace(g->tr[i].kind == TR_COPY ? TR_GRAPH_COPY : g->tr[i].kind, g->tr[i].p, g->tr[i].bytes);
-    mock_trace(TR_GRAPH, NULL, 0); /* after the memset that starts a step in the report */
+    mock_trace(TR_GRAPH, NULL, 0);
     return cudaSuccess;
 }
 

@@ -25,7 +25,7 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
                                cudaStream_t stream);
 
 /* The kernels the simulation computes, known by their (mangled) names at registration. */
-static const void *narrow_fun, *widen_fun, *stamp_bwd_fun, *stamp_end_fun, *proxy_fun;
+static const void *narrow_fun, *widen_fun, *stamp_bwd_fun, *stamp_end_fun, *proxy_fun, *optim_fun[2];
 
 void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *name, int limit,
                             uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize)
@@ -41,6 +41,8 @@ void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fu
         stamp_end_fun = host_fun;
     if (strstr(name, "comm_proxy"))
         proxy_fun = host_fun;
+    if (strstr(name, "k_adadelta") || strstr(name, "k_sgd")) /* the optimizer: the end of a step's device work */
+        optim_fun[optim_fun[0] != NULL] = host_fun;
 }
 
 unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, struct CUstream_st *stream)
@@ -79,6 +81,8 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
     if (!grid.x || !block.x || block.x > 1024)
         return cudaErrorInvalidConfiguration;
     mock_trace(TR_LAUNCH, NULL, 0);
+    if ((const void *)kernel == optim_fun[0] || (const void *)kernel == optim_fun[1])
+        mock_trace(TR_OPTIM, NULL, 0);
     if ((const void *)kernel == narrow_fun || (const void *)kernel == widen_fun) /* (size_t n, in, out) */
         return mock_enqueue(stream, (mock_op){.kind = (const void *)kernel == narrow_fun ? OP_NARROW : OP_WIDEN,
                                               .count = *(size_t *)args[0],
@@ -128,8 +132,9 @@ void mock_trace(int kind, const void *p, size_t bytes)
     trace[ntrace++] = (trace_entry){kind, p, bytes};
 }
 
-/* The gradient buffer: the memset region that starts where all-reduces start, cleared most often (once per
- * optimizer step; the overlap reference's scratch buffer once). NULL when none. */
+/* The gradient buffer: the memset region that starts where all-reduces start, cleared most often (at the
+ * model's creation and where the collectives place it; the overlap reference's scratch buffer once). NULL when
+ * none. */
 static const trace_entry *gradient_memset(void)
 {
     const trace_entry *best = NULL;
@@ -150,34 +155,67 @@ static const trace_entry *gradient_memset(void)
     return best;
 }
 
-/* One line per optimizer step but the last (which runs into the end of the run): a step starts where the
- * trainer clears the gradients; "step 0" runs from the model's creation, which clears them too, to the
- * first step. "last_bucket_first" is 1 when the step's last bucket (the one holding the
- * gradients' first element: buckets go back to front) was enqueued before the step's first host wait;
- * "graphs" counts its CUDA graph launches (a replayed step's kernels are not host launches), "copies" its
- * device-to-device copies queued by the host, "graph_copies" those its graphs replayed. */
+/* The batch's sample ids: the destination of most device-to-device copies (one per micro-batch, queued by the
+ * host before the step's work; a step replayed as a graph has no other). NULL when none. */
+static const void *ids_buffer(void)
+{
+    const void *best = NULL;
+    long best_n = 0;
+    for (size_t i = 0; i < ntrace; i++) {
+        if (trace[i].kind != TR_COPY)
+            continue;
+        long n = 0;
+        for (size_t j = 0; j < ntrace; j++)
+            n += trace[j].kind == TR_COPY && trace[j].p == trace[i].p;
+        if (n > best_n) {
+            best = trace[i].p;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+/* Where a step starts: at the copy of its first micro-batch's ids, the first after the optimizer ended the step
+ * before (the first ever, for step 1). The optimizer zeroes the gradients as it reads them, so no memset marks
+ * a step. */
+static int step_starts(const trace_entry *t, const void *ids, int *after_optim)
+{
+    if (t->kind == TR_OPTIM)
+        *after_optim = 1;
+    if (t->kind != TR_COPY || t->p != ids || !*after_optim)
+        return 0;
+    *after_optim = 0;
+    return 1;
+}
+
+/* One line per optimizer step but the last (which runs into the end of the run), from its start (step_starts)
+ * to the next step's, the host's work between steps included; "step 0" runs from the start of the run to the
+ * first step. "last_bucket_first" is 1 when the step's last bucket (the one holding the gradients' first
+ * element: buckets go back to front) was enqueued before the step's first host wait; "graphs" counts its CUDA
+ * graph launches (a replayed step's kernels are not host launches), "copies" its device-to-device copies
+ * queued by the host, "graph_copies" those its graphs replayed. */
 int mock_step_report(const char *path)
 {
     const trace_entry *g = gradient_memset();
+    const void *ids = ids_buffer();
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    long step = -1, count[TR_GRAPH_COPY + 1] = {0}, last_bucket = -1, first_wait = -1;
-    for (size_t i = 0; g && i < ntrace; i++) {
+    long step = 0, count[TR_OPTIM + 1] = {0}, last_bucket = -1, first_wait = -1;
+    int after_optim = 1;
+    for (size_t i = 0; g && ids && i < ntrace; i++) {
         const trace_entry *t = &trace[i];
-        if (t->kind == TR_MEMSET && t->p == g->p) {
-            if (step >= 0)
-                fprintf(f,
-                        "step %ld launches %ld gemms %ld waits %ld allocs %ld buckets %ld last_bucket_first %d "
-                        "graphs %ld copies %ld graph_copies %ld\n",
-                        step, count[TR_LAUNCH], count[TR_GEMM], count[TR_WAIT], count[TR_ALLOC], count[TR_ALLREDUCE],
-                        last_bucket >= 0 && (first_wait < 0 || last_bucket < first_wait), count[TR_GRAPH],
-                        count[TR_COPY], count[TR_GRAPH_COPY]);
+        if (step_starts(t, ids, &after_optim)) {
+            fprintf(f,
+                    "step %ld launches %ld gemms %ld waits %ld allocs %ld buckets %ld last_bucket_first %d "
+                    "graphs %ld copies %ld graph_copies %ld\n",
+                    step, count[TR_LAUNCH], count[TR_GEMM], count[TR_WAIT], count[TR_ALLOC], count[TR_ALLREDUCE],
+                    last_bucket >= 0 && (first_wait < 0 || last_bucket < first_wait), count[TR_GRAPH], count[TR_COPY],
+                    count[TR_GRAPH_COPY]);
             step++;
-            for (int k = 0; k <= TR_GRAPH_COPY; k++)
+            for (int k = 0; k <= TR_OPTIM; k++)
                 count[k] = 0;
             last_bucket = first_wait = -1;
-            continue;
         }
         int in_grads = (const char *)t->p >= (const char *)g->p && (const char *)t->p < (const char *)g->p + g->bytes;
         if (t->kind == TR_ALLREDUCE && !in_grads)

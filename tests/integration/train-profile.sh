@@ -66,13 +66,13 @@ if not re.search(r"^profile: seconds per phase, max and mean over 2 ranks", text
 print(f"ok: {name}: {len(train)} training phases add up to {total:.3f} of {p['train_mean_s']:.3f} s")
 PY
 }
-check net optimizer "batch gather" "conv1 forward" "conv2 forward" "dropout1 forward" "fc1 forward" \
+check net "batch gather" "conv1 forward" "conv2 forward" "dropout1 forward" "fc1 forward" \
   "dropout2 forward" "fc2 forward" loss "fc2 backward" "dropout2 backward" "fc1 backward" "dropout1 backward" \
-  "conv2 backward" "conv1 backward" "all-reduce wait" "progress, stop checks"
-check convnet optimizer "batch gather" "layer1.0 forward" "layer1.1 forward" "layer1.2-3 forward" \
+  "conv2 backward" "conv1 backward" "all-reduce wait" optimizer "progress, stop checks"
+check convnet "batch gather" "layer1.0 forward" "layer1.1 forward" "layer1.2-3 forward" \
   "layer2.0 forward" "layer2.1 forward" "layer2.2-3 forward" "fc forward" loss "fc backward" \
   "layer2.2-3 backward" "layer2.1 backward" "layer2.0 backward" "layer1.2-3 backward" "layer1.1 backward" \
-  "layer1.0 backward" "all-reduce wait" "progress, stop checks"
+  "layer1.0 backward" "all-reduce wait" optimizer "progress, stop checks"
 grep -q '^profile:' "$TMP/plain.out" && { cat "$TMP/plain.out"; fail "a profile without --profile"; }
 grep -q '"profile"' "$TMP/plain.jsonl" && fail "a profile in the summary without --profile"
 

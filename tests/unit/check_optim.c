@@ -17,18 +17,26 @@
 static const float P0[NP] = {1.0f, -2.0f, 0.5f, 0.0f};
 static const float GRADS[3][NP] = {{0.1f, -0.2f, 0.3f, 0.0f}, {-0.05f, 0.4f, 0.3f, 1.0f}, {0.2f, 0.0f, -0.1f, -1.0f}};
 
+/* Also optim_step_clear (the trainer's): the same parameters, bit for bit, and the gradients zeroed. */
 static void run(const optim_cfg *cfg, float lr, const double want[3][NP])
 {
-    float p[NP];
+    float p[NP], pc[NP], g[NP];
     memcpy(p, P0, sizeof p);
-    optim *o = optim_create_on(&nn_cpu, cfg, NP);
+    memcpy(pc, P0, sizeof pc);
+    optim *o = optim_create_on(&nn_cpu, cfg, NP), *oc = optim_create_on(&nn_cpu, cfg, NP);
     for (int s = 0; s < 3; s++) {
         optim_step(o, p, GRADS[s], lr);
         for (int i = 0; i < NP; i++)
             ck_assert_msg(fabs(p[i] - want[s][i]) <= 1e-6 * (1.0 + fabs(want[s][i])),
                           "step %d param %d: %.9g, expected %.9g", s + 1, i, (double)p[i], want[s][i]);
+        memcpy(g, GRADS[s], sizeof g);
+        optim_step_clear(oc, pc, g, lr);
+        ck_assert_mem_eq(pc, p, sizeof p);
+        for (int i = 0; i < NP; i++)
+            ck_assert_msg(g[i] == 0.0f && !signbit(g[i]), "step %d: gradient %d left %g", s + 1, i, (double)g[i]);
     }
     optim_free(o);
+    optim_free(oc);
 }
 
 /* Step 1, p = 1, g = 0.1: square_avg = 0.1 * 0.01 = 1e-3; delta = sqrt(0 + 1e-6) / sqrt(1e-3 + 1e-6)

@@ -502,18 +502,25 @@ long cpu_count_correct(const float *z, const uint8_t *labels, int N, int K)
 }
 
 void cpu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
-                       float rho, float eps, float weight_decay)
+                       float rho, float eps, float weight_decay, float *clear)
 {
     PARALLEL_SIMD /* vector square roots need -fno-math-errno too */
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         op_adadelta(param, grad, square_avg, acc_delta, i, lr, rho, eps, weight_decay);
+        if (clear)
+            clear[i] = 0.0f;
+    }
 }
 
-void cpu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum, float weight_decay)
+void cpu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum, float weight_decay,
+                  float *clear)
 {
     PARALLEL_SIMD
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         op_sgd(param, grad, buf, i, lr, momentum, weight_decay);
+        if (clear)
+            clear[i] = 0.0f;
+    }
 }
 
 /* Samples per im2col + GEMM. One sample keeps conv2's im2col block (~0.7 MB) in L2 while its GEMM

@@ -73,8 +73,10 @@ void cpu_add_losses(const float *loss, int N, double *sum);
 void cpu_log_softmax_nll_backward(const float *logp, const uint8_t *labels, float *dz, int N, int K, float g);
 long cpu_count_correct(const float *z, const uint8_t *labels, int N, int K);
 
-/* Optimizer updates over n parameters (op_adadelta / op_sgd of ops.h). */
+/* Optimizer updates over n parameters (op_adadelta / op_sgd of ops.h); unless clear is NULL (then grad), each
+ * gradient zeroed once read. */
 void cpu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
-                       float rho, float eps, float weight_decay);
-void cpu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum, float weight_decay);
+                       float rho, float eps, float weight_decay, float *clear);
+void cpu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum, float weight_decay,
+                  float *clear);
 #endif
