@@ -20,6 +20,25 @@ __device__ static inline double block_sum(double v)
     return total;
 }
 
+// Whether this block is the last of its launch to be done, thread 0 having written the block's partial before:
+// each block fences that write and takes a ticket from *count, and the one taking the last ticket resets it for
+// the next launch (CUDA's fence-and-count reduction; kernels on one stream never overlap). The last block then
+// runs the reduction's second pass, in the same fixed order as a kernel of its own would: one node, not two.
+__device__ static inline int last_block_done(unsigned *count)
+{
+    __shared__ int last;
+    if (threadIdx.x == 0) {
+        __threadfence(); // the partial is visible everywhere before the ticket is
+        last = atomicAdd(count, 1u) == gridDim.x * gridDim.y - 1;
+        if (last)
+            *count = 0;
+    }
+    __syncthreads();
+    if (last)
+        __threadfence(); // and read after it
+    return last;
+}
+
 // This block's slice of its channel (blockIdx.x; slice blockIdx.y of gridDim.y), and its partial's slot.
 __device__ static inline size_t slice_of(size_t count, size_t *lo, size_t *hi)
 {

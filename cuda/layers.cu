@@ -182,18 +182,19 @@ __global__ void k_sum_finish(size_t n, const double *part, int slices, float *ou
     GRID_STRIDE(c, n) kern_sum_finish(c, part, slices, out);
 }
 
-__global__ void k_conv1_grad_part(const float *x, const float *dy, size_t count, int N, int H, int W, int F, int k,
-                                  int pad, double *part)
+// conv1's weight and bias gradients: the slices' partials, then the second pass in the last block done.
+__device__ static unsigned conv1_grad_done;
+
+__global__ void k_conv1_grad(const float *x, const float *dy, size_t count, int N, int H, int W, int F, int k, int pad,
+                             double *part, float *dw, float *db)
 {
     size_t lo, hi, slot = slice_of(count, &lo, &hi);
     double s = block_sum(kern_lane_conv1_grad(blockIdx.x, x, dy, lo, hi, N, H, W, F, k, pad, threadIdx.x));
     if (threadIdx.x == 0)
         part[slot] = s;
-}
-
-__global__ void k_conv1_grad_finish(size_t n, const double *part, int slices, float *dw, float *db, int FK)
-{
-    GRID_STRIDE(c, n) kern_conv1_grad_finish(c, part, slices, dw, db, FK);
+    if (last_block_done(&conv1_grad_done))
+        for (unsigned c = threadIdx.x; c < gridDim.x; c += blockDim.x)
+            kern_conv1_grad_finish(c, part, (int)gridDim.y, dw, db, F * k * k);
 }
 
 // BatchNorm statistics of a slice: its sum, and its squared deviations from its own mean (two passes).
@@ -353,8 +354,7 @@ static int cu_conv1_backward(const nn_backend *be, const float *x, const float *
     int sums = F * k * k + F, slices = kern_red_slices(sums, count);
     if (C != 1 || wide || dx || !x || count > UINT32_MAX || kern_red_group(sums, slices) < sums)
         return 0;
-    LAUNCH_GRID(k_conv1_grad_part, sums, slices, x, dy, count, N, H, W, F, k, pad, red_a);
-    LAUNCH(k_conv1_grad_finish, (size_t)sums, red_a, slices, dw, db, F * k * k);
+    LAUNCH_GRID(k_conv1_grad, sums, slices, x, dy, count, N, H, W, F, k, pad, red_a, dw, db);
     return 1;
 }
 
@@ -377,14 +377,11 @@ static void cu_relu_maxpool2_backward(float *dy, const float *y, const int32_t *
     LAUNCH(k_relu_maxpool2_grad, (size_t)planes * H * ld, dy, y, arg, dx, H, W, ld);
 }
 
-// MNIST_DDP_POOL=fused's backward (pool_fused.cu), then the bias gradient's fixed-order finish.
+// MNIST_DDP_POOL=fused's backward (pool_fused.cu) in the reductions' scratch.
 static int cu_dropout_pool_backward_sum(const float *dy, const float *mask, const float *y, const int32_t *arg,
                                         float *dx, float *db, int C, int N, int H, int W, int ld)
 {
-    int slices = cu_dropout_pool_grad_part(dy, mask, y, arg, dx, C, N, H, W, ld, red_a);
-    if (slices)
-        LAUNCH(k_sum_finish, (size_t)C, red_a, slices, db);
-    return slices > 0;
+    return cu_dropout_pool_grad(dy, mask, y, arg, dx, db, C, N, H, W, ld, red_a);
 }
 
 static void cu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,

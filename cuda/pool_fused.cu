@@ -1,6 +1,6 @@
 // conv2's max-pool, bias and ReLU with dropout1's flatten and dropout in one pass, and its backward with conv2's
-// bias gradient in one reduction (MNIST_DDP_POOL=fused): one kernel each way instead of two, and the bias
-// gradient from the pooled gradient instead of the 4x larger unpooled one. Same float operations as the
+// bias gradient in one reduction (MNIST_DDP_POOL=fused): one kernel each way instead of two and four, and the
+// bias gradient from the pooled gradient instead of the 4x larger unpooled one. Same float operations as the
 // composition (check_kernels holds them to the CPU bit for bit).
 #include "config.h"
 
@@ -15,13 +15,19 @@ __global__ void k_pool_flatten_dropout(size_t n, const float *x, const float *b,
     GRID_STRIDE(j, n) kern_pool_flatten_dropout(j, x, b, y, arg, f, mask, C, N, H, W, ld, ids, key, layer, p);
 }
 
-__global__ void k_dropout_pool_grad_part(const float *dy, const float *mask, const float *y, const int32_t *arg,
-                                         float *dx, size_t count, int C, int N, int H, int W, int ld, double *part)
+// The pool's backward and the slices' partials of the bias gradient, then its second pass in the last block done.
+__device__ static unsigned pool_grad_done;
+
+__global__ void k_dropout_pool_grad(const float *dy, const float *mask, const float *y, const int32_t *arg, float *dx,
+                                    size_t count, int C, int N, int H, int W, int ld, double *part, float *db)
 {
     size_t lo, hi, slot = slice_of(count, &lo, &hi);
     double s = block_sum(kern_lane_pool_grad(blockIdx.x, dy, mask, y, arg, dx, lo, hi, C, N, H, W, ld, threadIdx.x));
     if (threadIdx.x == 0)
         part[slot] = s;
+    if (last_block_done(&pool_grad_done))
+        for (unsigned c = threadIdx.x; c < gridDim.x; c += blockDim.x)
+            kern_sum_finish(c, part, (int)gridDim.y, db);
 }
 
 void cu_pool_flatten_dropout_forward(const float *x, const float *b, float *y, int32_t *arg, float *f, float *mask,
@@ -32,13 +38,13 @@ void cu_pool_flatten_dropout_forward(const float *x, const float *b, float *y, i
            layer, p);
 }
 
-int cu_dropout_pool_grad_part(const float *dy, const float *mask, const float *y, const int32_t *arg, float *dx, int C,
-                              int N, int H, int W, int ld, double *part)
+int cu_dropout_pool_grad(const float *dy, const float *mask, const float *y, const int32_t *arg, float *dx, float *db,
+                         int C, int N, int H, int W, int ld, double *part)
 {
     size_t count = (size_t)N * (size_t)(H / 2) * (size_t)(W / 2);
     int slices = kern_red_slices(C, count);
     if (!count || count > UINT32_MAX || kern_red_group(C, slices) < C)
         return 0;
-    LAUNCH_GRID(k_dropout_pool_grad_part, C, slices, dy, mask, y, arg, dx, count, C, N, H, W, ld, part);
-    return slices;
+    LAUNCH_GRID(k_dropout_pool_grad, C, slices, dy, mask, y, arg, dx, count, C, N, H, W, ld, part, db);
+    return 1;
 }

@@ -18,6 +18,8 @@ static struct {
 
 void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *name, int limit,
                             uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize);
+void __cudaRegisterVar(void **handle, char *host_var, char *device_address, const char *name, int ext, size_t size,
+                       int constant, int global);
 unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, struct CUstream_st *stream);
 cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shared, void *stream);
 cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *fun);
@@ -43,6 +45,13 @@ void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fu
         proxy_fun = host_fun;
     if (strstr(name, "k_adadelta") || strstr(name, "k_sgd")) /* the optimizer: the end of a step's device work */
         optim_fun[optim_fun[0] != NULL] = host_fun;
+}
+
+/* __device__ variables (the reductions' counters: nothing runs them here). */
+void __cudaRegisterVar(void **handle, char *host_var, char *device_address, const char *name, int ext, size_t size,
+                       int constant, int global)
+{
+    (void)handle, (void)host_var, (void)device_address, (void)name, (void)ext, (void)size, (void)constant, (void)global;
 }
 
 unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, struct CUstream_st *stream)
