@@ -175,22 +175,16 @@ static inline HD void kern_flatten_dropout(size_t i, const float *x, float *y, f
 }
 
 /* j < C*N * (H/2) * (W/2), an index of the per-sample layout [N][C][OP] (OP = (H/2) * (W/2)): the pooled
- * output kern_maxpool2_relu writes at its CNHW place i in y (and arg), then element j of its flattened dropout
- * as kern_flatten_dropout writes it (HW = OP): the models' pool, ReLU, flatten and dropout in one pass
- * (MNIST_DDP_POOL=fused), the same float operations. */
+ * output kern_maxpool2_relu writes at its CNHW place in y (and arg), then element j of its flattened dropout
+ * (kern_flatten_dropout, HW = OP), which reads it back from there: the models' pool, ReLU, flatten and dropout
+ * in one pass (MNIST_DDP_POOL=fused), the same float operations. */
 static inline HD void kern_pool_flatten_dropout(size_t j, const float *x, const float *b, float *y, int32_t *arg,
                                                 float *f, float *mask, int C, int N, int H, int W, int ld,
                                                 const uint64_t *ids, uint64_t key, int layer, float p)
 {
     int OP = (H / 2) * (W / 2);
-    size_t i = kern_cnhw_index(j, C, N, OP);
-    kern_maxpool2_relu(i, x, b, y, arg, N, H, W, ld);
-    float v = y[i];
-    if (mask) {
-        mask[j] = kern_dropout_mask(j, C * OP, ids, key, layer, p);
-        v *= mask[j];
-    }
-    f[j] = v;
+    kern_maxpool2_relu(kern_cnhw_index(j, C, N, OP), x, b, y, arg, N, H, W, ld);
+    kern_flatten_dropout(j, y, f, mask, C, N, OP, ids, key, layer, p);
 }
 
 /* The backward of that: dy[i] (times mask[i] unless mask is NULL) to its CNHW place in dx. */

@@ -141,6 +141,15 @@ void mock_trace(int kind, const void *p, size_t bytes)
     trace[ntrace++] = (trace_entry){kind, p, bytes};
 }
 
+/* How many trace entries of kind name p. */
+static long traced(int kind, const void *p)
+{
+    long n = 0;
+    for (size_t j = 0; j < ntrace; j++)
+        n += trace[j].kind == kind && trace[j].p == p;
+    return n;
+}
+
 /* The gradient buffer: the memset region that starts where all-reduces start, cleared most often (at the
  * model's creation and where the collectives place it; the overlap reference's scratch buffer once). NULL when
  * none. */
@@ -151,12 +160,8 @@ static const trace_entry *gradient_memset(void)
     for (size_t i = 0; i < ntrace; i++) {
         if (trace[i].kind != TR_MEMSET)
             continue;
-        long n = 0, reduced = 0;
-        for (size_t j = 0; j < ntrace; j++) {
-            n += trace[j].kind == TR_MEMSET && trace[j].p == trace[i].p;
-            reduced |= trace[j].kind == TR_ALLREDUCE && trace[j].p == trace[i].p;
-        }
-        if (reduced && n > best_n) {
+        long n = traced(TR_MEMSET, trace[i].p);
+        if (traced(TR_ALLREDUCE, trace[i].p) && n > best_n) {
             best = &trace[i];
             best_n = n;
         }
@@ -173,9 +178,7 @@ static const void *ids_buffer(void)
     for (size_t i = 0; i < ntrace; i++) {
         if (trace[i].kind != TR_COPY)
             continue;
-        long n = 0;
-        for (size_t j = 0; j < ntrace; j++)
-            n += trace[j].kind == TR_COPY && trace[j].p == trace[i].p;
+        long n = traced(TR_COPY, trace[i].p);
         if (n > best_n) {
             best = trace[i].p;
             best_n = n;
