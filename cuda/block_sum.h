@@ -20,16 +20,17 @@ __device__ static inline double block_sum(double v)
     return total;
 }
 
-// Whether this block is the last of its launch to be done, thread 0 having written the block's partial before:
-// each block fences that write and takes a ticket from *count, and the one taking the last ticket resets it for
-// the next launch (CUDA's fence-and-count reduction; kernels on one stream never overlap). The last block then
-// runs the reduction's second pass, in the same fixed order as a kernel of its own would: one node, not two.
-__device__ static inline int last_block_done(unsigned *count)
+// Whether this block is the last of `blocks` counted on *count to be done, its partials written before (by
+// thread 0; where other threads wrote some, each fenced them and the block synced before this call): each block
+// fences and takes a ticket from *count, and the one taking the last ticket resets it for the next launch (CUDA's
+// fence-and-count reduction; kernels on one stream never overlap). The last block then runs the reduction's
+// second pass, in the same fixed order as a kernel of its own would: one node, not two.
+__device__ static inline int last_of(unsigned *count, unsigned blocks)
 {
     __shared__ int last;
     if (threadIdx.x == 0) {
         __threadfence(); // the partial is visible everywhere before the ticket is
-        last = atomicAdd(count, 1u) == gridDim.x * gridDim.y - 1;
+        last = atomicAdd(count, 1u) == blocks - 1;
         if (last)
             *count = 0;
     }
@@ -38,6 +39,9 @@ __device__ static inline int last_block_done(unsigned *count)
         __threadfence(); // and read after it
     return last;
 }
+
+// last_of all the launch's blocks.
+__device__ static inline int last_block_done(unsigned *count) { return last_of(count, gridDim.x * gridDim.y); }
 
 // This block's slice of its channel (blockIdx.x; slice blockIdx.y of gridDim.y), and its partial's slot.
 __device__ static inline size_t slice_of(size_t count, size_t *lo, size_t *hi)

@@ -44,4 +44,12 @@ static inline unsigned grid(size_t n) { return grid_blocks(n, THREADS, 65536); }
         }                                                                      \
     } while (0)
 
+// A grid of `blocks` (dim3) of `threads` each.
+#define LAUNCH_SHAPE(kernel, blocks, threads, ...)                           \
+    do {                                                                     \
+        kernel<<<(blocks), (unsigned)(threads), 0, stream()>>>(__VA_ARGS__); \
+        gpu_count_kernel();                                                  \
+        CUDA_CHECK(cudaGetLastError());                                      \
+    } while (0)
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "cuda_check.h"
 #include "block_sum.h"
+#include "conv_pool.h"
 #include "launch.h"
 #include "net_head.h"
 #include "pool_fused.h"
@@ -564,6 +565,11 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
         b->pool_flatten_dropout_forward = cu_pool_flatten_dropout_forward;
         b->dropout_pool_backward_sum = cu_dropout_pool_backward_sum;
         b->col2im_relu = cu_col2im_relu;
+    }
+    if (switches & NN_CUDA_CONV2_DIRECT) {
+        cu_conv_pool_alloc();
+        b->conv_pool_forward = cu_conv_pool_forward;
+        b->pool_conv_backward = cu_pool_conv_backward;
     }
     return b;
 }

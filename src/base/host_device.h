@@ -7,4 +7,10 @@
 #else
 #define HD
 #endif
+/* Unroll the next loop fully in device code (its arrays stay in registers); the host's compiler decides. */
+#ifdef __CUDA_ARCH__
+#define HD_UNROLL _Pragma("unroll")
+#else
+#define HD_UNROLL
+#endif
 #endif

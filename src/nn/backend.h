@@ -116,7 +116,8 @@ typedef struct nn_backend {
     /* layers.h's conv_pool_forward / pool_conv_backward where the backend pools its own layout of the
      * convolution's output and never writes the caller's scratch y (and takes dx through x's ReLU in its own
      * layout of dx); 0 having done nothing for a shape or layout it leaves to layers.c's composition, which
-     * NULL leaves them all to. */
+     * NULL leaves them all to. oneDNN's on the CPU; the CUDA backend's with MNIST_DDP_CONV2=direct (net's conv2
+     * without a column buffer). */
     int (*conv_pool_forward)(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N, int C,
                              int H, int W, int F, int k, int pad, int wide);
     int (*pool_conv_backward)(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
@@ -148,8 +149,15 @@ extern const nn_backend nn_cpu;
  * and one reduction (conv1_bias_relu_forward, conv_backward) instead of im2col, GEMMs and bias passes; net's
  * training head as one kernel (head_train); conv2's pool with dropout1's flatten and dropout in one pass, its
  * backward with conv2's bias gradient in one reduction, conv1's ReLU backward in conv2's col2im
- * (pool_flatten_dropout_forward, dropout_pool_backward_sum, col2im_relu). */
-enum { NN_CUDA_CONV1_DIRECT = 1, NN_CUDA_HEAD_FUSED = 2, NN_CUDA_POOL_FUSED = 4, NN_CUDA_SWITCHES = 8 };
+ * (pool_flatten_dropout_forward, dropout_pool_backward_sum, col2im_relu); conv2 with its pool as three kernels
+ * without a column buffer (conv_pool_forward, pool_conv_backward; src/nn/conv_pool_kernels.h). */
+enum {
+    NN_CUDA_CONV1_DIRECT = 1,
+    NN_CUDA_HEAD_FUSED = 2,
+    NN_CUDA_POOL_FUSED = 4,
+    NN_CUDA_CONV2_DIRECT = 8,
+    NN_CUDA_SWITCHES = 16
+};
 
 /* The CUDA backend with the paths of `switches` (NN_CUDA_*); after gpu_select() and gpu_blas_init()
  * (src/gpu/gpu.h). A stub in the CPU-only build. */

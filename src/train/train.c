@@ -368,12 +368,14 @@ static unsigned cuda_switch(int gpu, const char *var, const char *off, const cha
  * im2col, GEMMs and bias passes; MNIST_DDP_HEAD=fused: net's training head, fc1's bias to its output and
  * bias gradients, as one kernel instead of fifteen (src/nn/head.h); MNIST_DDP_POOL=fused: conv2's pool with
  * dropout1 as one kernel, its backward with conv2's bias gradient as one reduction over the pooled gradient,
- * conv1's ReLU backward in conv2's col2im. */
+ * conv1's ReLU backward in conv2's col2im; MNIST_DDP_CONV2=direct: conv2 with its pool as three kernels
+ * without a column buffer (src/nn/conv_pool_kernels.h). */
 static unsigned cuda_switches(int gpu)
 {
     return cuda_switch(gpu, "MNIST_DDP_CONV1", "im2col", "direct", NN_CUDA_CONV1_DIRECT) |
            cuda_switch(gpu, "MNIST_DDP_HEAD", "composed", "fused", NN_CUDA_HEAD_FUSED) |
-           cuda_switch(gpu, "MNIST_DDP_POOL", "composed", "fused", NN_CUDA_POOL_FUSED);
+           cuda_switch(gpu, "MNIST_DDP_POOL", "composed", "fused", NN_CUDA_POOL_FUSED) |
+           cuda_switch(gpu, "MNIST_DDP_CONV2", "im2col", "direct", NN_CUDA_CONV2_DIRECT);
 }
 
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */

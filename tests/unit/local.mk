@@ -4,10 +4,10 @@
 # the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log); the OpenBLAS kernels asked for (check_blas_core);
 # the data layer's scans and digest comparisons on full-size inputs damaged at their end (check_full_size).
 # Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
-# scratch directories), model_testutil.h (random batches), layer_testutil.h (finite differences),
+# scratch directories), model_testutil.h (random batches, a backend trained against the CPU), layer_testutil.h (finite differences),
 # kernel_testutil.h (the kernels' reference loops).
 unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv tests/unit/check_optim \
-	tests/unit/check_model tests/unit/check_kernels tests/unit/check_fused tests/unit/check_idx tests/unit/check_shards \
+	tests/unit/check_model tests/unit/check_kernels tests/unit/check_fused tests/unit/check_conv_pool tests/unit/check_idx tests/unit/check_shards \
 	tests/unit/check_shards_bad tests/unit/check_shards_writer tests/unit/check_sampler \
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
 	tests/unit/check_atomic_file tests/unit/check_blas_core tests/unit/check_full_size
@@ -40,6 +40,8 @@ tests_unit_check_kernels_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_kernels_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_fused_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_fused_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_conv_pool_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_conv_pool_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_idx_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_idx_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_shards_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)

@@ -1,0 +1,116 @@
+// net's conv2 with its pool both ways without a column buffer (MNIST_DDP_CONV2=direct): three kernels where the
+// composition runs im2col, three GEMMs, the pool both ways, the bias gradient and col2im, and no 46 MB column
+// buffer written and read each step. Each block stages its tiles in shared memory and runs
+// src/nn/conv_pool_kernels.h's per-thread math, which check_conv_pool runs on the CPU.
+#include "config.h"
+
+#include "block_sum.h"
+#include "conv_pool.h"
+#include "launch.h"
+extern "C" {
+#include "base/errors.h"
+#include "nn/conv_pool_kernels.h"
+}
+
+__global__ void __launch_bounds__(CP_THREADS) k_cp_forward(const float *x, const float *w, const float *b, float *py,
+                                                           int32_t *arg, int C, int N, int H, int W, int ld)
+{
+    __shared__ float xs[CP_CC * CP_HW_MAX], ws[CP_FG * CP_CC * 9];
+    int n = (int)blockIdx.x, f0 = (int)blockIdx.y * CP_FG, OW2 = (W - 2) / 2, OP = ((H - 2) / 2) * OW2;
+    unsigned t = threadIdx.x;
+    float acc[CP_FG][4] = {};
+    for (int c0 = 0; c0 < C; c0 += CP_CC) {
+        cp_stage(t, blockDim.x, x, w, xs, ws, C, N, H, W, n, f0, c0);
+        __syncthreads();
+        if (t < (unsigned)OP)
+            cp_window_acc(xs, ws, H, W, (int)t / OW2, (int)t % OW2, acc);
+        __syncthreads();
+    }
+    if (t < (unsigned)OP)
+        cp_window_out(acc, b, py, arg, N, H - 2, W - 2, ld, n, f0, (int)t);
+}
+
+// Per group of CPW_FG output channels: its slices done (block_sum.h's last_of).
+__device__ static unsigned cpw_done[CPW_GROUPS_MAX];
+
+__global__ void __launch_bounds__(CPW_THREADS)
+    k_cp_wgrad(const float *x, const float *dpy, const float *py, const int32_t *arg, float *part, float *dw, float *db,
+               int C, int N, int H, int W, int ld, int F)
+{
+    __shared__ float gs[CPW_FG * CP_THREADS];
+    __shared__ int32_t offs[CPW_FG * CP_THREADS];
+    int f0 = (int)blockIdx.x * CPW_FG, OP = ((H - 2) / 2) * ((W - 2) / 2);
+    unsigned j = threadIdx.x, active = (unsigned)C * 9 + CPW_FG;
+    size_t lo, hi;
+    op_slice((size_t)N, (int)gridDim.y, (int)blockIdx.y, &lo, &hi);
+    float acc[CPW_FG] = {};
+    for (size_t n = lo; n < hi; n++) {
+        cpw_stage(j, blockDim.x, dpy, py, arg, gs, offs, N, OP, W, ld, (int)n, f0);
+        __syncthreads();
+        if (j < active)
+            cpw_acc(j, x, gs, offs, C, N, H, W, OP, (int)n, acc);
+        __syncthreads();
+    }
+    if (j < active)
+        cpw_part(j, acc, part, C, F, f0, (int)blockIdx.y);
+    __threadfence(); // every thread's partials, before thread 0 takes the block's ticket
+    __syncthreads();
+    if (last_of(&cpw_done[blockIdx.x], gridDim.y))
+        for (unsigned e = j; e < CPW_FG * ((unsigned)C * 9 + 1); e += blockDim.x)
+            cpw_finish(e, part, (int)gridDim.y, dw, db, C, F, f0);
+}
+
+__global__ void __launch_bounds__(CPX_THREADS)
+    k_cp_xgrad(const float *dpy, const float *py, const int32_t *arg, const float *w, const float *x_relu, float *dx,
+               int C, int N, int H, int W, int ld, int F)
+{
+    __shared__ float ds[CPX_FC * CPX_PAD_MAX], ws[CPX_FC * CPX_CG * 9];
+    int n = (int)blockIdx.x, c0 = (int)blockIdx.y * CPX_CG;
+    unsigned t = threadIdx.x;
+    float acc[CPX_CG] = {};
+    for (int f0 = 0; f0 < F; f0 += CPX_FC) {
+        cpx_stage(t, blockDim.x, dpy, py, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
+        __syncthreads();
+        if (t < (unsigned)(H * W))
+            cpx_acc(t, ds, ws, H - 2, W - 2, W, acc);
+        __syncthreads();
+    }
+    if (t < (unsigned)(H * W))
+        cpx_out(t, acc, x_relu, dx, N, H, W, n, c0);
+}
+
+static float *wgrad_part;
+
+void cu_conv_pool_alloc(void)
+{
+    if (!wgrad_part)
+        CUDA_CHECK(cudaMalloc(&wgrad_part, cpw_part_floats() * sizeof *wgrad_part));
+}
+
+int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N, int C, int H,
+                         int W, int F, int k, int pad, int wide)
+{
+    if (N < 1 || N > 65535 || !cp_fits(C, H, W, F, k, pad))
+        return 0;
+    LAUNCH_SHAPE(k_cp_forward, dim3((unsigned)N, (unsigned)(F / CP_FG)), CP_THREADS, x, w, pb, py, arg, C, N, H, W,
+                 wide ? W : W - 2);
+    return 1;
+}
+
+int cu_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
+                          const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
+                          int pad, int wide)
+{
+    if (N < 1 || N > 65535 || !cp_fits(C, H, W, F, k, pad))
+        return 0;
+    const float *in = x ? x : x_relu; // x NULL: the forward kept it, and it is x_relu's values (layers.h)
+    if (!in)
+        die(EX_SOFTWARE, "conv2 direct: a backward with neither its input nor the ReLU output it was");
+    int ld = wide ? W : W - 2, slices = N < CPW_SLICES ? N : CPW_SLICES;
+    LAUNCH_SHAPE(k_cp_wgrad, dim3((unsigned)(F / CPW_FG), (unsigned)slices), CPW_THREADS, in, dpy, py, arg, wgrad_part,
+                 dw, db, C, N, H, W, ld, F);
+    if (dx)
+        LAUNCH_SHAPE(k_cp_xgrad, dim3((unsigned)N, (unsigned)(C / CPX_CG)), CPX_THREADS, dpy, py, arg, w, x_relu, dx, C,
+                     N, H, W, ld, F);
+    return 1;
+}

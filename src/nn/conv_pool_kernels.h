@@ -1,0 +1,221 @@
+/* net's conv2 with its pool both ways without a column buffer (MNIST_DDP_CONV2=direct; cuda/conv_pool.cu): what
+ * one thread of a block computes from the tiles its block staged in shared memory. A CUDA kernel stages (every
+ * thread a share), syncs, computes, syncs, per stage; tests/unit/check_conv_pool.c runs the same functions block by
+ * block on the CPU (each stage as one thread of one, then every thread's compute) against the CPU layers. Sums
+ * use fmaf, so a CPU and a GPU round alike. Shapes (cp_fits): k 3, pad 0, even output sides; the conv's output
+ * rows ld long (W when wide, else OW) only as the pool's argmaxes index them. Layouts as layers.h's.
+ * - Forward: block (n, g), sample n and output channels f0 = g*CP_FG ..; thread t < OP owns pool window t: its
+ *   2x2 outputs for CP_FG channels, then max (op_max4), bias and ReLU into py [F][N][OP] and arg.
+ * - Weight gradient: block (g, s), output channels f0 = g*CPW_FG .. and slice s of the samples; thread j < C*9
+ *   owns w's (c, tap), thread C*9 + f the bias of f0 + f: sums of the pooled gradient (through the ReLU) times
+ *   the input at the window's argmax plus the tap, one float partial per slice; the last block of a group adds
+ *   its partials in slice order (in double). Only the argmax of each window has a gradient: a quarter of the
+ *   products a GEMM over the unpooled gradient makes.
+ * - Input gradient: block (n, g), sample n and input channels c0 = g*CPX_CG ..; thread t < H*W owns dx's
+ *   element t of each: the transposed convolution of the unpooled gradient, rebuilt in shared memory from the
+ *   pooled one and the argmaxes, then through the input's ReLU. */
+#ifndef MNIST_CONV_POOL_KERNELS_H
+#define MNIST_CONV_POOL_KERNELS_H
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/host_device.h"
+#include "nn/ops.h"
+
+enum {
+    CP_FG = 8,
+    CP_CC = 8,
+    CP_THREADS = 160,
+    CP_HW_MAX = 26 * 26, /* forward; net's conv2 input 26x26 */
+    CPW_FG = 4,
+    CPW_SLICES = 16,
+    CPW_THREADS = 320,
+    CPW_GROUPS_MAX = 64, /* weight gradient */
+    CPX_CG = 8,
+    CPX_FC = 8,
+    CPX_THREADS = 704,
+    CPX_PAD_MAX = (26 + 2) * (26 + 2) /* input gradient */
+};
+
+/* Whether these kernels take the shape: each block's tiles fit its shared memory and threads. */
+static inline HD int cp_fits(int C, int H, int W, int F, int k, int pad)
+{
+    int OH = H - 2, OW = W - 2;
+    return k == 3 && pad == 0 && OH > 0 && OW > 0 && OH % 2 == 0 && OW % 2 == 0 && C % CP_CC == 0 && C % CPX_CG == 0 &&
+           F % CP_FG == 0 && F % CPX_FC == 0 && F % CPW_FG == 0 && F / CPW_FG <= CPW_GROUPS_MAX &&
+           C * 9 + CPW_FG <= CPW_THREADS && H * W <= CP_HW_MAX && (OH / 2) * (OW / 2) <= CP_THREADS &&
+           (H + 2) * (W + 2) <= CPX_PAD_MAX && H * W <= CPX_THREADS;
+}
+
+/* The floats of partials the weight gradient needs at most (any shape cp_fits takes). */
+static inline HD size_t cpw_part_floats(void) { return (size_t)CPW_SLICES * CPW_GROUPS_MAX * CPW_FG * CPW_THREADS; }
+
+/* Forward, stage c0 of block (n, f0) by thread tid of nt: xs [CP_CC][H*W] input planes c0 .. of sample n, ws
+ * [CP_FG][CP_CC][9] their weights to channels f0 ... */
+static inline HD void cp_stage(unsigned tid, unsigned nt, const float *x, const float *w, float *xs, float *ws, int C,
+                               int N, int H, int W, int n, int f0, int c0)
+{
+    uint32_t HW = (uint32_t)(H * W);
+    for (uint32_t i = tid; i < CP_CC * HW; i += nt) {
+        uint32_t c = i / HW;
+        xs[i] = x[((size_t)(c0 + (int)c) * (size_t)N + (size_t)n) * HW + (i - c * HW)];
+    }
+    for (uint32_t i = tid; i < CP_FG * CP_CC * 9; i += nt) {
+        uint32_t f = i / (CP_CC * 9);
+        ws[i] = w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0) * 9 + (i - f * CP_CC * 9)];
+    }
+}
+
+/* Thread t's window (ph, pw): acc[f][0..3] (outputs (2ph, 2pw), (2ph, 2pw+1), (2ph+1, 2pw), (2ph+1, 2pw+1)) += the
+ * stage's taps, channel by channel. */
+static inline HD void cp_window_acc(const float *xs, const float *ws, int H, int W, int ph, int pw, float acc[CP_FG][4])
+{
+    for (int c = 0; c < CP_CC; c++) {
+        const float *p = xs + c * H * W + 2 * ph * W + 2 * pw;
+        float v[4][4];
+        HD_UNROLL
+        for (int r = 0; r < 4; r++) {
+            HD_UNROLL
+            for (int q = 0; q < 4; q++)
+                v[r][q] = p[r * W + q];
+        }
+        HD_UNROLL
+        for (int f = 0; f < CP_FG; f++) {
+            HD_UNROLL
+            for (int t = 0; t < 9; t++) {
+                float wv = ws[(f * CP_CC + c) * 9 + t];
+                int r = t / 3, q = t % 3;
+                acc[f][0] = fmaf(wv, v[r][q], acc[f][0]);
+                acc[f][1] = fmaf(wv, v[r][q + 1], acc[f][1]);
+                acc[f][2] = fmaf(wv, v[r + 1][q], acc[f][2]);
+                acc[f][3] = fmaf(wv, v[r + 1][q + 1], acc[f][3]);
+            }
+        }
+    }
+}
+
+/* Thread t's pooled outputs: py and arg of window t for channels f0 .. (b NULL: no bias). */
+static inline HD void cp_window_out(float acc[CP_FG][4], const float *b, float *py, int32_t *arg, int N, int OH, int OW,
+                                    int ld, int n, int f0, int t)
+{
+    int OP = (OH / 2) * (OW / 2), ph = t / (OW / 2), pw = t % (OW / 2);
+    HD_UNROLL
+    for (int f = 0; f < CP_FG; f++) {
+        int32_t a;
+        float m = op_max4(acc[f][0], acc[f][1], acc[f][2], acc[f][3], 2 * ph * ld + 2 * pw, ld, &a);
+        size_t o = ((size_t)(f0 + f) * (size_t)N + (size_t)n) * (size_t)OP + (size_t)t;
+        py[o] = b ? op_bias_relu(m, b[f0 + f]) : op_relu(m);
+        arg[o] = a;
+    }
+}
+
+/* Weight gradient, sample n's stage of block (f0, s): gs [CPW_FG][OP] the pooled gradients dpy through the ReLU
+ * whose output py is, offs their argmaxes' offsets in an input plane (rows W long). */
+static inline HD void cpw_stage(unsigned tid, unsigned nt, const float *dpy, const float *py, const int32_t *arg,
+                                float *gs, int32_t *offs, int N, int OP, int W, int ld, int n, int f0)
+{
+    for (uint32_t i = tid; i < CPW_FG * (uint32_t)OP; i += nt) {
+        uint32_t f = i / (uint32_t)OP;
+        size_t o = ((size_t)(f0 + (int)f) * (size_t)N + (size_t)n) * (size_t)OP + (i - f * (uint32_t)OP);
+        int32_t a = arg[o];
+        gs[i] = op_relu_grad(dpy[o], py[o]);
+        offs[i] = a / ld * W + a % ld;
+    }
+}
+
+/* Thread j < C*9 + CPW_FG: acc[f] += sample n's products for w's (c, tap) = (j / 9, j % 9) of channel f0 + f; or
+ * acc[0] += the gradients of channel f0 + j - C*9 (its bias). */
+static inline HD void cpw_acc(uint32_t j, const float *x, const float *gs, const int32_t *offs, int C, int N, int H,
+                              int W, int OP, int n, float acc[CPW_FG])
+{
+    uint32_t K = (uint32_t)C * 9;
+    if (j >= K) {
+        for (int q = 0; q < OP; q++)
+            acc[0] += gs[(j - K) * (uint32_t)OP + (uint32_t)q];
+        return;
+    }
+    uint32_t c = j / 9, t = j - c * 9;
+    const float *xp = x + ((size_t)c * (size_t)N + (size_t)n) * (size_t)(H * W) + (t / 3) * (uint32_t)W + t % 3;
+    HD_UNROLL
+    for (int f = 0; f < CPW_FG; f++)
+        for (int q = 0; q < OP; q++)
+            acc[f] = fmaf(gs[f * OP + q], xp[offs[f * OP + q]], acc[f]);
+}
+
+/* Thread j's partials of slice s into part [slices][F][C*9 + 1] (the last entry of a channel its bias). */
+static inline HD void cpw_part(uint32_t j, const float acc[CPW_FG], float *part, int C, int F, int f0, int s)
+{
+    uint32_t K = (uint32_t)C * 9;
+    size_t first = (size_t)s * (size_t)F + (size_t)f0;
+    if (j >= K) {
+        part[(first + (j - K)) * (K + 1) + K] = acc[0];
+        return;
+    }
+    for (int f = 0; f < CPW_FG; f++)
+        part[(first + (size_t)f) * (K + 1) + j] = acc[f];
+}
+
+/* The second pass of group f0's entry e < CPW_FG * (C*9 + 1): dw or db += its slices' partials, in slice order. */
+static inline HD void cpw_finish(uint32_t e, const float *part, int slices, float *dw, float *db, int C, int F, int f0)
+{
+    uint32_t K1 = (uint32_t)C * 9 + 1, f = (uint32_t)f0 + e / K1, j = e % K1;
+    double s = 0.0;
+    for (int sl = 0; sl < slices; sl++)
+        s += part[((size_t)sl * (size_t)F + f) * K1 + j];
+    if (j + 1 == K1)
+        db[f] += (float)s;
+    else
+        dw[(size_t)f * (K1 - 1) + j] += (float)s;
+}
+
+/* Input gradient, stage f0 of block (n, c0): ds [CPX_FC][OH+4][OW+4] the convolution's output gradient of
+ * channels f0 .. for sample n, 2 zeros around each plane (every tap of every dx element in range): the pooled
+ * gradient dpy through the ReLU at its window's argmax, 0 elsewhere in the window; ws [CPX_FC][CPX_CG][9] the
+ * weights from channels c0 ... */
+static inline HD void cpx_stage(unsigned tid, unsigned nt, const float *dpy, const float *py, const int32_t *arg,
+                                const float *w, float *ds, float *ws, int C, int N, int OH, int OW, int ld, int n,
+                                int c0, int f0)
+{
+    uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW, OP = (uint32_t)(OH / 2) * (uint32_t)(OW / 2);
+    for (uint32_t i = tid; i < CPX_FC * PP; i += nt) {
+        uint32_t f = i / PP, r = i - f * PP, y = r / PW, xq = r - y * PW;
+        float v = 0.0f;
+        if (y >= 2 && y < (uint32_t)OH + 2 && xq >= 2 && xq < (uint32_t)OW + 2) {
+            uint32_t oy = y - 2, ox = xq - 2;
+            size_t o = ((size_t)(f0 + (int)f) * (size_t)N + (size_t)n) * OP + (oy / 2) * (uint32_t)(OW / 2) + ox / 2;
+            v = op_window_grad(op_relu_grad(dpy[o], py[o]), arg[o], (int)(oy * (uint32_t)ld + ox));
+        }
+        ds[i] = v;
+    }
+    for (uint32_t i = tid; i < CPX_FC * CPX_CG * 9; i += nt) {
+        uint32_t f = i / (CPX_CG * 9);
+        ws[i] = w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0) * 9 + (i - f * CPX_CG * 9)];
+    }
+}
+
+/* Thread t < H*W, dx's element (y, x) = (t / W, t % W): acc[c] += the stage's dY(y - ky, x - kx) w[f][c][ky][kx]. */
+static inline HD void cpx_acc(uint32_t t, const float *ds, const float *ws, int OH, int OW, int W, float acc[CPX_CG])
+{
+    uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW, y = t / (uint32_t)W, xq = t - y * (uint32_t)W;
+    for (int f = 0; f < CPX_FC; f++) {
+        HD_UNROLL
+        for (int tap = 0; tap < 9; tap++) {
+            float d = ds[(uint32_t)f * PP + (y + 2 - (uint32_t)(tap / 3)) * PW + xq + 2 - (uint32_t)(tap % 3)];
+            HD_UNROLL
+            for (int c = 0; c < CPX_CG; c++)
+                acc[c] = fmaf(ws[(f * CPX_CG + c) * 9 + tap], d, acc[c]);
+        }
+    }
+}
+
+/* Thread t's dx of channels c0 .. for sample n, through the ReLU whose output x_relu is (NULL: none). */
+static inline HD void cpx_out(uint32_t t, const float acc[CPX_CG], const float *x_relu, float *dx, int N, int H, int W,
+                              int n, int c0)
+{
+    for (int c = 0; c < CPX_CG; c++) {
+        size_t o = ((size_t)(c0 + c) * (size_t)N + (size_t)n) * (size_t)(H * W) + t;
+        dx[o] = x_relu ? op_relu_grad(acc[c], x_relu[o]) : acc[c];
+    }
+}
+#endif

@@ -1,0 +1,226 @@
+/* net's conv2 with its pool both ways without a column buffer (src/nn/conv_pool_kernels.h, MNIST_DDP_CONV2=direct),
+ * its kernels' blocks run on the CPU as cuda/conv_pool.cu runs them (each stage by one thread of one, then every
+ * thread's share), against layers.c's composition on the CPU backend (im2col, GEMM, pool): the pooled outputs,
+ * argmaxes and the three gradients within float rounding (the sums run in another order), on shapes wide and not,
+ * with several channel groups, stages and sample slices. Then net trained on a CPU backend whose
+ * conv_pool_forward and pool_conv_backward are these blocks, against the CPU's own composition. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/conv_pool_kernels.h"
+#include "nn/layers.h"
+#include "nn/cpu/nn_cpu.h"
+#include "base/rng.h"
+#include "../check_run.h"
+#include "kernel_testutil.h"
+#include "model_testutil.h"
+
+static int emu_calls[2];
+
+/* cuda/conv_pool.cu's k_cp_forward over its grid (N, F / CP_FG). */
+static int emu_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N, int C, int H,
+                       int W, int F, int k, int pad, int wide)
+{
+    if (!cp_fits(C, H, W, F, k, pad))
+        return 0;
+    emu_calls[0]++;
+    int OW2 = (W - 2) / 2, OP = ((H - 2) / 2) * OW2;
+    float *xs = malloc(CP_CC * CP_HW_MAX * sizeof *xs), *ws = malloc(CP_FG * CP_CC * 9 * sizeof *ws);
+    float(*acc)[CP_FG][4] = malloc((size_t)OP * sizeof *acc);
+    for (int n = 0; n < N; n++)
+        for (int f0 = 0; f0 < F; f0 += CP_FG) {
+            memset(acc, 0, (size_t)OP * sizeof *acc);
+            for (int c0 = 0; c0 < C; c0 += CP_CC) {
+                cp_stage(0, 1, x, w, xs, ws, C, N, H, W, n, f0, c0);
+                for (int t = 0; t < OP; t++)
+                    cp_window_acc(xs, ws, H, W, t / OW2, t % OW2, acc[t]);
+            }
+            for (int t = 0; t < OP; t++)
+                cp_window_out(acc[t], pb, py, arg, N, H - 2, W - 2, wide ? W : W - 2, n, f0, t);
+        }
+    free(xs), free(ws), free(acc);
+    return 1;
+}
+
+/* k_cp_wgrad over its grid (F / CPW_FG, slices), the last block of each group finishing it; then k_cp_xgrad over
+ * (N, C / CPX_CG). */
+static int emu_backward(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
+                        const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
+                        int pad, int wide)
+{
+    if (!cp_fits(C, H, W, F, k, pad))
+        return 0;
+    emu_calls[1]++;
+    const float *in = x ? x : x_relu;
+    int ld = wide ? W : W - 2, OP = ((H - 2) / 2) * ((W - 2) / 2), slices = N < CPW_SLICES ? N : CPW_SLICES;
+    unsigned active = (unsigned)C * 9 + CPW_FG;
+    float *part = sentinel(cpw_part_floats() * sizeof(float)), *gs = malloc(CPW_FG * CP_THREADS * sizeof *gs);
+    int32_t *offs = malloc(CPW_FG * CP_THREADS * sizeof *offs);
+    float(*acc)[CPW_FG] = malloc(active * sizeof *acc);
+    for (int f0 = 0; f0 < F; f0 += CPW_FG) {
+        for (int s = 0; s < slices; s++) {
+            size_t lo, hi;
+            op_slice((size_t)N, slices, s, &lo, &hi);
+            memset(acc, 0, active * sizeof *acc);
+            for (size_t n = lo; n < hi; n++) {
+                cpw_stage(0, 1, dpy, py, arg, gs, offs, N, OP, W, ld, (int)n, f0);
+                for (unsigned j = 0; j < active; j++)
+                    cpw_acc(j, in, gs, offs, C, N, H, W, OP, (int)n, acc[j]);
+            }
+            for (unsigned j = 0; j < active; j++)
+                cpw_part(j, acc[j], part, C, F, f0, s);
+        }
+        for (unsigned e = 0; e < CPW_FG * ((unsigned)C * 9 + 1); e++)
+            cpw_finish(e, part, slices, dw, db, C, F, f0);
+    }
+    free(part), free(gs), free(offs), free(acc);
+    if (!dx)
+        return 1;
+    float *ds = malloc(CPX_FC * CPX_PAD_MAX * sizeof *ds), *ws = malloc(CPX_FC * CPX_CG * 9 * sizeof *ws);
+    float(*xacc)[CPX_CG] = malloc((size_t)H * W * sizeof *xacc);
+    for (int n = 0; n < N; n++)
+        for (int c0 = 0; c0 < C; c0 += CPX_CG) {
+            memset(xacc, 0, (size_t)H * W * sizeof *xacc);
+            for (int f0 = 0; f0 < F; f0 += CPX_FC) {
+                cpx_stage(0, 1, dpy, py, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
+                for (int t = 0; t < H * W; t++)
+                    cpx_acc((uint32_t)t, ds, ws, H - 2, W - 2, W, xacc[t]);
+            }
+            for (int t = 0; t < H * W; t++)
+                cpx_out((uint32_t)t, xacc[t], x_relu, dx, N, H, W, n, c0);
+        }
+    free(ds), free(ws), free(xacc);
+    return 1;
+}
+
+typedef struct {
+    int C, N, H, W, F, wide;
+} cp_shape;
+
+static const cp_shape shapes[] = {
+    {8, 3, 10, 8, 8, 1},     /* rows of 8 with 2 junk columns; one group and stage each way */
+    {16, 2, 6, 12, 16, 0},   /* rows of 10 (not wide); two stages and groups */
+    {32, 17, 26, 26, 64, 1}, /* net's conv2 at 17 samples: 16 slices, one of them two samples */
+};
+
+/* The input as conv1's ReLU leaves it: zeros and positive values. */
+static float *relu_input(size_t n, uint64_t seed)
+{
+    float *x = random_floats(n, seed, -1.0f, 1.0f);
+    for (size_t i = 0; i < n; i++)
+        x[i] = fmaxf(x[i], 0.0f);
+    return x;
+}
+
+/* The largest |e - g| over n against the largest |e|: at most tol of it. */
+static void close_floats(const char *what, const float *e, const float *g, size_t n, float tol)
+{
+    float big = 0.0f, err = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        big = fmaxf(big, fabsf(e[i])), err = fmaxf(err, fabsf(e[i] - g[i]));
+    ck_assert_msg(big > 0.0f && err <= tol * big, "%s off by %g of %g", what, (double)err, (double)big);
+}
+
+START_TEST(test_conv_pool)
+{
+    const cp_shape *s = &shapes[_i];
+    int C = s->C, N = s->N, H = s->H, W = s->W, F = s->F, OH = H - 2, OW = W - 2, ld = s->wide ? W : OW;
+    size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * 9, ny = (size_t)F * N * OH * ld,
+           np = (size_t)F * N * (OH / 2) * (OW / 2);
+    ck_assert(cp_fits(C, H, W, F, 3, 0));
+    float *x = relu_input(nx, 300 + (uint64_t)_i), *w = random_floats(nw, 301, -0.2f, 0.2f);
+    float *b = random_floats((size_t)F, 302, -0.3f, 0.3f), *dpy = random_floats(np, 303, -1.0f, 1.0f);
+    float *col = malloc(conv_scratch(C, H, W, 3, 0, N, s->wide) * sizeof *col), *y = malloc(ny * sizeof *y);
+    float *pye = sentinel(np * sizeof(float)), *pyg = sentinel(np * sizeof(float));
+    int32_t *ae = sentinel(np * sizeof(int32_t)), *ag = sentinel(np * sizeof(int32_t));
+    conv_pool_forward(&nn_cpu, x, w, b, y, pye, ae, NULL, N, C, H, W, F, 3, 0, col, N, s->wide);
+    ck_assert(emu_forward(x, w, b, pyg, ag, N, C, H, W, F, 3, 0, s->wide));
+    close_floats("pooled output", pye, pyg, np, 1e-5f);
+    /* Argmaxes agree but where the window's two values are within rounding of each other. */
+    for (size_t i = 0; i < np; i++) {
+        size_t plane = i / ((size_t)(OH / 2) * (OW / 2));
+        const float *yp = y + plane * OH * ld;
+        ck_assert_msg(ag[i] >= 0 && ag[i] < OH * ld, "argmax %zu: %d", i, ag[i]);
+        ck_assert_msg(ae[i] == ag[i] || fabsf(yp[ae[i]] - yp[ag[i]]) <= 1e-5f, "argmax %zu: %d, the CPU %d", i, ag[i],
+                      ae[i]);
+    }
+    /* The backward from the CPU's pooled outputs and argmaxes. */
+    float *dwe = calloc(nw, sizeof(float)), *dwg = calloc(nw, sizeof(float));
+    float *dbe = calloc((size_t)F, sizeof(float)), *dbg = calloc((size_t)F, sizeof(float));
+    float *dxe = sentinel(nx * sizeof(float)), *dxg = sentinel(nx * sizeof(float)), *dpy2 = malloc(np * sizeof *dpy2);
+    memcpy(dpy2, dpy, np * sizeof *dpy2); /* the composition may overwrite it */
+    pool_conv_backward(&nn_cpu, dpy2, NULL, pye, ae, x, x, w, y, dwe, dbe, dxe, N, C, H, W, F, 3, 0, col, N, s->wide);
+    ck_assert(emu_backward(dpy, pye, ae, NULL, x, w, dwg, dbg, dxg, N, C, H, W, F, 3, 0, s->wide));
+    close_floats("weight gradient", dwe, dwg, nw, 1e-5f);
+    close_floats("bias gradient", dbe, dbg, (size_t)F, 1e-5f);
+    close_floats("input gradient", dxe, dxg, nx, 1e-5f);
+    for (size_t i = 0; i < nx; i++)
+        ck_assert_msg(x[i] > 0.0f || dxg[i] == 0.0f, "input gradient %zu through a zero of the ReLU: %g", i,
+                      (double)dxg[i]);
+    free(x), free(w), free(b), free(dpy), free(col), free(y), free(pye), free(pyg), free(ae), free(ag);
+    free(dwe), free(dwg), free(dbe), free(dbg), free(dxe), free(dxg), free(dpy2);
+}
+END_TEST
+
+/* Shapes the kernels leave to the composition. */
+START_TEST(test_conv_pool_fits)
+{
+    ck_assert(cp_fits(32, 26, 26, 64, 3, 0));
+    ck_assert(!cp_fits(32, 26, 26, 64, 5, 0)); /* another kernel size */
+    ck_assert(!cp_fits(32, 26, 26, 64, 3, 1)); /* padding */
+    ck_assert(!cp_fits(32, 27, 26, 64, 3, 0)); /* an odd output side: a row in no window */
+    ck_assert(!cp_fits(12, 26, 26, 64, 3, 0)); /* channels in no whole stage */
+    ck_assert(!cp_fits(32, 26, 26, 60, 3, 0)); /* output channels in no whole group */
+    ck_assert(!cp_fits(40, 26, 26, 64, 3, 0)); /* more (c, tap) than a weight-gradient block's threads */
+    ck_assert(!cp_fits(32, 28, 28, 64, 3, 0)); /* a plane over the forward's stage */
+}
+END_TEST
+
+/* MNIST_DDP_POOL=fused's entries, which conv2's own backend entries take precedence over: never called. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+static void unused_pool_dropout(const float *x, const float *b, float *y, int32_t *arg, float *f, float *mask, int C,
+                                int N, int H, int W, int ld, const uint64_t *ids, uint64_t key, int layer, float p)
+{
+    ck_abort_msg("the fused pool ran where conv2 direct pools");
+}
+
+static int unused_pool_sum(const float *dy, const float *mask, const float *y, const int32_t *arg, float *dx, float *db,
+                           int C, int N, int H, int W, int ld)
+{
+    ck_abort_msg("the fused pool's backward ran where conv2 direct pools");
+    return 0;
+}
+#pragma GCC diagnostic pop
+
+/* The model's wiring: net trained with conv2 through these blocks (layers.c's conv_pool_forward and
+ * pool_conv_backward calling the backend's, the forward's kept input NULL in the backward), alone, and on a
+ * backend that also has MNIST_DDP_POOL=fused's entries (dropout1's flatten and unflatten then run on their own). */
+START_TEST(test_conv_pool_training)
+{
+    nn_backend be = nn_cpu;
+    be.conv_pool_forward = emu_forward;
+    be.pool_conv_backward = emu_backward;
+    memset(emu_calls, 0, sizeof emu_calls);
+    same_training(&be, "conv2 direct");
+    be.pool_flatten_dropout_forward = unused_pool_dropout;
+    be.dropout_pool_backward_sum = unused_pool_sum;
+    same_training(&be, "conv2 direct with the fused pool's entries");
+    ck_assert_msg(emu_calls[0] == 2 && emu_calls[1] == 2, "conv2 direct ran %d forward, %d backward", emu_calls[0],
+                  emu_calls[1]);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("conv_pool");
+    TCase *tc = tcase_create("conv_pool");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_conv_pool, 0, (int)(sizeof shapes / sizeof shapes[0]));
+    tcase_add_test(tc, test_conv_pool_fits);
+    tcase_add_test(tc, test_conv_pool_training);
+    suite_add_tcase(s, tc);
+    return check_run(s);
+}
