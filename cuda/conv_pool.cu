@@ -37,27 +37,26 @@ __global__ void __launch_bounds__(CPW_THREADS)
     k_cp_wgrad(const float *x, const float *dpy, const float *py, const int32_t *arg, float *part, float *dw, float *db,
                int C, int N, int H, int W, int ld, int F)
 {
-    __shared__ float gs[CPW_FG * CP_THREADS];
+    __shared__ float xs[CPW_XS], gs[CPW_FG * CP_THREADS];
     __shared__ int32_t offs[CPW_FG * CP_THREADS];
-    int f0 = (int)blockIdx.x * CPW_FG, OP = ((H - 2) / 2) * ((W - 2) / 2);
-    unsigned j = threadIdx.x, active = (unsigned)C * 9 + CPW_FG;
+    int f0 = (int)blockIdx.x * CPW_FG, c0 = (int)blockIdx.y * CPW_CC, OP = ((H - 2) / 2) * ((W - 2) / 2);
+    unsigned j = threadIdx.x;
+    int bias = blockIdx.y == 0 && j % CPW_CC == 0;
     size_t lo, hi;
-    op_slice((size_t)N, (int)gridDim.y, (int)blockIdx.y, &lo, &hi);
-    float acc[CPW_FG] = {};
+    op_slice((size_t)N, (int)gridDim.z, (int)blockIdx.z, &lo, &hi);
+    float acc[10] = {};
     for (size_t n = lo; n < hi; n++) {
-        cpw_stage(j, blockDim.x, dpy, py, arg, gs, offs, N, OP, W, ld, (int)n, f0);
+        cpw_stage(j, blockDim.x, x, dpy, py, arg, xs, gs, offs, N, H, W, OP, ld, (int)n, f0, c0);
         __syncthreads();
-        if (j < active)
-            cpw_acc(j, x, gs, offs, C, N, H, W, OP, (int)n, acc);
+        cpw_acc(j, xs, gs, offs, H, W, OP, bias, acc);
         __syncthreads();
     }
-    if (j < active)
-        cpw_part(j, acc, part, C, F, f0, (int)blockIdx.y);
+    cpw_part(j, acc, part, C, F, f0, c0, bias, (int)blockIdx.z);
     __threadfence(); // every thread's partials, before thread 0 takes the block's ticket
     __syncthreads();
-    if (last_of(&cpw_done[blockIdx.x], gridDim.y))
+    if (last_of(&cpw_done[blockIdx.x], gridDim.y * gridDim.z))
         for (unsigned e = j; e < CPW_FG * ((unsigned)C * 9 + 1); e += blockDim.x)
-            cpw_finish(e, part, (int)gridDim.y, dw, db, C, F, f0);
+            cpw_finish(e, part, (int)gridDim.z, dw, db, C, F, f0);
 }
 
 __global__ void __launch_bounds__(CPX_THREADS)
@@ -66,16 +65,16 @@ __global__ void __launch_bounds__(CPX_THREADS)
 {
     __shared__ float ds[CPX_FC * CPX_PAD_MAX], ws[CPX_FC * CPX_CG * 9];
     int n = (int)blockIdx.x, c0 = (int)blockIdx.y * CPX_CG;
-    unsigned t = threadIdx.x;
-    float acc[CPX_CG] = {};
+    unsigned t = threadIdx.x, active = (unsigned)(H * W) / 2;
+    float acc[2][CPX_CG] = {};
     for (int f0 = 0; f0 < F; f0 += CPX_FC) {
         cpx_stage(t, blockDim.x, dpy, py, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
         __syncthreads();
-        if (t < (unsigned)(H * W))
-            cpx_acc(t, ds, ws, H - 2, W - 2, W, acc);
+        if (t < active)
+            cpx_acc(t, ds, ws, H, W, acc);
         __syncthreads();
     }
-    if (t < (unsigned)(H * W))
+    if (t < active)
         cpx_out(t, acc, x_relu, dx, N, H, W, n, c0);
 }
 
@@ -107,8 +106,8 @@ int cu_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const
     if (!in)
         die(EX_SOFTWARE, "conv2 direct: a backward with neither its input nor the ReLU output it was");
     int ld = wide ? W : W - 2, slices = N < CPW_SLICES ? N : CPW_SLICES;
-    LAUNCH_SHAPE(k_cp_wgrad, dim3((unsigned)(F / CPW_FG), (unsigned)slices), CPW_THREADS, in, dpy, py, arg, wgrad_part,
-                 dw, db, C, N, H, W, ld, F);
+    LAUNCH_SHAPE(k_cp_wgrad, dim3((unsigned)(F / CPW_FG), (unsigned)(C / CPW_CC), (unsigned)slices), CPW_THREADS, in,
+                 dpy, py, arg, wgrad_part, dw, db, C, N, H, W, ld, F);
     if (dx)
         LAUNCH_SHAPE(k_cp_xgrad, dim3((unsigned)N, (unsigned)(C / CPX_CG)), CPX_THREADS, dpy, py, arg, w, x_relu, dx, C,
                      N, H, W, ld, F);

@@ -6,14 +6,15 @@
  * rows ld long (W when wide, else OW) only as the pool's argmaxes index them. Layouts as layers.h's.
  * - Forward: block (n, g), sample n and output channels f0 = g*CP_FG ..; thread t < OP owns pool window t: its
  *   2x2 outputs for CP_FG channels, then max (op_max4), bias and ReLU into py [F][N][OP] and arg.
- * - Weight gradient: block (g, s), output channels f0 = g*CPW_FG .. and slice s of the samples; thread j < C*9
- *   owns w's (c, tap), thread C*9 + f the bias of f0 + f: sums of the pooled gradient (through the ReLU) times
- *   the input at the window's argmax plus the tap, one float partial per slice; the last block of a group adds
- *   its partials in slice order (in double). Only the argmax of each window has a gradient: a quarter of the
- *   products a GEMM over the unpooled gradient makes.
- * - Input gradient: block (n, g), sample n and input channels c0 = g*CPX_CG ..; thread t < H*W owns dx's
- *   element t of each: the transposed convolution of the unpooled gradient, rebuilt in shared memory from the
- *   pooled one and the argmaxes, then through the input's ReLU. */
+ * - Weight gradient: block (g, h, s), output channels f0 = g*CPW_FG .., input channels c0 = h*CPW_CC .. and slice s
+ *   of the samples; thread (f, c) owns w's 9 taps of f0 + f from c0 + c (and, in blocks h = 0, thread (f, 0) the
+ *   bias of f0 + f): sums of each window's pooled gradient (through the ReLU) times the input patch at the
+ *   window's argmax, the sample's input planes staged in shared memory one float apart in their banks; one
+ *   float partial per slice, the last block of a channel group adding them in slice order (in double). Only
+ *   each window's argmax has a gradient: a quarter of the products a GEMM over the unpooled gradient makes.
+ * - Input gradient: block (n, g), sample n and input channels c0 = g*CPX_CG ..; thread t < H*W/2 owns dx's
+ *   elements t and t + H*W/2 of each: the transposed convolution of the unpooled gradient, rebuilt in shared
+ *   memory from the pooled one and the argmaxes CPX_FC channels at a time, then through the input's ReLU. */
 #ifndef MNIST_CONV_POOL_KERNELS_H
 #define MNIST_CONV_POOL_KERNELS_H
 #include <math.h>
@@ -29,12 +30,15 @@ enum {
     CP_THREADS = 160,
     CP_HW_MAX = 26 * 26, /* forward; net's conv2 input 26x26 */
     CPW_FG = 4,
+    CPW_CC = 16,
+    CPW_THREADS = CPW_FG * CPW_CC,
     CPW_SLICES = 16,
-    CPW_THREADS = 320,
-    CPW_GROUPS_MAX = 64, /* weight gradient */
+    CPW_GROUPS_MAX = 64,
+    CPW_C_MAX = 32,
+    CPW_XS = CPW_CC * (CP_HW_MAX + 1), /* weight gradient: the staged planes, HW + 1 apart */
     CPX_CG = 8,
     CPX_FC = 8,
-    CPX_THREADS = 704,
+    CPX_THREADS = 352,
     CPX_PAD_MAX = (26 + 2) * (26 + 2) /* input gradient */
 };
 
@@ -43,13 +47,16 @@ static inline HD int cp_fits(int C, int H, int W, int F, int k, int pad)
 {
     int OH = H - 2, OW = W - 2;
     return k == 3 && pad == 0 && OH > 0 && OW > 0 && OH % 2 == 0 && OW % 2 == 0 && C % CP_CC == 0 && C % CPX_CG == 0 &&
-           F % CP_FG == 0 && F % CPX_FC == 0 && F % CPW_FG == 0 && F / CPW_FG <= CPW_GROUPS_MAX &&
-           C * 9 + CPW_FG <= CPW_THREADS && H * W <= CP_HW_MAX && (OH / 2) * (OW / 2) <= CP_THREADS &&
-           (H + 2) * (W + 2) <= CPX_PAD_MAX && H * W <= CPX_THREADS;
+           C % CPW_CC == 0 && C <= CPW_C_MAX && F % CP_FG == 0 && F % CPX_FC == 0 && F % CPW_FG == 0 &&
+           F / CPW_FG <= CPW_GROUPS_MAX && H * W <= CP_HW_MAX && (OH / 2) * (OW / 2) <= CP_THREADS &&
+           (H + 2) * (W + 2) <= CPX_PAD_MAX && H * W <= 2 * CPX_THREADS;
 }
 
 /* The floats of partials the weight gradient needs at most (any shape cp_fits takes). */
-static inline HD size_t cpw_part_floats(void) { return (size_t)CPW_SLICES * CPW_GROUPS_MAX * CPW_FG * CPW_THREADS; }
+static inline HD size_t cpw_part_floats(void)
+{
+    return (size_t)CPW_SLICES * CPW_GROUPS_MAX * CPW_FG * (CPW_C_MAX * 9 + 1);
+}
 
 /* Forward, stage c0 of block (n, f0) by thread tid of nt: xs [CP_CC][H*W] input planes c0 .. of sample n, ws
  * [CP_FG][CP_CC][9] their weights to channels f0 ... */
@@ -110,11 +117,18 @@ static inline HD void cp_window_out(float acc[CP_FG][4], const float *b, float *
     }
 }
 
-/* Weight gradient, sample n's stage of block (f0, s): gs [CPW_FG][OP] the pooled gradients dpy through the ReLU
- * whose output py is, offs their argmaxes' offsets in an input plane (rows W long). */
-static inline HD void cpw_stage(unsigned tid, unsigned nt, const float *dpy, const float *py, const int32_t *arg,
-                                float *gs, int32_t *offs, int N, int OP, int W, int ld, int n, int f0)
+/* Weight gradient, sample n's stage of block (f0, c0, s): xs [CPW_CC][H*W + 1] its input planes c0 .., gs
+ * [CPW_FG][OP] the pooled gradients dpy of channels f0 .. through the ReLU whose output py is, offs their argmaxes'
+ * offsets in an input plane (rows W long). */
+static inline HD void cpw_stage(unsigned tid, unsigned nt, const float *x, const float *dpy, const float *py,
+                                const int32_t *arg, float *xs, float *gs, int32_t *offs, int N, int H, int W, int OP,
+                                int ld, int n, int f0, int c0)
 {
+    uint32_t HW = (uint32_t)(H * W);
+    for (uint32_t i = tid; i < CPW_CC * HW; i += nt) {
+        uint32_t c = i / HW, j = i - c * HW;
+        xs[c * (HW + 1) + j] = x[((size_t)(c0 + (int)c) * (size_t)N + (size_t)n) * HW + j];
+    }
     for (uint32_t i = tid; i < CPW_FG * (uint32_t)OP; i += nt) {
         uint32_t f = i / (uint32_t)OP;
         size_t o = ((size_t)(f0 + (int)f) * (size_t)N + (size_t)n) * (size_t)OP + (i - f * (uint32_t)OP);
@@ -124,36 +138,34 @@ static inline HD void cpw_stage(unsigned tid, unsigned nt, const float *dpy, con
     }
 }
 
-/* Thread j < C*9 + CPW_FG: acc[f] += sample n's products for w's (c, tap) = (j / 9, j % 9) of channel f0 + f; or
- * acc[0] += the gradients of channel f0 + j - C*9 (its bias). */
-static inline HD void cpw_acc(uint32_t j, const float *x, const float *gs, const int32_t *offs, int C, int N, int H,
-                              int W, int OP, int n, float acc[CPW_FG])
+/* Thread j = f * CPW_CC + c: acc[t] += the stage's products for tap t of w from c0 + c to f0 + f; with `bias`,
+ * acc[9] += the gradients of f0 + f. */
+static inline HD void cpw_acc(uint32_t j, const float *xs, const float *gs, const int32_t *offs, int H, int W, int OP,
+                              int bias, float acc[10])
 {
-    uint32_t K = (uint32_t)C * 9;
-    if (j >= K) {
-        for (int q = 0; q < OP; q++)
-            acc[0] += gs[(j - K) * (uint32_t)OP + (uint32_t)q];
-        return;
+    uint32_t f = j / CPW_CC, c = j - f * CPW_CC;
+    const float *xp = xs + c * (uint32_t)(H * W + 1);
+    for (int q = 0; q < OP; q++) {
+        float g = gs[f * (uint32_t)OP + (uint32_t)q];
+        const float *p = xp + offs[f * (uint32_t)OP + (uint32_t)q];
+        HD_UNROLL
+        for (int t = 0; t < 9; t++)
+            acc[t] = fmaf(g, p[t / 3 * W + t % 3], acc[t]);
+        if (bias)
+            acc[9] += g;
     }
-    uint32_t c = j / 9, t = j - c * 9;
-    const float *xp = x + ((size_t)c * (size_t)N + (size_t)n) * (size_t)(H * W) + (t / 3) * (uint32_t)W + t % 3;
-    HD_UNROLL
-    for (int f = 0; f < CPW_FG; f++)
-        for (int q = 0; q < OP; q++)
-            acc[f] = fmaf(gs[f * OP + q], xp[offs[f * OP + q]], acc[f]);
 }
 
 /* Thread j's partials of slice s into part [slices][F][C*9 + 1] (the last entry of a channel its bias). */
-static inline HD void cpw_part(uint32_t j, const float acc[CPW_FG], float *part, int C, int F, int f0, int s)
+static inline HD void cpw_part(uint32_t j, const float acc[10], float *part, int C, int F, int f0, int c0, int bias,
+                               int s)
 {
-    uint32_t K = (uint32_t)C * 9;
-    size_t first = (size_t)s * (size_t)F + (size_t)f0;
-    if (j >= K) {
-        part[(first + (j - K)) * (K + 1) + K] = acc[0];
-        return;
-    }
-    for (int f = 0; f < CPW_FG; f++)
-        part[(first + (size_t)f) * (K + 1) + j] = acc[f];
+    uint32_t f = j / CPW_CC, c = j - f * CPW_CC, K = (uint32_t)C * 9;
+    float *row = part + ((size_t)s * (size_t)F + (size_t)f0 + f) * (K + 1);
+    for (uint32_t t = 0; t < 9; t++)
+        row[((uint32_t)c0 + c) * 9 + t] = acc[t];
+    if (bias)
+        row[K] = acc[9];
 }
 
 /* The second pass of group f0's entry e < CPW_FG * (C*9 + 1): dw or db += its slices' partials, in slice order. */
@@ -171,7 +183,7 @@ static inline HD void cpw_finish(uint32_t e, const float *part, int slices, floa
 
 /* Input gradient, stage f0 of block (n, c0): ds [CPX_FC][OH+4][OW+4] the convolution's output gradient of
  * channels f0 .. for sample n, 2 zeros around each plane (every tap of every dx element in range): the pooled
- * gradient dpy through the ReLU at its window's argmax, 0 elsewhere in the window; ws [CPX_FC][CPX_CG][9] the
+ * gradient dpy through the ReLU at its window's argmax, 0 elsewhere in the window; ws [CPX_FC][9][CPX_CG] the
  * weights from channels c0 ... */
 static inline HD void cpx_stage(unsigned tid, unsigned nt, const float *dpy, const float *py, const int32_t *arg,
                                 const float *w, float *ds, float *ws, int C, int N, int OH, int OW, int ld, int n,
@@ -188,34 +200,46 @@ static inline HD void cpx_stage(unsigned tid, unsigned nt, const float *dpy, con
         }
         ds[i] = v;
     }
-    for (uint32_t i = tid; i < CPX_FC * CPX_CG * 9; i += nt) {
-        uint32_t f = i / (CPX_CG * 9);
-        ws[i] = w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0) * 9 + (i - f * CPX_CG * 9)];
+    for (uint32_t i = tid; i < CPX_FC * 9 * CPX_CG; i += nt) {
+        uint32_t f = i / (9 * CPX_CG), t = (i / CPX_CG) % 9, c = i % CPX_CG;
+        ws[i] = w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0 + c) * 9 + t];
     }
 }
 
-/* Thread t < H*W, dx's element (y, x) = (t / W, t % W): acc[c] += the stage's dY(y - ky, x - kx) w[f][c][ky][kx]. */
-static inline HD void cpx_acc(uint32_t t, const float *ds, const float *ws, int OH, int OW, int W, float acc[CPX_CG])
+/* Thread t < H*W/2, dx's elements t and t + H*W/2 (e = 0, 1; element (y, x) = (i / W, i % W)): acc[e][c] += the
+ * stage's dY(y - ky, x - kx) w[f][c][ky][kx]. */
+static inline HD void cpx_acc(uint32_t t, const float *ds, const float *ws, int H, int W, float acc[2][CPX_CG])
 {
-    uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW, y = t / (uint32_t)W, xq = t - y * (uint32_t)W;
+    uint32_t OW = (uint32_t)W - 2, PW = OW + 4, PP = ((uint32_t)H + 2) * PW, half = (uint32_t)(H * W) / 2;
+    uint32_t at[2];
+    for (uint32_t e = 0; e < 2; e++) {
+        uint32_t i = t + e * half, y = i / (uint32_t)W;
+        at[e] = (y + 2) * PW + i - y * (uint32_t)W + 2;
+    }
     for (int f = 0; f < CPX_FC; f++) {
         HD_UNROLL
         for (int tap = 0; tap < 9; tap++) {
-            float d = ds[(uint32_t)f * PP + (y + 2 - (uint32_t)(tap / 3)) * PW + xq + 2 - (uint32_t)(tap % 3)];
+            uint32_t back = (uint32_t)f * PP - (uint32_t)(tap / 3) * PW - (uint32_t)(tap % 3);
+            float d0 = ds[at[0] + back], d1 = ds[at[1] + back];
+            const float *wt = ws + (f * 9 + tap) * CPX_CG;
             HD_UNROLL
-            for (int c = 0; c < CPX_CG; c++)
-                acc[c] = fmaf(ws[(f * CPX_CG + c) * 9 + tap], d, acc[c]);
+            for (int c = 0; c < CPX_CG; c++) {
+                acc[0][c] = fmaf(wt[c], d0, acc[0][c]);
+                acc[1][c] = fmaf(wt[c], d1, acc[1][c]);
+            }
         }
     }
 }
 
 /* Thread t's dx of channels c0 .. for sample n, through the ReLU whose output x_relu is (NULL: none). */
-static inline HD void cpx_out(uint32_t t, const float acc[CPX_CG], const float *x_relu, float *dx, int N, int H, int W,
+static inline HD void cpx_out(uint32_t t, float acc[2][CPX_CG], const float *x_relu, float *dx, int N, int H, int W,
                               int n, int c0)
 {
-    for (int c = 0; c < CPX_CG; c++) {
-        size_t o = ((size_t)(c0 + c) * (size_t)N + (size_t)n) * (size_t)(H * W) + t;
-        dx[o] = x_relu ? op_relu_grad(acc[c], x_relu[o]) : acc[c];
-    }
+    uint32_t half = (uint32_t)(H * W) / 2;
+    for (uint32_t e = 0; e < 2; e++)
+        for (int c = 0; c < CPX_CG; c++) {
+            size_t o = ((size_t)(c0 + c) * (size_t)N + (size_t)n) * (size_t)(H * W) + t + e * half;
+            dx[o] = x_relu ? op_relu_grad(acc[e][c], x_relu[o]) : acc[e][c];
+        }
 }
 #endif

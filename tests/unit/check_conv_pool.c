@@ -44,8 +44,8 @@ static int emu_forward(const float *x, const float *w, const float *pb, float *p
     return 1;
 }
 
-/* k_cp_wgrad over its grid (F / CPW_FG, slices), the last block of each group finishing it; then k_cp_xgrad over
- * (N, C / CPX_CG). */
+/* k_cp_wgrad over its grid (F / CPW_FG, C / CPW_CC, slices), the last block of each channel group finishing it;
+ * then k_cp_xgrad over (N, C / CPX_CG). */
 static int emu_backward(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
                         const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
                         int pad, int wide)
@@ -55,40 +55,41 @@ static int emu_backward(float *dpy, const float *py, const int32_t *arg, const f
     emu_calls[1]++;
     const float *in = x ? x : x_relu;
     int ld = wide ? W : W - 2, OP = ((H - 2) / 2) * ((W - 2) / 2), slices = N < CPW_SLICES ? N : CPW_SLICES;
-    unsigned active = (unsigned)C * 9 + CPW_FG;
-    float *part = sentinel(cpw_part_floats() * sizeof(float)), *gs = malloc(CPW_FG * CP_THREADS * sizeof *gs);
+    float *part = sentinel(cpw_part_floats() * sizeof(float)), *xs = malloc(CPW_XS * sizeof *xs);
+    float *gs = malloc(CPW_FG * CP_THREADS * sizeof *gs), acc[CPW_THREADS][10];
     int32_t *offs = malloc(CPW_FG * CP_THREADS * sizeof *offs);
-    float(*acc)[CPW_FG] = malloc(active * sizeof *acc);
     for (int f0 = 0; f0 < F; f0 += CPW_FG) {
-        for (int s = 0; s < slices; s++) {
-            size_t lo, hi;
-            op_slice((size_t)N, slices, s, &lo, &hi);
-            memset(acc, 0, active * sizeof *acc);
-            for (size_t n = lo; n < hi; n++) {
-                cpw_stage(0, 1, dpy, py, arg, gs, offs, N, OP, W, ld, (int)n, f0);
-                for (unsigned j = 0; j < active; j++)
-                    cpw_acc(j, in, gs, offs, C, N, H, W, OP, (int)n, acc[j]);
+        for (int c0 = 0; c0 < C; c0 += CPW_CC)
+            for (int s = 0; s < slices; s++) {
+                size_t lo, hi;
+                op_slice((size_t)N, slices, s, &lo, &hi);
+                memset(acc, 0, sizeof acc);
+                for (size_t n = lo; n < hi; n++) {
+                    cpw_stage(0, 1, in, dpy, py, arg, xs, gs, offs, N, H, W, OP, ld, (int)n, f0, c0);
+                    for (unsigned j = 0; j < CPW_THREADS; j++)
+                        cpw_acc(j, xs, gs, offs, H, W, OP, c0 == 0 && j % CPW_CC == 0, acc[j]);
+                }
+                for (unsigned j = 0; j < CPW_THREADS; j++)
+                    cpw_part(j, acc[j], part, C, F, f0, c0, c0 == 0 && j % CPW_CC == 0, s);
             }
-            for (unsigned j = 0; j < active; j++)
-                cpw_part(j, acc[j], part, C, F, f0, s);
-        }
         for (unsigned e = 0; e < CPW_FG * ((unsigned)C * 9 + 1); e++)
             cpw_finish(e, part, slices, dw, db, C, F, f0);
     }
-    free(part), free(gs), free(offs), free(acc);
+    free(part), free(xs), free(gs), free(offs);
     if (!dx)
         return 1;
     float *ds = malloc(CPX_FC * CPX_PAD_MAX * sizeof *ds), *ws = malloc(CPX_FC * CPX_CG * 9 * sizeof *ws);
-    float(*xacc)[CPX_CG] = malloc((size_t)H * W * sizeof *xacc);
+    int half = H * W / 2;
+    float(*xacc)[2][CPX_CG] = malloc((size_t)half * sizeof *xacc);
     for (int n = 0; n < N; n++)
         for (int c0 = 0; c0 < C; c0 += CPX_CG) {
-            memset(xacc, 0, (size_t)H * W * sizeof *xacc);
+            memset(xacc, 0, (size_t)half * sizeof *xacc);
             for (int f0 = 0; f0 < F; f0 += CPX_FC) {
                 cpx_stage(0, 1, dpy, py, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
-                for (int t = 0; t < H * W; t++)
-                    cpx_acc((uint32_t)t, ds, ws, H - 2, W - 2, W, xacc[t]);
+                for (int t = 0; t < half; t++)
+                    cpx_acc((uint32_t)t, ds, ws, H, W, xacc[t]);
             }
-            for (int t = 0; t < H * W; t++)
+            for (int t = 0; t < half; t++)
                 cpx_out((uint32_t)t, xacc[t], x_relu, dx, N, H, W, n, c0);
         }
     free(ds), free(ws), free(xacc);
@@ -100,8 +101,8 @@ typedef struct {
 } cp_shape;
 
 static const cp_shape shapes[] = {
-    {8, 3, 10, 8, 8, 1},     /* rows of 8 with 2 junk columns; one group and stage each way */
-    {16, 2, 6, 12, 16, 0},   /* rows of 10 (not wide); two stages and groups */
+    {16, 3, 10, 8, 8, 1},    /* rows of 8 with 2 junk columns; one group each way, two input stages forward */
+    {32, 2, 6, 12, 16, 0},   /* rows of 10 (not wide); several stages and groups each way */
     {32, 17, 26, 26, 64, 1}, /* net's conv2 at 17 samples: 16 slices, one of them two samples */
 };
 
@@ -173,7 +174,8 @@ START_TEST(test_conv_pool_fits)
     ck_assert(!cp_fits(32, 27, 26, 64, 3, 0)); /* an odd output side: a row in no window */
     ck_assert(!cp_fits(12, 26, 26, 64, 3, 0)); /* channels in no whole stage */
     ck_assert(!cp_fits(32, 26, 26, 60, 3, 0)); /* output channels in no whole group */
-    ck_assert(!cp_fits(40, 26, 26, 64, 3, 0)); /* more (c, tap) than a weight-gradient block's threads */
+    ck_assert(!cp_fits(48, 26, 26, 64, 3, 0)); /* more weight-gradient partials than its scratch holds */
+    ck_assert(!cp_fits(8, 26, 26, 64, 3, 0));  /* input channels in no whole weight-gradient block */
     ck_assert(!cp_fits(32, 28, 28, 64, 3, 0)); /* a plane over the forward's stage */
 }
 END_TEST
