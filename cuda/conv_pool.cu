@@ -12,8 +12,9 @@ extern "C" {
 #include "nn/conv_pool_kernels.h"
 }
 
-__global__ void __launch_bounds__(CP_THREADS) k_cp_forward(const float *x, const float *w, const float *b, float *py,
-                                                           int32_t *arg, int C, int N, int H, int W, int ld)
+__global__ void __launch_bounds__(CP_THREADS)
+    k_cp_forward(const float *x, const float *w, const float *b, float *py, int32_t *arg, nn_flat_dropout fd, int flat,
+                 int C, int N, int H, int W, int ld, int F)
 {
     __shared__ float xs[CP_CC * CP_HW_MAX], ws[CP_FG * CP_CC * 9];
     int n = (int)blockIdx.x, f0 = (int)blockIdx.y * CP_FG, OW2 = (W - 2) / 2, OP = ((H - 2) / 2) * OW2;
@@ -27,15 +28,15 @@ __global__ void __launch_bounds__(CP_THREADS) k_cp_forward(const float *x, const
         __syncthreads();
     }
     if (t < (unsigned)OP)
-        cp_window_out(acc, b, py, arg, N, H - 2, W - 2, ld, n, f0, (int)t);
+        cp_window_out(acc, b, py, arg, flat ? &fd : NULL, F, N, H - 2, W - 2, ld, n, f0, (int)t);
 }
 
 // Per group of CPW_FG output channels: its slices done (block_sum.h's last_of).
 __device__ static unsigned cpw_done[CPW_GROUPS_MAX];
 
 __global__ void __launch_bounds__(CPW_THREADS)
-    k_cp_wgrad(const float *x, const float *dpy, const float *py, const int32_t *arg, float *part, float *dw, float *db,
-               int C, int N, int H, int W, int ld, int F)
+    k_cp_wgrad(const float *x, cp_grads src, const int32_t *arg, float *part, float *dw, float *db, int C, int N, int H,
+               int W, int ld, int F)
 {
     __shared__ float xs[CPW_XS], gs[CPW_FG * CP_THREADS];
     __shared__ int32_t offs[CPW_FG * CP_THREADS];
@@ -46,7 +47,7 @@ __global__ void __launch_bounds__(CPW_THREADS)
     op_slice((size_t)N, (int)gridDim.z, (int)blockIdx.z, &lo, &hi);
     float acc[10] = {};
     for (size_t n = lo; n < hi; n++) {
-        cpw_stage(j, blockDim.x, x, dpy, py, arg, xs, gs, offs, N, H, W, OP, ld, (int)n, f0, c0);
+        cpw_stage(j, blockDim.x, x, &src, arg, xs, gs, offs, N, H, W, OP, ld, (int)n, f0, c0);
         __syncthreads();
         cpw_acc(j, xs, gs, offs, H, W, OP, bias, acc);
         __syncthreads();
@@ -60,15 +61,15 @@ __global__ void __launch_bounds__(CPW_THREADS)
 }
 
 __global__ void __launch_bounds__(CPX_THREADS)
-    k_cp_xgrad(const float *dpy, const float *py, const int32_t *arg, const float *w, const float *x_relu, float *dx,
-               int C, int N, int H, int W, int ld, int F)
+    k_cp_xgrad(cp_grads src, const int32_t *arg, const float *w, const float *x_relu, float *dx, int C, int N, int H,
+               int W, int ld, int F)
 {
     __shared__ float ds[CPX_FC * CPX_PAD_MAX], ws[CPX_FC * CPX_CG * 9];
     int n = (int)blockIdx.x, c0 = (int)blockIdx.y * CPX_CG;
     unsigned t = threadIdx.x, active = (unsigned)(H * W) / 2;
     float acc[2][CPX_CG] = {};
     for (int f0 = 0; f0 < F; f0 += CPX_FC) {
-        cpx_stage(t, blockDim.x, dpy, py, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
+        cpx_stage(t, blockDim.x, &src, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
         __syncthreads();
         if (t < active)
             cpx_acc(t, ds, ws, H, W, acc);
@@ -86,19 +87,19 @@ void cu_conv_pool_alloc(void)
         CUDA_CHECK(cudaMalloc(&wgrad_part, cpw_part_floats() * sizeof *wgrad_part));
 }
 
-int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N, int C, int H,
-                         int W, int F, int k, int pad, int wide)
+int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
+                         const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide)
 {
     if (N < 1 || N > 65535 || !cp_fits(C, H, W, F, k, pad))
         return 0;
-    LAUNCH_SHAPE(k_cp_forward, dim3((unsigned)N, (unsigned)(F / CP_FG)), CP_THREADS, x, w, pb, py, arg, C, N, H, W,
-                 wide ? W : W - 2);
+    LAUNCH_SHAPE(k_cp_forward, dim3((unsigned)N, (unsigned)(F / CP_FG)), CP_THREADS, x, w, pb, py, arg,
+                 fd ? *fd : nn_flat_dropout{}, fd != NULL, C, N, H, W, wide ? W : W - 2, F);
     return 1;
 }
 
-int cu_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
-                          const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
-                          int pad, int wide)
+int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
+                          const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
+                          int W, int F, int k, int pad, int wide)
 {
     if (N < 1 || N > 65535 || !cp_fits(C, H, W, F, k, pad))
         return 0;
@@ -106,10 +107,11 @@ int cu_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const
     if (!in)
         die(EX_SOFTWARE, "conv2 direct: a backward with neither its input nor the ReLU output it was");
     int ld = wide ? W : W - 2, slices = N < CPW_SLICES ? N : CPW_SLICES;
+    cp_grads src = {dpy, fd ? fd->f : NULL, fd ? fd->mask : NULL, py, F, N, ((H - 2) / 2) * ((W - 2) / 2)};
     LAUNCH_SHAPE(k_cp_wgrad, dim3((unsigned)(F / CPW_FG), (unsigned)(C / CPW_CC), (unsigned)slices), CPW_THREADS, in,
-                 dpy, py, arg, wgrad_part, dw, db, C, N, H, W, ld, F);
+                 src, arg, wgrad_part, dw, db, C, N, H, W, ld, F);
     if (dx)
-        LAUNCH_SHAPE(k_cp_xgrad, dim3((unsigned)N, (unsigned)(C / CPX_CG)), CPX_THREADS, dpy, py, arg, w, x_relu, dx, C,
-                     N, H, W, ld, F);
+        LAUNCH_SHAPE(k_cp_xgrad, dim3((unsigned)N, (unsigned)(C / CPX_CG)), CPX_THREADS, src, arg, w, x_relu, dx, C, N,
+                     H, W, ld, F);
     return 1;
 }

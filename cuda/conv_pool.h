@@ -3,12 +3,15 @@
 #ifndef MNIST_CUDA_CONV_POOL_H
 #define MNIST_CUDA_CONV_POOL_H
 #include <cstdint>
+extern "C" {
+#include "nn/backend.h"
+}
 
 // The weight gradient's partials (once, before any capture: nn_cuda with the switch).
 void cu_conv_pool_alloc(void);
-int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N, int C, int H,
-                         int W, int F, int k, int pad, int wide);
-int cu_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
-                          const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
-                          int pad, int wide);
+int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
+                         const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide);
+int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
+                          const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
+                          int W, int F, int k, int pad, int wide);
 #endif

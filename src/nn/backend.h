@@ -23,6 +23,17 @@ typedef struct {
 typedef void nn_gemm_fn(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, float beta, float *c, int ldc);
 
+/* The flatten and dropout after a pool (net's dropout1; backend.h's flatten_dropout_forward of the pooled
+ * output): f [N][C*OP] and mask (NULL: no dropout, as in evaluation) drawn for ids, key, layer and p. In a
+ * backward, f is the gradient of the flattened output and mask the forward's. */
+typedef struct {
+    float *f, *mask;
+    const uint64_t *ids;
+    uint64_t key;
+    int layer;
+    float p;
+} nn_flat_dropout;
+
 typedef struct nn_backend {
     const char *name; /* "cpu" or "cuda" */
     int chunk;        /* samples per im2col + GEMM in a convolution */
@@ -115,14 +126,15 @@ typedef struct nn_backend {
                          float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide);
     /* layers.h's conv_pool_forward / pool_conv_backward where the backend pools its own layout of the
      * convolution's output and never writes the caller's scratch y (and takes dx through x's ReLU in its own
-     * layout of dx); 0 having done nothing for a shape or layout it leaves to layers.c's composition, which
-     * NULL leaves them all to. oneDNN's on the CPU; the CUDA backend's with MNIST_DDP_CONV2=direct (net's conv2
-     * without a column buffer). */
-    int (*conv_pool_forward)(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N, int C,
-                             int H, int W, int F, int k, int pad, int wide);
-    int (*pool_conv_backward)(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
-                              const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
-                              int pad, int wide);
+     * layout of dx), fd included (forward: the flatten and dropout into fd; backward: dpy is scratch, the
+     * pooled gradient is fd's); 0 having done nothing for a call it leaves to layers.c's composition, which
+     * NULL leaves them all to (the backward declines what the forward declined). oneDNN's on the CPU (declining
+     * fd); the CUDA backend's with MNIST_DDP_CONV2=direct (net's conv2 without a column buffer). */
+    int (*conv_pool_forward)(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
+                             const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide);
+    int (*pool_conv_backward)(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,
+                              const float *x, const float *x_relu, const float *w, float *dw, float *db, float *dx,
+                              int N, int C, int H, int W, int F, int k, int pad, int wide);
     /* layers.h's conv_bias_relu_forward of one input channel, not wide, in one pass; 0 having done nothing
      * (layers.c composes it). NULL: always composed. The CUDA backend's with MNIST_DDP_CONV1=direct. */
     int (*conv1_bias_relu_forward)(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F,

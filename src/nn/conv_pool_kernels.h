@@ -5,7 +5,8 @@
  * use fmaf, so a CPU and a GPU round alike. Shapes (cp_fits): k 3, pad 0, even output sides; the conv's output
  * rows ld long (W when wide, else OW) only as the pool's argmaxes index them. Layouts as layers.h's.
  * - Forward: block (n, g), sample n and output channels f0 = g*CP_FG ..; thread t < OP owns pool window t: its
- *   2x2 outputs for CP_FG channels, then max (op_max4), bias and ReLU into py [F][N][OP] and arg.
+ *   2x2 outputs for CP_FG channels, then max (op_max4), bias and ReLU into py [F][N][OP] and arg, and (with
+ *   MNIST_DDP_POOL=fused too) dropout1's flatten and dropout (kern_flatten_dropout) into fd.
  * - Weight gradient: block (g, h, s), output channels f0 = g*CPW_FG .., input channels c0 = h*CPW_CC .. and slice s
  *   of the samples; thread (f, c) owns w's 9 taps of f0 + f from c0 + c (and, in blocks h = 0, thread (f, 0) the
  *   bias of f0 + f): sums of each window's pooled gradient (through the ReLU) times the input patch at the
@@ -22,6 +23,8 @@
 #include <stdint.h>
 
 #include "base/host_device.h"
+#include "nn/backend.h"
+#include "nn/kernels.h"
 #include "nn/ops.h"
 
 enum {
@@ -102,9 +105,11 @@ static inline HD void cp_window_acc(const float *xs, const float *ws, int H, int
     }
 }
 
-/* Thread t's pooled outputs: py and arg of window t for channels f0 .. (b NULL: no bias). */
-static inline HD void cp_window_out(float acc[CP_FG][4], const float *b, float *py, int32_t *arg, int N, int OH, int OW,
-                                    int ld, int n, int f0, int t)
+/* Thread t's pooled outputs: py and arg of window t for channels f0 .. of F (b NULL: no bias), then unless fd is
+ * NULL their flattened places in fd->f with dropout (kern_flatten_dropout reads py back). */
+static inline HD void cp_window_out(float acc[CP_FG][4], const float *b, float *py, int32_t *arg,
+                                    const nn_flat_dropout *fd, int F, int N, int OH, int OW, int ld, int n, int f0,
+                                    int t)
 {
     int OP = (OH / 2) * (OW / 2), ph = t / (OW / 2), pw = t % (OW / 2);
     HD_UNROLL
@@ -114,15 +119,35 @@ static inline HD void cp_window_out(float acc[CP_FG][4], const float *b, float *
         size_t o = ((size_t)(f0 + f) * (size_t)N + (size_t)n) * (size_t)OP + (size_t)t;
         py[o] = b ? op_bias_relu(m, b[f0 + f]) : op_relu(m);
         arg[o] = a;
+        if (fd)
+            kern_flatten_dropout(((size_t)n * (size_t)F + (size_t)(f0 + f)) * (size_t)OP + (size_t)t, py, fd->f,
+                                 fd->mask, F, N, OP, fd->ids, fd->key, fd->layer, fd->p);
     }
 }
 
+/* The backward's pooled gradients: dpy [F][N][OP], or (df not NULL: MNIST_DDP_POOL=fused too) fc1's flattened
+ * input gradient df [N][F*OP] times dropout1's mask (NULL: none) at the flattened place (kern_dropout_unflatten's
+ * product); py the pooled ReLU output they go through. */
+typedef struct {
+    const float *dpy, *df, *mask, *py;
+    int F, N, OP;
+} cp_grads;
+
+/* The gradient of channel c's pooled output q of sample n, through the ReLU. */
+static inline HD float cp_grad(const cp_grads *s, int c, int n, uint32_t q)
+{
+    size_t o = ((size_t)c * (size_t)s->N + (size_t)n) * (size_t)s->OP + q;
+    size_t j = ((size_t)n * (size_t)s->F + (size_t)c) * (size_t)s->OP + q;
+    float g = !s->df ? s->dpy[o] : s->mask ? s->df[j] * s->mask[j] : s->df[j];
+    return op_relu_grad(g, s->py[o]);
+}
+
 /* Weight gradient, sample n's stage of block (f0, c0, s): xs [CPW_CC][H*W + 1] its input planes c0 .., gs
- * [CPW_FG][OP] the pooled gradients dpy of channels f0 .. through the ReLU whose output py is, offs their argmaxes'
- * offsets in an input plane (rows W long). */
-static inline HD void cpw_stage(unsigned tid, unsigned nt, const float *x, const float *dpy, const float *py,
-                                const int32_t *arg, float *xs, float *gs, int32_t *offs, int N, int H, int W, int OP,
-                                int ld, int n, int f0, int c0)
+ * [CPW_FG][OP] the pooled gradients of channels f0 .. (cp_grad), offs their argmaxes' offsets in an input plane
+ * (rows W long). */
+static inline HD void cpw_stage(unsigned tid, unsigned nt, const float *x, const cp_grads *src, const int32_t *arg,
+                                float *xs, float *gs, int32_t *offs, int N, int H, int W, int OP, int ld, int n, int f0,
+                                int c0)
 {
     uint32_t HW = (uint32_t)(H * W);
     for (uint32_t i = tid; i < CPW_CC * HW; i += nt) {
@@ -130,10 +155,9 @@ static inline HD void cpw_stage(unsigned tid, unsigned nt, const float *x, const
         xs[c * (HW + 1) + j] = x[((size_t)(c0 + (int)c) * (size_t)N + (size_t)n) * HW + j];
     }
     for (uint32_t i = tid; i < CPW_FG * (uint32_t)OP; i += nt) {
-        uint32_t f = i / (uint32_t)OP;
-        size_t o = ((size_t)(f0 + (int)f) * (size_t)N + (size_t)n) * (size_t)OP + (i - f * (uint32_t)OP);
-        int32_t a = arg[o];
-        gs[i] = op_relu_grad(dpy[o], py[o]);
+        uint32_t f = i / (uint32_t)OP, q = i - f * (uint32_t)OP;
+        int32_t a = arg[((size_t)(f0 + (int)f) * (size_t)N + (size_t)n) * (size_t)OP + q];
+        gs[i] = cp_grad(src, f0 + (int)f, n, q);
         offs[i] = a / ld * W + a % ld;
     }
 }
@@ -183,20 +207,19 @@ static inline HD void cpw_finish(uint32_t e, const float *part, int slices, floa
 
 /* Input gradient, stage f0 of block (n, c0): ds [CPX_FC][OH+4][OW+4] the convolution's output gradient of
  * channels f0 .. for sample n, 2 zeros around each plane (every tap of every dx element in range): the pooled
- * gradient dpy through the ReLU at its window's argmax, 0 elsewhere in the window; ws [CPX_FC][9][CPX_CG] the
- * weights from channels c0 ... */
-static inline HD void cpx_stage(unsigned tid, unsigned nt, const float *dpy, const float *py, const int32_t *arg,
-                                const float *w, float *ds, float *ws, int C, int N, int OH, int OW, int ld, int n,
-                                int c0, int f0)
+ * gradient (cp_grad) at its window's argmax, 0 elsewhere in the window; ws [CPX_FC][9][CPX_CG] the weights from
+ * channels c0 ... */
+static inline HD void cpx_stage(unsigned tid, unsigned nt, const cp_grads *src, const int32_t *arg, const float *w,
+                                float *ds, float *ws, int C, int N, int OH, int OW, int ld, int n, int c0, int f0)
 {
     uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW, OP = (uint32_t)(OH / 2) * (uint32_t)(OW / 2);
     for (uint32_t i = tid; i < CPX_FC * PP; i += nt) {
         uint32_t f = i / PP, r = i - f * PP, y = r / PW, xq = r - y * PW;
         float v = 0.0f;
         if (y >= 2 && y < (uint32_t)OH + 2 && xq >= 2 && xq < (uint32_t)OW + 2) {
-            uint32_t oy = y - 2, ox = xq - 2;
-            size_t o = ((size_t)(f0 + (int)f) * (size_t)N + (size_t)n) * OP + (oy / 2) * (uint32_t)(OW / 2) + ox / 2;
-            v = op_window_grad(op_relu_grad(dpy[o], py[o]), arg[o], (int)(oy * (uint32_t)ld + ox));
+            uint32_t oy = y - 2, ox = xq - 2, q = (oy / 2) * (uint32_t)(OW / 2) + ox / 2;
+            size_t o = ((size_t)(f0 + (int)f) * (size_t)N + (size_t)n) * OP + q;
+            v = op_window_grad(cp_grad(src, f0 + (int)f, n, q), arg[o], (int)(oy * (uint32_t)ld + ox));
         }
         ds[i] = v;
     }

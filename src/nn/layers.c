@@ -85,16 +85,16 @@ int conv_pool_forward(const nn_backend *be, const float *x, const float *w, cons
                       int32_t *arg, const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad,
                       float *col, int chunk, int wide)
 {
-    int kept = 1, OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), ld = conv_ld(W, k, pad, wide);
-    if (!be->conv_pool_forward || !be->conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide)) {
-        kept = conv_forward(be, x, w, NULL, y, N, C, H, W, F, k, pad, col, chunk, wide);
-        if (fd && be->pool_flatten_dropout_forward) {
-            be->pool_flatten_dropout_forward(y, pb, py, arg, fd->f, fd->mask, F, N, OH, OW, ld, fd->ids, fd->key,
-                                             fd->layer, fd->p);
-            return kept;
-        }
-        be->maxpool2_relu_forward(y, pb, py, arg, F, N, OH, OW, ld);
+    if (be->conv_pool_forward && be->conv_pool_forward(x, w, pb, py, arg, fd, N, C, H, W, F, k, pad, wide))
+        return 1;
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), ld = conv_ld(W, k, pad, wide);
+    int kept = conv_forward(be, x, w, NULL, y, N, C, H, W, F, k, pad, col, chunk, wide);
+    if (fd && be->pool_flatten_dropout_forward) {
+        be->pool_flatten_dropout_forward(y, pb, py, arg, fd->f, fd->mask, F, N, OH, OW, ld, fd->ids, fd->key, fd->layer,
+                                         fd->p);
+        return kept;
     }
+    be->maxpool2_relu_forward(y, pb, py, arg, F, N, OH, OW, ld);
     if (fd)
         be->flatten_dropout_forward(py, fd->f, fd->mask, F, N, (OH / 2) * (OW / 2), fd->ids, fd->key, fd->layer, fd->p);
     return kept;
@@ -105,8 +105,11 @@ void pool_conv_backward(const nn_backend *be, float *dpy, const nn_flat_dropout 
                         float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk,
                         int wide)
 {
+    if (be->pool_conv_backward &&
+        be->pool_conv_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide))
+        return;
     int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), ld = conv_ld(W, k, pad, wide);
-    if (fd && !be->pool_conv_backward && be->dropout_pool_backward_sum &&
+    if (fd && be->dropout_pool_backward_sum &&
         be->dropout_pool_backward_sum(fd->f, fd->mask, py, arg, y, db, F, N, OH, OW, ld)) {
         const float *relu = be->col2im_relu ? x_relu : NULL;
         backward_range(be, be->gemm, x, w, y, dw, dx, relu, N, C, H, W, F, k, pad, col, 0, N, chunk, wide);
@@ -116,13 +119,10 @@ void pool_conv_backward(const nn_backend *be, float *dpy, const nn_flat_dropout 
     }
     if (fd)
         be->dropout_unflatten_backward(fd->f, fd->mask, dpy, F, N, (OH / 2) * (OW / 2));
-    if (!be->pool_conv_backward ||
-        !be->pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide)) {
-        be->relu_maxpool2_backward(dpy, py, arg, y, F * N, OH, OW, ld);
-        conv_backward(be, x, w, y, dw, db, dx, N, C, H, W, F, k, pad, col, chunk, wide);
-        if (dx && x_relu)
-            be->relu_backward(dx, x_relu, (size_t)C * N * H * W);
-    }
+    be->relu_maxpool2_backward(dpy, py, arg, y, F * N, OH, OW, ld);
+    conv_backward(be, x, w, y, dw, db, dx, N, C, H, W, F, k, pad, col, chunk, wide);
+    if (dx && x_relu)
+        be->relu_backward(dx, x_relu, (size_t)C * N * H * W);
 }
 
 void linear_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,

@@ -46,22 +46,12 @@ void conv_backward_range(const nn_backend *be, nn_gemm_fn *gemm, const float *x,
  * Returns what conv_forward returns. */
 int conv_bias_relu_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int C,
                            int H, int W, int F, int k, int pad, float *col, int chunk, int wide);
-/* The flatten and dropout after a pool (net's dropout1; backend.h's flatten_dropout_forward of the pooled
- * output): f [N][C*OP] and mask (NULL: no dropout, as in evaluation) drawn for ids, key, layer and p. In a
- * backward, f is the gradient of the flattened output and mask the forward's. */
-typedef struct {
-    float *f, *mask;
-    const uint64_t *ids;
-    uint64_t key;
-    int layer;
-    float p;
-} nn_flat_dropout;
-
 /* conv_forward without bias into y, then the backend's maxpool2_relu_forward of y (rows wide ? W : OW long)
  * with bias pb into py and arg: net's conv2, whose bias follows the pool (max(x) + b = max(x + b)); then,
  * unless fd is NULL, flatten_dropout_forward of py into fd (the backend's pool_flatten_dropout_forward pools,
  * flattens and drops in one pass where it has one). y is scratch: a backend may pool its own layout and leave
- * y unwritten. Returns what conv_forward returns. */
+ * y unwritten. Returns what conv_forward returns; 1 where the backend's conv_pool_forward did it all, fd
+ * included. */
 int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,
                       int32_t *arg, const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad,
                       float *col, int chunk, int wide);
@@ -70,7 +60,8 @@ int conv_pool_forward(const nn_backend *be, const float *x, const float *w, cons
  * NULL as there); then, unless x_relu is NULL, dx through the ReLU whose output the input was (x_relu: its
  * values, also when x is NULL): relu_backward(dx, x_relu). Where the backend's dropout_pool_backward_sum
  * takes fd, it does the unflatten, the pool's backward and the bias gradient in one reduction, and its
- * col2im_relu the ReLU's backward in col2im's pass. */
+ * col2im_relu the ReLU's backward in col2im's pass. The backend's pool_conv_backward, where it takes the call,
+ * does it all. */
 void pool_conv_backward(const nn_backend *be, float *dpy, const nn_flat_dropout *fd, const float *py,
                         const int32_t *arg, const float *x, const float *x_relu, const float *w, float *y, float *dw,
                         float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, float *col, int chunk,

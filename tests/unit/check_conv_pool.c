@@ -20,8 +20,8 @@
 static int emu_calls[2];
 
 /* cuda/conv_pool.cu's k_cp_forward over its grid (N, F / CP_FG). */
-static int emu_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N, int C, int H,
-                       int W, int F, int k, int pad, int wide)
+static int emu_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
+                       const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide)
 {
     if (!cp_fits(C, H, W, F, k, pad))
         return 0;
@@ -38,7 +38,7 @@ static int emu_forward(const float *x, const float *w, const float *pb, float *p
                     cp_window_acc(xs, ws, H, W, t / OW2, t % OW2, acc[t]);
             }
             for (int t = 0; t < OP; t++)
-                cp_window_out(acc[t], pb, py, arg, N, H - 2, W - 2, wide ? W : W - 2, n, f0, t);
+                cp_window_out(acc[t], pb, py, arg, fd, F, N, H - 2, W - 2, wide ? W : W - 2, n, f0, t);
         }
     free(xs), free(ws), free(acc);
     return 1;
@@ -46,15 +46,16 @@ static int emu_forward(const float *x, const float *w, const float *pb, float *p
 
 /* k_cp_wgrad over its grid (F / CPW_FG, C / CPW_CC, slices), the last block of each channel group finishing it;
  * then k_cp_xgrad over (N, C / CPX_CG). */
-static int emu_backward(float *dpy, const float *py, const int32_t *arg, const float *x, const float *x_relu,
-                        const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int k,
-                        int pad, int wide)
+static int emu_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
+                        const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
+                        int W, int F, int k, int pad, int wide)
 {
     if (!cp_fits(C, H, W, F, k, pad))
         return 0;
     emu_calls[1]++;
     const float *in = x ? x : x_relu;
     int ld = wide ? W : W - 2, OP = ((H - 2) / 2) * ((W - 2) / 2), slices = N < CPW_SLICES ? N : CPW_SLICES;
+    cp_grads src = {dpy, fd ? fd->f : NULL, fd ? fd->mask : NULL, py, F, N, OP};
     float *part = sentinel(cpw_part_floats() * sizeof(float)), *xs = malloc(CPW_XS * sizeof *xs);
     float *gs = malloc(CPW_FG * CP_THREADS * sizeof *gs), acc[CPW_THREADS][10];
     int32_t *offs = malloc(CPW_FG * CP_THREADS * sizeof *offs);
@@ -65,7 +66,7 @@ static int emu_backward(float *dpy, const float *py, const int32_t *arg, const f
                 op_slice((size_t)N, slices, s, &lo, &hi);
                 memset(acc, 0, sizeof acc);
                 for (size_t n = lo; n < hi; n++) {
-                    cpw_stage(0, 1, in, dpy, py, arg, xs, gs, offs, N, H, W, OP, ld, (int)n, f0, c0);
+                    cpw_stage(0, 1, in, &src, arg, xs, gs, offs, N, H, W, OP, ld, (int)n, f0, c0);
                     for (unsigned j = 0; j < CPW_THREADS; j++)
                         cpw_acc(j, xs, gs, offs, H, W, OP, c0 == 0 && j % CPW_CC == 0, acc[j]);
                 }
@@ -85,7 +86,7 @@ static int emu_backward(float *dpy, const float *py, const int32_t *arg, const f
         for (int c0 = 0; c0 < C; c0 += CPX_CG) {
             memset(xacc, 0, (size_t)half * sizeof *xacc);
             for (int f0 = 0; f0 < F; f0 += CPX_FC) {
-                cpx_stage(0, 1, dpy, py, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
+                cpx_stage(0, 1, &src, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
                 for (int t = 0; t < half; t++)
                     cpx_acc((uint32_t)t, ds, ws, H, W, xacc[t]);
             }
@@ -137,7 +138,7 @@ START_TEST(test_conv_pool)
     float *pye = sentinel(np * sizeof(float)), *pyg = sentinel(np * sizeof(float));
     int32_t *ae = sentinel(np * sizeof(int32_t)), *ag = sentinel(np * sizeof(int32_t));
     conv_pool_forward(&nn_cpu, x, w, b, y, pye, ae, NULL, N, C, H, W, F, 3, 0, col, N, s->wide);
-    ck_assert(emu_forward(x, w, b, pyg, ag, N, C, H, W, F, 3, 0, s->wide));
+    ck_assert(emu_forward(x, w, b, pyg, ag, NULL, N, C, H, W, F, 3, 0, s->wide));
     close_floats("pooled output", pye, pyg, np, 1e-5f);
     /* Argmaxes agree but where the window's two values are within rounding of each other. */
     for (size_t i = 0; i < np; i++) {
@@ -153,7 +154,7 @@ START_TEST(test_conv_pool)
     float *dxe = sentinel(nx * sizeof(float)), *dxg = sentinel(nx * sizeof(float)), *dpy2 = malloc(np * sizeof *dpy2);
     memcpy(dpy2, dpy, np * sizeof *dpy2); /* the composition may overwrite it */
     pool_conv_backward(&nn_cpu, dpy2, NULL, pye, ae, x, x, w, y, dwe, dbe, dxe, N, C, H, W, F, 3, 0, col, N, s->wide);
-    ck_assert(emu_backward(dpy, pye, ae, NULL, x, w, dwg, dbg, dxg, N, C, H, W, F, 3, 0, s->wide));
+    ck_assert(emu_backward(dpy, NULL, pye, ae, NULL, x, w, dwg, dbg, dxg, N, C, H, W, F, 3, 0, s->wide));
     close_floats("weight gradient", dwe, dwg, nw, 1e-5f);
     close_floats("bias gradient", dbe, dbg, (size_t)F, 1e-5f);
     close_floats("input gradient", dxe, dxg, nx, 1e-5f);
@@ -162,6 +163,51 @@ START_TEST(test_conv_pool)
                       (double)dxg[i]);
     free(x), free(w), free(b), free(dpy), free(col), free(y), free(pye), free(pyg), free(ae), free(ag);
     free(dwe), free(dwg), free(dbe), free(dbg), free(dxe), free(dxg), free(dpy2);
+}
+END_TEST
+
+/* With dropout1 (MNIST_DDP_POOL=fused too): the forward's flattened output and mask, and the gradients from fc1's
+ * flattened input gradient through that mask, against the composition's flatten_dropout_forward and
+ * dropout_unflatten_backward. The masks agree bit for bit (the same draws). */
+START_TEST(test_conv_pool_dropout)
+{
+    const cp_shape *s = &shapes[_i];
+    int C = s->C, N = s->N, H = s->H, W = s->W, F = s->F, OH = H - 2, OW = W - 2, ld = s->wide ? W : OW;
+    size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * 9, np = (size_t)F * N * (OH / 2) * (OW / 2);
+    float *x = relu_input(nx, 310 + (uint64_t)_i), *w = random_floats(nw, 311, -0.2f, 0.2f);
+    float *b = random_floats((size_t)F, 312, -0.3f, 0.3f), *df = random_floats(np, 313, -1.0f, 1.0f);
+    float *col = malloc(conv_scratch(C, H, W, 3, 0, N, s->wide) * sizeof *col);
+    float *y = malloc((size_t)F * N * OH * ld * sizeof *y), *py[2], *f[2], *mask[2], *dw[2], *db[2], *dx[2];
+    int32_t *arg[2];
+    uint64_t *ids = malloc((size_t)N * sizeof *ids);
+    for (int i = 0; i < N; i++)
+        ids[i] = 7000 + 13 * (uint64_t)i;
+    for (int k = 0; k < 2; k++) {
+        py[k] = sentinel(np * sizeof(float)), f[k] = sentinel(np * sizeof(float));
+        mask[k] = sentinel(np * sizeof(float)), arg[k] = sentinel(np * sizeof(int32_t));
+        dw[k] = calloc(nw, sizeof(float)), db[k] = calloc((size_t)F, sizeof(float));
+        dx[k] = sentinel(nx * sizeof(float));
+        nn_flat_dropout fd = {.f = f[k], .mask = mask[k], .ids = ids, .key = 0xd0d0, .layer = 0, .p = 0.25f};
+        if (k == 0)
+            conv_pool_forward(&nn_cpu, x, w, b, y, py[0], arg[0], &fd, N, C, H, W, F, 3, 0, col, N, s->wide);
+        else
+            ck_assert(emu_forward(x, w, b, py[1], arg[1], &fd, N, C, H, W, F, 3, 0, s->wide));
+    }
+    same_floats("dropout1 mask", mask[0], mask[1], np);
+    close_floats("flattened output", f[0], f[1], np, 1e-5f);
+    /* The backward from the CPU's pooled outputs, argmaxes and mask on both. */
+    float *scratch = malloc(np * sizeof *scratch), *df0 = malloc(np * sizeof *df0);
+    memcpy(df0, df, np * sizeof *df0); /* the composition may overwrite it */
+    nn_flat_dropout fd0 = {.f = df0, .mask = mask[0]}, fd1 = {.f = df, .mask = mask[0]};
+    pool_conv_backward(&nn_cpu, scratch, &fd0, py[0], arg[0], x, x, w, y, dw[0], db[0], dx[0], N, C, H, W, F, 3, 0, col,
+                       N, s->wide);
+    ck_assert(emu_backward(NULL, &fd1, py[0], arg[0], NULL, x, w, dw[1], db[1], dx[1], N, C, H, W, F, 3, 0, s->wide));
+    close_floats("weight gradient through dropout1", dw[0], dw[1], nw, 1e-5f);
+    close_floats("bias gradient through dropout1", db[0], db[1], (size_t)F, 1e-5f);
+    close_floats("input gradient through dropout1", dx[0], dx[1], nx, 1e-5f);
+    for (int k = 0; k < 2; k++)
+        free(py[k]), free(f[k]), free(mask[k]), free(arg[k]), free(dw[k]), free(db[k]), free(dx[k]);
+    free(x), free(w), free(b), free(df), free(col), free(y), free(ids), free(scratch), free(df0);
 }
 END_TEST
 
@@ -221,6 +267,7 @@ int main(void)
     TCase *tc = tcase_create("conv_pool");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_conv_pool, 0, (int)(sizeof shapes / sizeof shapes[0]));
+    tcase_add_loop_test(tc, test_conv_pool_dropout, 0, (int)(sizeof shapes / sizeof shapes[0]));
     tcase_add_test(tc, test_conv_pool_fits);
     tcase_add_test(tc, test_conv_pool_training);
     suite_add_tcase(s, tc);

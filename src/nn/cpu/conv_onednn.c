@@ -381,10 +381,11 @@ static void wino43_pool_run(conv_plan *p, const float *x, const float *w, const 
     calls++;
 }
 
-static int onednn_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg, int N,
-                                    int C, int H, int W, int F, int k, int pad, int wide, int winograd)
+static int onednn_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
+                                    const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad,
+                                    int wide, int winograd)
 {
-    if (!onednn_takes(C))
+    if (fd || !onednn_takes(C)) /* dropout1 stays the composition's */
         return 0;
     conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 0);
     if (!p->y_pooled)
@@ -399,11 +400,12 @@ static int onednn_conv_pool_forward(const float *x, const float *w, const float 
     return 1;
 }
 
-static int onednn_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x,
-                                     const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C,
-                                     int H, int W, int F, int k, int pad, int wide, int winograd)
+static int onednn_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,
+                                     const float *x, const float *x_relu, const float *w, float *dw, float *db,
+                                     float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide,
+                                     int winograd)
 {
-    if (!onednn_takes(C))
+    if (fd || !onednn_takes(C))
         return 0;
     conv_plan *p = plan_for(N, C, H, W, F, k, pad, wide, winograd, 1);
     if (!p->dy_pooled)
@@ -433,15 +435,16 @@ static int onednn_pool_conv_backward(float *dpy, const float *py, const int32_t 
         return onednn_backward(be, x, w, dy, dw, db, dx, N, C, H, W, F, k, pad, wide, winograd);                     \
     }                                                                                                                \
     static int alg##_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,     \
-                                       int N, int C, int H, int W, int F, int k, int pad, int wide)                  \
+                                       const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, \
+                                       int wide)                                                                     \
     {                                                                                                                \
-        return onednn_conv_pool_forward(x, w, pb, py, arg, N, C, H, W, F, k, pad, wide, winograd);                   \
+        return onednn_conv_pool_forward(x, w, pb, py, arg, fd, N, C, H, W, F, k, pad, wide, winograd);               \
     }                                                                                                                \
-    static int alg##_pool_conv_backward(float *dpy, const float *py, const int32_t *arg, const float *x,             \
-                                        const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, \
-                                        int C, int H, int W, int F, int k, int pad, int wide)                        \
+    static int alg##_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,  \
+                                        const float *x, const float *x_relu, const float *w, float *dw, float *db,   \
+                                        float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide)      \
     {                                                                                                                \
-        return onednn_pool_conv_backward(dpy, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide,        \
+        return onednn_pool_conv_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide,    \
                                          winograd);                                                                  \
     }
 
