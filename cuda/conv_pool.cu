@@ -16,7 +16,8 @@ __global__ void __launch_bounds__(CP_THREADS)
     k_cp_forward(const float *x, const float *w, const float *b, float *py, int32_t *arg, nn_flat_dropout fd, int flat,
                  int C, int N, int H, int W, int ld, int F)
 {
-    __shared__ float xs[CP_CC * CP_HW_MAX], ws[CP_FG * CP_CC * 9];
+    __shared__ float xs[CP_CC * CP_HW_MAX];
+    __shared__ cp_w4 ws[CP_CC * 9 * CP_FG / 4];
     int n = (int)blockIdx.x, f0 = (int)blockIdx.y * CP_FG, OW2 = (W - 2) / 2, OP = ((H - 2) / 2) * OW2;
     unsigned t = threadIdx.x;
     float acc[CP_FG][4] = {};
@@ -64,7 +65,8 @@ __global__ void __launch_bounds__(CPX_THREADS)
     k_cp_xgrad(cp_grads src, const int32_t *arg, const float *w, const float *x_relu, float *dx, int C, int N, int H,
                int W, int ld, int F)
 {
-    __shared__ float ds[CPX_FC * CPX_PAD_MAX], ws[CPX_FC * CPX_CG * 9];
+    __shared__ float ds[CPX_FC * CPX_PAD_MAX];
+    __shared__ cp_w4 ws[CPX_FC * 9 * CPX_CG / 4];
     int n = (int)blockIdx.x, c0 = (int)blockIdx.y * CPX_CG;
     unsigned t = threadIdx.x, active = (unsigned)(H * W) / 2;
     float acc[2][CPX_CG] = {};

@@ -28,7 +28,7 @@
 #include "nn/ops.h"
 
 enum {
-    CP_FG = 8,
+    CP_FG = 16,
     CP_CC = 8,
     CP_THREADS = 160,
     CP_HW_MAX = 26 * 26, /* forward; net's conv2 input 26x26 */
@@ -61,9 +61,14 @@ static inline HD size_t cpw_part_floats(void)
     return (size_t)CPW_SLICES * CPW_GROUPS_MAX * CPW_FG * (CPW_C_MAX * 9 + 1);
 }
 
+/* Four weights to consecutive output channels, read as one 16-byte load where the staged weights are aligned. */
+typedef struct {
+    float v[4];
+} __attribute__((aligned(16))) cp_w4;
+
 /* Forward, stage c0 of block (n, f0) by thread tid of nt: xs [CP_CC][H*W] input planes c0 .. of sample n, ws
- * [CP_FG][CP_CC][9] their weights to channels f0 ... */
-static inline HD void cp_stage(unsigned tid, unsigned nt, const float *x, const float *w, float *xs, float *ws, int C,
+ * [CP_CC][9][CP_FG] (output channels last: a thread reads four at once) their weights to channels f0 ... */
+static inline HD void cp_stage(unsigned tid, unsigned nt, const float *x, const float *w, float *xs, cp_w4 *ws, int C,
                                int N, int H, int W, int n, int f0, int c0)
 {
     uint32_t HW = (uint32_t)(H * W);
@@ -71,15 +76,15 @@ static inline HD void cp_stage(unsigned tid, unsigned nt, const float *x, const 
         uint32_t c = i / HW;
         xs[i] = x[((size_t)(c0 + (int)c) * (size_t)N + (size_t)n) * HW + (i - c * HW)];
     }
-    for (uint32_t i = tid; i < CP_FG * CP_CC * 9; i += nt) {
-        uint32_t f = i / (CP_CC * 9);
-        ws[i] = w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0) * 9 + (i - f * CP_CC * 9)];
+    for (uint32_t i = tid; i < CP_CC * 9 * CP_FG; i += nt) {
+        uint32_t c = i / (9 * CP_FG), t = (i / CP_FG) % 9, f = i % CP_FG;
+        ws[i / 4].v[i % 4] = w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)(c0 + (int)c)) * 9 + t];
     }
 }
 
 /* Thread t's window (ph, pw): acc[f][0..3] (outputs (2ph, 2pw), (2ph, 2pw+1), (2ph+1, 2pw), (2ph+1, 2pw+1)) += the
  * stage's taps, channel by channel. */
-static inline HD void cp_window_acc(const float *xs, const float *ws, int H, int W, int ph, int pw, float acc[CP_FG][4])
+static inline HD void cp_window_acc(const float *xs, const cp_w4 *ws, int H, int W, int ph, int pw, float acc[CP_FG][4])
 {
     for (int c = 0; c < CP_CC; c++) {
         const float *p = xs + c * H * W + 2 * ph * W + 2 * pw;
@@ -91,15 +96,20 @@ static inline HD void cp_window_acc(const float *xs, const float *ws, int H, int
                 v[r][q] = p[r * W + q];
         }
         HD_UNROLL
-        for (int f = 0; f < CP_FG; f++) {
+        for (int t = 0; t < 9; t++) {
+            int r = t / 3, q = t % 3;
             HD_UNROLL
-            for (int t = 0; t < 9; t++) {
-                float wv = ws[(f * CP_CC + c) * 9 + t];
-                int r = t / 3, q = t % 3;
-                acc[f][0] = fmaf(wv, v[r][q], acc[f][0]);
-                acc[f][1] = fmaf(wv, v[r][q + 1], acc[f][1]);
-                acc[f][2] = fmaf(wv, v[r + 1][q], acc[f][2]);
-                acc[f][3] = fmaf(wv, v[r + 1][q + 1], acc[f][3]);
+            for (int f4 = 0; f4 < CP_FG / 4; f4++) {
+                cp_w4 w4 = ws[(c * 9 + t) * (CP_FG / 4) + f4];
+                HD_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    float wv = w4.v[e];
+                    int f = f4 * 4 + e;
+                    acc[f][0] = fmaf(wv, v[r][q], acc[f][0]);
+                    acc[f][1] = fmaf(wv, v[r][q + 1], acc[f][1]);
+                    acc[f][2] = fmaf(wv, v[r + 1][q], acc[f][2]);
+                    acc[f][3] = fmaf(wv, v[r + 1][q + 1], acc[f][3]);
+                }
             }
         }
     }
@@ -210,7 +220,7 @@ static inline HD void cpw_finish(uint32_t e, const float *part, int slices, floa
  * gradient (cp_grad) at its window's argmax, 0 elsewhere in the window; ws [CPX_FC][9][CPX_CG] the weights from
  * channels c0 ... */
 static inline HD void cpx_stage(unsigned tid, unsigned nt, const cp_grads *src, const int32_t *arg, const float *w,
-                                float *ds, float *ws, int C, int N, int OH, int OW, int ld, int n, int c0, int f0)
+                                float *ds, cp_w4 *ws, int C, int N, int OH, int OW, int ld, int n, int c0, int f0)
 {
     uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW, OP = (uint32_t)(OH / 2) * (uint32_t)(OW / 2);
     for (uint32_t i = tid; i < CPX_FC * PP; i += nt) {
@@ -225,13 +235,13 @@ static inline HD void cpx_stage(unsigned tid, unsigned nt, const cp_grads *src, 
     }
     for (uint32_t i = tid; i < CPX_FC * 9 * CPX_CG; i += nt) {
         uint32_t f = i / (9 * CPX_CG), t = (i / CPX_CG) % 9, c = i % CPX_CG;
-        ws[i] = w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0 + c) * 9 + t];
+        ws[i / 4].v[i % 4] = w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0 + c) * 9 + t];
     }
 }
 
 /* Thread t < H*W/2, dx's elements t and t + H*W/2 (e = 0, 1; element (y, x) = (i / W, i % W)): acc[e][c] += the
  * stage's dY(y - ky, x - kx) w[f][c][ky][kx]. */
-static inline HD void cpx_acc(uint32_t t, const float *ds, const float *ws, int H, int W, float acc[2][CPX_CG])
+static inline HD void cpx_acc(uint32_t t, const float *ds, const cp_w4 *ws, int H, int W, float acc[2][CPX_CG])
 {
     uint32_t OW = (uint32_t)W - 2, PW = OW + 4, PP = ((uint32_t)H + 2) * PW, half = (uint32_t)(H * W) / 2;
     uint32_t at[2];
@@ -244,11 +254,14 @@ static inline HD void cpx_acc(uint32_t t, const float *ds, const float *ws, int 
         for (int tap = 0; tap < 9; tap++) {
             uint32_t back = (uint32_t)f * PP - (uint32_t)(tap / 3) * PW - (uint32_t)(tap % 3);
             float d0 = ds[at[0] + back], d1 = ds[at[1] + back];
-            const float *wt = ws + (f * 9 + tap) * CPX_CG;
             HD_UNROLL
-            for (int c = 0; c < CPX_CG; c++) {
-                acc[0][c] = fmaf(wt[c], d0, acc[0][c]);
-                acc[1][c] = fmaf(wt[c], d1, acc[1][c]);
+            for (int c4 = 0; c4 < CPX_CG / 4; c4++) {
+                cp_w4 w4 = ws[(f * 9 + tap) * (CPX_CG / 4) + c4];
+                HD_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    acc[0][c4 * 4 + e] = fmaf(w4.v[e], d0, acc[0][c4 * 4 + e]);
+                    acc[1][c4 * 4 + e] = fmaf(w4.v[e], d1, acc[1][c4 * 4 + e]);
+                }
             }
         }
     }

@@ -27,7 +27,8 @@ static int emu_forward(const float *x, const float *w, const float *pb, float *p
         return 0;
     emu_calls[0]++;
     int OW2 = (W - 2) / 2, OP = ((H - 2) / 2) * OW2;
-    float *xs = malloc(CP_CC * CP_HW_MAX * sizeof *xs), *ws = malloc(CP_FG * CP_CC * 9 * sizeof *ws);
+    float *xs = malloc(CP_CC * CP_HW_MAX * sizeof *xs);
+    cp_w4 *ws = malloc(CP_CC * 9 * CP_FG / 4 * sizeof *ws);
     float(*acc)[CP_FG][4] = malloc((size_t)OP * sizeof *acc);
     for (int n = 0; n < N; n++)
         for (int f0 = 0; f0 < F; f0 += CP_FG) {
@@ -79,7 +80,8 @@ static int emu_backward(float *dpy, const nn_flat_dropout *fd, const float *py, 
     free(part), free(xs), free(gs), free(offs);
     if (!dx)
         return 1;
-    float *ds = malloc(CPX_FC * CPX_PAD_MAX * sizeof *ds), *ws = malloc(CPX_FC * CPX_CG * 9 * sizeof *ws);
+    float *ds = malloc(CPX_FC * CPX_PAD_MAX * sizeof *ds);
+    cp_w4 *ws = malloc(CPX_FC * 9 * CPX_CG / 4 * sizeof *ws);
     int half = H * W / 2;
     float(*xacc)[2][CPX_CG] = malloc((size_t)half * sizeof *xacc);
     for (int n = 0; n < N; n++)
@@ -102,8 +104,8 @@ typedef struct {
 } cp_shape;
 
 static const cp_shape shapes[] = {
-    {16, 3, 10, 8, 8, 1},    /* rows of 8 with 2 junk columns; one group each way, two input stages forward */
-    {32, 2, 6, 12, 16, 0},   /* rows of 10 (not wide); several stages and groups each way */
+    {16, 3, 10, 8, 16, 1},   /* rows of 8 with 2 junk columns; one forward group, two input stages forward */
+    {32, 2, 6, 12, 32, 0},   /* rows of 10 (not wide); several stages and groups each way */
     {32, 17, 26, 26, 64, 1}, /* net's conv2 at 17 samples: 16 slices, one of them two samples */
 };
 
