@@ -23,8 +23,7 @@ typedef struct {
 typedef void nn_gemm_fn(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, float beta, float *c, int ldc);
 
-/* The flatten and dropout after a pool (net's dropout1; backend.h's flatten_dropout_forward of the pooled
- * output): f [N][C*OP] and mask (NULL: no dropout, as in evaluation) drawn for ids, key, layer and p. In a
+/* The flatten and dropout after a pool (net's dropout1; flatten_dropout_forward below, of the pooled output): f [N][C*OP] and mask (NULL: no dropout, as in evaluation) drawn for ids, key, layer and p. In a
  * backward, f is the gradient of the flattened output and mask the forward's. */
 typedef struct {
     float *f, *mask;

@@ -27,22 +27,28 @@
 #include "nn/kernels.h"
 #include "nn/ops.h"
 
+/* Tiles. Forward: CP_FG output channels per block, CP_CC input channels per stage, CP_THREADS threads (one per
+ * pool window), input planes up to CP_HW_MAX (net's conv2: 26x26). Weight gradient: CPW_FG output and CPW_CC
+ * input channels per block, samples in up to CPW_SLICES slices, up to CPW_GROUPS_MAX groups of output channels
+ * (device counters) and CPW_C_MAX input channels (the partials' scratch), the staged planes HW + 1 apart.
+ * Input gradient: CPX_CG input channels per block, CPX_FC output channels per stage, padded planes up to
+ * CPX_PAD_MAX. */
 enum {
     CP_FG = 16,
     CP_CC = 8,
     CP_THREADS = 160,
-    CP_HW_MAX = 26 * 26, /* forward; net's conv2 input 26x26 */
+    CP_HW_MAX = 26 * 26,
     CPW_FG = 4,
     CPW_CC = 16,
     CPW_THREADS = CPW_FG * CPW_CC,
     CPW_SLICES = 16,
     CPW_GROUPS_MAX = 64,
     CPW_C_MAX = 32,
-    CPW_XS = CPW_CC * (CP_HW_MAX + 1), /* weight gradient: the staged planes, HW + 1 apart */
+    CPW_XS = CPW_CC * (CP_HW_MAX + 1),
     CPX_CG = 8,
     CPX_FC = 8,
     CPX_THREADS = 352,
-    CPX_PAD_MAX = (26 + 2) * (26 + 2) /* input gradient */
+    CPX_PAD_MAX = (26 + 2) * (26 + 2)
 };
 
 /* Whether these kernels take the shape: each block's tiles fit its shared memory and threads. */
