@@ -89,10 +89,16 @@ void cu_conv_pool_alloc(void)
         CUDA_CHECK(cudaMalloc(&wgrad_part, cpw_part_floats() * sizeof *wgrad_part));
 }
 
+int cu_conv_pool_covers(int N, int C, int H, int W, int F, int k, int pad, int wide)
+{
+    (void)wide; // either row length
+    return N >= 1 && N <= 65535 && cp_fits(C, H, W, F, k, pad);
+}
+
 int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
                          const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide)
 {
-    if (N < 1 || N > 65535 || !cp_fits(C, H, W, F, k, pad))
+    if (!cu_conv_pool_covers(N, C, H, W, F, k, pad, wide))
         return 0;
     LAUNCH_SHAPE(k_cp_forward, dim3((unsigned)N, (unsigned)(F / CP_FG)), CP_THREADS, x, w, pb, py, arg,
                  fd ? *fd : nn_flat_dropout{}, fd != NULL, C, N, H, W, wide ? W : W - 2, F);
@@ -103,7 +109,7 @@ int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py
                           const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
                           int W, int F, int k, int pad, int wide)
 {
-    if (N < 1 || N > 65535 || !cp_fits(C, H, W, F, k, pad))
+    if (!cu_conv_pool_covers(N, C, H, W, F, k, pad, wide))
         return 0;
     const float *in = x ? x : x_relu; // x NULL: the forward kept it, and it is x_relu's values (layers.h)
     if (!in)

@@ -9,6 +9,8 @@ extern "C" {
 
 // The weight gradient's partials (once, before any capture: nn_cuda with the switch).
 void cu_conv_pool_alloc(void);
+// Every call of that shape with 1..N samples is taken (backend.h's conv_pool_covers).
+int cu_conv_pool_covers(int N, int C, int H, int W, int F, int k, int pad, int wide);
 int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
                          const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide);
 int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,

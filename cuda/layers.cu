@@ -570,6 +570,7 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
         cu_conv_pool_alloc();
         b->conv_pool_forward = cu_conv_pool_forward;
         b->pool_conv_backward = cu_pool_conv_backward;
+        b->conv_pool_covers = cu_conv_pool_covers;
     }
     return b;
 }

@@ -134,6 +134,10 @@ typedef struct nn_backend {
     int (*pool_conv_backward)(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,
                               const float *x, const float *x_relu, const float *w, float *dw, float *db, float *dx,
                               int N, int C, int H, int W, int F, int k, int pad, int wide);
+    /* 1 when those two take every call of this shape with 1..N samples, fd or not: the model then allocates
+     * neither the convolution's output nor its column buffer (layers.c's composition has none to run on).
+     * NULL: never promised. */
+    int (*conv_pool_covers)(int N, int C, int H, int W, int F, int k, int pad, int wide);
     /* layers.h's conv_bias_relu_forward of one input channel, not wide, in one pass; 0 having done nothing
      * (layers.c composes it). NULL: always composed. The CUDA backend's with MNIST_DDP_CONV1=direct. */
     int (*conv1_bias_relu_forward)(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F,

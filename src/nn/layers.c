@@ -1,5 +1,7 @@
 #include "nn/layers.h"
 
+#include "base/errors.h"
+
 size_t conv_scratch(int C, int H, int W, int k, int pad, int chunk, int wide)
 {
     return (size_t)C * k * k * chunk * conv_plane(H, W, k, pad, wide);
@@ -87,6 +89,8 @@ int conv_pool_forward(const nn_backend *be, const float *x, const float *w, cons
 {
     if (be->conv_pool_forward && be->conv_pool_forward(x, w, pb, py, arg, fd, N, C, H, W, F, k, pad, wide))
         return 1;
+    if (!y)
+        die(EX_SOFTWARE, "conv_pool_forward: the backend declined a shape it covers (no scratch to compose it)");
     int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), ld = conv_ld(W, k, pad, wide);
     int kept = conv_forward(be, x, w, NULL, y, N, C, H, W, F, k, pad, col, chunk, wide);
     if (fd && be->pool_flatten_dropout_forward) {
@@ -108,6 +112,8 @@ void pool_conv_backward(const nn_backend *be, float *dpy, const nn_flat_dropout 
     if (be->pool_conv_backward &&
         be->pool_conv_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide))
         return;
+    if (!y)
+        die(EX_SOFTWARE, "pool_conv_backward: the backend declined a shape it covers (no scratch to compose it)");
     int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), ld = conv_ld(W, k, pad, wide);
     if (fd && be->dropout_pool_backward_sum &&
         be->dropout_pool_backward_sum(fd->f, fd->mask, py, arg, y, db, F, N, OH, OW, ld)) {

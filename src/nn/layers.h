@@ -50,8 +50,8 @@ int conv_bias_relu_forward(const nn_backend *be, const float *x, const float *w,
  * with bias pb into py and arg: net's conv2, whose bias follows the pool (max(x) + b = max(x + b)); then,
  * unless fd is NULL, flatten_dropout_forward of py into fd (the backend's pool_flatten_dropout_forward pools,
  * flattens and drops in one pass where it has one). y is scratch: a backend may pool its own layout and leave
- * y unwritten. Returns what conv_forward returns; 1 where the backend's conv_pool_forward did it all, fd
- * included. */
+ * y unwritten, and y and col are NULL where the backend covers the shape (conv_pool_covers). Returns what
+ * conv_forward returns; 1 where the backend's conv_pool_forward did it all, fd included. */
 int conv_pool_forward(const nn_backend *be, const float *x, const float *w, const float *pb, float *y, float *py,
                       int32_t *arg, const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad,
                       float *col, int chunk, int wide);

@@ -81,6 +81,7 @@ void model_free(model *m)
 const char *model_name(const model *m) { return model_kind_names[m->kind]; }
 const nn_backend *model_backend(const model *m) { return m->be; }
 int model_capacity(const model *m) { return m->capacity; }
+size_t model_backend_bytes(const model *m) { return m->mem_bytes; }
 int model_num_tensors(const model *m) { return m->ntensors; }
 size_t model_num_params(const model *m) { return m->nparams; }
 float *model_params(model *m) { return m->params; }
@@ -92,6 +93,7 @@ void model_place_grads(model *m, float *grads)
         if (m->mem[i] == m->grads) { /* the last entry takes the freed slot: model_free needs no order */
             m->be->free(m->mem[i]);
             m->mem[i] = m->mem[--m->nmem];
+            m->mem_bytes -= m->nparams * sizeof(float);
             break;
         }
     m->grads = grads;

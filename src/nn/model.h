@@ -52,6 +52,8 @@ const nn_backend *model_backend(const model *m);
 void model_free(model *m);
 const char *model_name(const model *m);
 int model_capacity(const model *m);
+/* The backend memory the model holds: parameters, gradients (unless placed elsewhere), activations, scratch. */
+size_t model_backend_bytes(const model *m);
 
 int model_num_tensors(const model *m); /* parameters, state_dict order */
 const tensor_desc *model_tensor(const model *m, int i);

@@ -103,6 +103,7 @@ struct model {
     } a;
     void *mem[MAX_ALLOCS];
     int nmem;
+    size_t mem_bytes; /* of mem's entries */
 };
 
 /* By model_kind (networks.c). */
@@ -113,6 +114,7 @@ static inline void *model_mem(model *m, size_t bytes)
 {
     if (m->nmem == MAX_ALLOCS)
         die(EX_SOFTWARE, "model allocation table full");
+    m->mem_bytes += bytes;
     return m->mem[m->nmem++] = m->be->alloc(bytes);
 }
 

@@ -82,11 +82,19 @@ static const conv_shape
     convnet_conv1 = {.C = IN_C, .H = IN_SIDE, .W = IN_SIDE, .F = CNN_C1, .k = CNN_K, .pad = CNN_PAD},
     convnet_conv2 = {.C = CNN_C1, .H = CNN_SP1, .W = CNN_SP1, .F = CNN_C2, .k = CNN_K, .pad = CNN_PAD};
 
-/* im2col scratch for the larger of a network's two convolutions. */
+/* Whether the backend's conv_pool_forward / pool_conv_backward take every call of s (backend.h): then it has
+ * no output scratch and no column buffer. */
+static int conv_pool_covered(const model *m, const conv_shape *s)
+{
+    const nn_backend *be = m->be;
+    return be->conv_pool_covers && be->conv_pool_covers(m->capacity, s->C, s->H, s->W, s->F, s->k, s->pad, s->wide);
+}
+
+/* im2col scratch for the larger of a network's two convolutions (s2 NULL: the first's alone). */
 static float *col_scratch(model *m, const conv_shape *s1, const conv_shape *s2)
 {
     size_t a = conv_scratch(s1->C, s1->H, s1->W, s1->k, s1->pad, m->chunk, s1->wide),
-           b = conv_scratch(s2->C, s2->H, s2->W, s2->k, s2->pad, m->chunk, s2->wide);
+           b = s2 ? conv_scratch(s2->C, s2->H, s2->W, s2->k, s2->pad, m->chunk, s2->wide) : 0;
     return model_floats(m, a > b ? a : b);
 }
 
@@ -95,7 +103,8 @@ static void net_alloc(model *m)
     size_t N = (size_t)m->capacity;
     net_acts *a = &m->a.net;
     a->h1 = model_floats(m, NET_C1 * N * NET_P1);
-    a->a2 = model_floats(m, NET_C2 * N * NET_P2); /* wide */
+    int covered = conv_pool_covered(m, &net_conv2);
+    a->a2 = covered ? NULL : model_floats(m, NET_C2 * N * NET_P2); /* wide */
     a->p2 = model_floats(m, NET_C2 * N * NET_PP);
     a->arg2 = model_mem(m, NET_C2 * N * NET_PP * sizeof(int32_t));
     a->f = model_floats(m, N * NET_FLAT);
@@ -106,7 +115,7 @@ static void net_alloc(model *m)
     a->df = model_floats(m, N * NET_FLAT);
     a->dp = model_floats(m, NET_C2 * N * NET_PP);
     a->dh1 = model_floats(m, NET_C1 * N * NET_P1);
-    m->col = col_scratch(m, &net_conv1, &net_conv2);
+    m->col = col_scratch(m, &net_conv1, covered ? NULL : &net_conv2);
 }
 
 static void convnet_alloc(model *m)

@@ -54,19 +54,20 @@ def speed_table(rows):
     print(f"\nmnist_ddp, default model ({rows[0].params} parameters), {len(rows[0].epochs)} epochs per run; steady: "
           "epochs 2 onwards")
     head = ("run", "GPUs", "steady img/s", "s/epoch", "epoch 1 img/s", "start-up s", "wall s", "acc %", "nodes/st",
-            "kern/st", "gemm/st", "wait/st", "GPU MiB")
-    widths = (22, 5, 13, 9, 14, 11, 8, 7, 9, 8, 8, 8, 8)
+            "kern/st", "gemm/st", "wait/st", "GPU MiB", "model MiB")
+    widths = (22, 5, 13, 9, 14, 11, 8, 7, 9, 8, 8, 8, 8, 10)
     print("".join(f"{h:<{w}}" if i == 0 else f"{h:>{w}}" for i, (h, w) in enumerate(zip(head, widths))))
     for r in rows:
         s = r.s
         cells = (r.name, s["world"], f"{r.steady_ips:.0f}", fmt(r.samples / r.steady_ips if r.steady_ips else None,
                  ".3f"), f"{r.epoch1_ips:.0f}", f"{s['startup_s']:.2f}", f"{r.wall:.1f}",
                  f"{100 * s['test_accuracy']:.2f}", f"{r.nodes():.1f}", f"{s['kernels_per_step']:.1f}",
-                 f"{s['gemms_per_step']:.1f}", f"{s['host_waits_per_step']:.3f}", fmt(r.mem, "d"))
+                 f"{s['gemms_per_step']:.1f}", f"{s['host_waits_per_step']:.3f}", fmt(r.mem, "d"),
+                 fmt(s.get("model_mib"), ".1f"))
         print("".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(cells, widths))))
     print("s/epoch: training seconds per epoch at the steady rate; nodes/st: kernel launches + cuBLAS calls per "
           "training step (cuBLAS's own kernels not counted); wait/st: host waits per step; GPU MiB: the most "
-          "nvidia-smi saw in use on one GPU above its level before the run")
+          "nvidia-smi saw in use on one GPU above its level before the run; model MiB: what the model itself holds")
 
 
 def switch_lines(rows):
@@ -76,7 +77,8 @@ def switch_lines(rows):
         base = by.get(r.name.rsplit("-", 1)[0])
         if base and base is not r and r.name.count("-") == 2 and base.steady_ips:
             print(f"{r.name}: {r.steady_ips / base.steady_ips:.3f}x the steady images/s of {base.name}, "
-                  f"{r.nodes():.0f} nodes per step against {base.nodes():.0f}")
+                  f"{r.nodes():.0f} nodes per step against {base.nodes():.0f}, the model's "
+                  f"{fmt(r.s.get('model_mib'), '.1f')} MiB against {fmt(base.s.get('model_mib'), '.1f')}")
 
 
 def allreduce_table(rows):

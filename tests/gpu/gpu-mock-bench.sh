@@ -8,7 +8,8 @@
 # MNIST_DDP_HEAD=fused (net's training head one kernel), twenty with both, five fewer with MNIST_DDP_POOL=fused
 # (conv2's pool with dropout1 one kernel, their backward and conv2's bias gradient one reduction, conv1's ReLU
 # backward in col2im), twenty-five with all three, seven fewer with MNIST_DDP_CONV2=direct (conv2 and its pool
-# three kernels without a column buffer), twenty-nine with all four, the per-layer table and
+# three kernels without a column buffer, the model smaller by that and conv2's output: the only switch that
+# shrinks it), twenty-nine with all four, the per-layer table and
 # the start-up rows are there, and the PyTorch peers' rows where BENCH_GPU_PEERS_DEVICE=cpu runs both peers
 # on the CPU for a few steps. Where the real mnist_ddp finds no GPU, strict pre-flight fails and says why.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
@@ -41,7 +42,7 @@ for prec in ("fp32", "tf32"):
     assert direct and float(direct.group(0).split()[8]) == float(next(iter(nodes))) - 5, (direct, nodes)
 for prec in ("fp32", "tf32"):
     line = re.search(rf"^{prec}-graph-conv1direct: [0-9.]+x the steady images/s of {prec}-graph, (\d+) nodes per "
-                     r"step against (\d+)$", out, re.M)
+                     r"step against (\d+), the model's ([0-9.]+) MiB against ([0-9.]+)$", out, re.M)
     assert line and int(line.group(2)) - int(line.group(1)) == 5, f"no line comparing {prec}-graph-conv1direct"
 # the head as one kernel: fc1's bias fill and ReLU, dropout, fc2's fill + GEMM, loss (3), fc2's GEMMs (2) and
 # sum_add (2), dropout and ReLU backward, fc1's sum_add (2) -> 1 kernel (15 fewer); with conv1 direct, 20 fewer.
@@ -50,12 +51,15 @@ for prec in ("fp32", "tf32"):
 # conv2 direct: forward, im2col + GEMM + pool -> 1 kernel; backward, the pool's backward, sum_add (2), the GEMMs
 # (2), col2im and relu_backward -> 2 kernels: 7 fewer; with the other three (their pool entries give way to it),
 # dropout1's flatten and dropout in its forward's epilogue, the mask in its backward's loads: 29 fewer.
+# conv2 direct: neither conv2's output nor its column buffer in the model (conv1's columns are smaller)
 for name, fewer in (("fp32-graph-headfused", 15), ("tf32-graph-headfused", 15), ("fp32-graph-both", 20),
                     ("fp32-graph-poolfused", 5), ("tf32-graph-poolfused", 5), ("fp32-graph-all", 25),
                     ("fp32-graph-conv2direct", 7), ("fp32-graph-all4", 29)):
     line = re.search(rf"^{name}: [0-9.]+x the steady images/s of {name.rsplit('-', 1)[0]}, (\d+) nodes per step "
-                     r"against (\d+)$", out, re.M)
+                     r"against (\d+), the model's ([0-9.]+) MiB against ([0-9.]+)$", out, re.M)
     assert line and int(line.group(2)) - int(line.group(1)) == fewer, f"{name}: {line and line.group(0)}"
+    smaller = float(line.group(3)) < float(line.group(4))
+    assert smaller == ("conv2direct" in name or "all4" in name), f"{name}: {line.group(0)}"
 assert re.search(r"^  conv1 backward( +[0-9.]+){5} +[0-9.]+%$", out, re.M), "no per-layer row for every switch"
 assert re.search(r"^  head +- +- +[0-9.]+ +- +- +-$", out, re.M), "no per-layer row for the fused head"
 assert re.search(r"^  LAZY +start-up [0-9.]+ s", out, re.M) and re.search(r"^  EAGER +start-up", out, re.M)

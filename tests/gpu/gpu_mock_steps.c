@@ -150,18 +150,17 @@ static long traced(int kind, const void *p)
     return n;
 }
 
-/* The gradient buffer: the memset region that starts where all-reduces start, cleared most often (at the
- * model's creation and where the collectives place it; the overlap reference's scratch buffer once). NULL when
- * none. */
-static const trace_entry *gradient_memset(void)
+/* Of the entries of kind whose address also appears as kind `also` (-1: any), the first of the address traced most
+ * often as kind. NULL when none. */
+static const trace_entry *most_traced(int kind, int also)
 {
     const trace_entry *best = NULL;
     long best_n = 0;
     for (size_t i = 0; i < ntrace; i++) {
-        if (trace[i].kind != TR_MEMSET)
+        if (trace[i].kind != kind || (also >= 0 && !traced(also, trace[i].p)))
             continue;
-        long n = traced(TR_MEMSET, trace[i].p);
-        if (traced(TR_ALLREDUCE, trace[i].p) && n > best_n) {
+        long n = traced(kind, trace[i].p);
+        if (n > best_n) {
             best = &trace[i];
             best_n = n;
         }
@@ -169,22 +168,17 @@ static const trace_entry *gradient_memset(void)
     return best;
 }
 
+/* The gradient buffer: the memset region that starts where all-reduces start, cleared most often (at the
+ * model's creation and where the collectives place it; the overlap reference's scratch buffer once). NULL when
+ * none. */
+static const trace_entry *gradient_memset(void) { return most_traced(TR_MEMSET, TR_ALLREDUCE); }
+
 /* The batch's sample ids: the destination of most device-to-device copies (one per micro-batch, queued by the
  * host before the step's work; a step replayed as a graph has no other). NULL when none. */
 static const void *ids_buffer(void)
 {
-    const void *best = NULL;
-    long best_n = 0;
-    for (size_t i = 0; i < ntrace; i++) {
-        if (trace[i].kind != TR_COPY)
-            continue;
-        long n = traced(TR_COPY, trace[i].p);
-        if (n > best_n) {
-            best = trace[i].p;
-            best_n = n;
-        }
-    }
-    return best;
+    const trace_entry *t = most_traced(TR_COPY, -1);
+    return t ? t->p : NULL;
 }
 
 /* Where a step starts: at the copy of its first micro-batch's ids, the first after the optimizer ended the step

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sysexits.h>
 
 #include "nn/conv_pool_kernels.h"
 #include "nn/layers.h"
@@ -263,6 +264,62 @@ START_TEST(test_conv_pool_training)
 }
 END_TEST
 
+/* Every shape these blocks fit, with any number of samples. */
+static int emu_covers(int N, int C, int H, int W, int F, int k, int pad, int wide)
+{
+    (void)N, (void)wide;
+    return cp_fits(C, H, W, F, k, pad);
+}
+
+/* A backend that covers net's conv2: the model holds neither conv2's output nor its columns (only conv1's,
+ * smaller), and trains and evaluates as the CPU does without them. */
+START_TEST(test_conv_pool_covered)
+{
+    enum { N = 9 };
+    nn_backend be = nn_cpu;
+    be.conv_pool_forward = emu_forward;
+    be.pool_conv_backward = emu_backward;
+    be.conv_pool_covers = emu_covers;
+    model *m[2] = {model_create_on(&nn_cpu, MODEL_NET, N), model_create_on(&be, MODEL_NET, N)};
+    int chunk = N < nn_cpu.chunk ? N : nn_cpu.chunk;
+    size_t saved = conv_scratch(32, 26, 26, 3, 0, chunk, 1) - conv_scratch(1, 28, 28, 3, 0, chunk, 0) +
+                   (size_t)64 * N * conv_plane(26, 26, 3, 0, 1);
+    ck_assert_uint_eq(model_backend_bytes(m[0]) - model_backend_bytes(m[1]), saved * sizeof(float));
+    float *x = malloc((size_t)N * 784 * sizeof *x);
+    uint8_t labels[N];
+    uint64_t ids[N];
+    random_batch(81, N, x, labels, ids);
+    long correct[2] = {0, 0};
+    double loss[2];
+    for (int k = 0; k < 2; k++)
+        loss[k] = model_evaluate(m[k], x, labels, N, &correct[k]);
+    ck_assert_msg(fabs(loss[0] - loss[1]) <= 1e-5 * fabs(loss[0]) && correct[0] == correct[1],
+                  "evaluation: loss %.9g, %ld correct; the CPU %.9g, %ld", loss[1], correct[1], loss[0], correct[0]);
+    model_free(m[0]), model_free(m[1]), free(x);
+    same_training(&be, "conv2 direct, covered");
+}
+END_TEST
+
+static int declines(const float *x, const float *w, const float *pb, float *py, int32_t *arg, const nn_flat_dropout *fd,
+                    int N, int C, int H, int W, int F, int k, int pad, int wide)
+{
+    (void)x, (void)w, (void)pb, (void)py, (void)arg, (void)fd, (void)N, (void)C, (void)H, (void)W, (void)F, (void)k,
+        (void)pad, (void)wide;
+    return 0;
+}
+
+/* A backend that covers a shape and then declines it: the model has no scratch to compose it on, and stops
+ * (70) rather than write through NULL. */
+START_TEST(test_conv_pool_covered_declined)
+{
+    nn_backend be = nn_cpu;
+    be.conv_pool_forward = declines;
+    be.pool_conv_backward = emu_backward;
+    be.conv_pool_covers = emu_covers;
+    same_training(&be, "declined");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conv_pool");
@@ -272,6 +329,8 @@ int main(void)
     tcase_add_loop_test(tc, test_conv_pool_dropout, 0, (int)(sizeof shapes / sizeof shapes[0]));
     tcase_add_test(tc, test_conv_pool_fits);
     tcase_add_test(tc, test_conv_pool_training);
+    tcase_add_test(tc, test_conv_pool_covered);
+    tcase_add_exit_test(tc, test_conv_pool_covered_declined, EX_SOFTWARE);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
