@@ -10,6 +10,7 @@
 extern "C" {
 #include "base/errors.h"
 #include "nn/conv_pool_kernels.h"
+#include "nn/conv_pool_tf32.h"
 }
 
 __global__ void __launch_bounds__(CP_THREADS)
@@ -30,6 +31,42 @@ __global__ void __launch_bounds__(CP_THREADS)
     }
     if (t < (unsigned)OP)
         cp_window_out(acc, b, py, arg, flat ? &fd : NULL, F, N, H - 2, W - 2, ld, n, f0, (int)t);
+}
+
+// d += a b on the tensor cores: one m16n8k8 TF32 tile, fragments in the layouts conv_pool_tf32.h names.
+__device__ static inline void mma_tf32(float d[4], const uint32_t a[4], const uint32_t b[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__global__ void __launch_bounds__(CPT_THREADS)
+    k_cpt_forward(const float *x, const float *w, const float *b, float *py, int32_t *arg, nn_flat_dropout fd, int flat,
+                  int C, int N, int H, int W, int ld, int F)
+{
+    __shared__ uint32_t xs[CPT_CC * CP_HW_MAX], ws[CPT_K * CPT_LDW];
+    int n = (int)blockIdx.x, f0 = (int)blockIdx.y * CPT_F, OP = ((H - 2) / 2) * ((W - 2) / 2);
+    unsigned lane = threadIdx.x % 32, p = threadIdx.x / 32;
+    uint32_t pix[2][2];
+    cpt_rows(p, lane, W, OP, pix);
+    float acc[2][CPT_NT][4] = {};
+    for (int c0 = 0; c0 < C; c0 += CPT_CC) {
+        cpt_stage(threadIdx.x, blockDim.x, x, w, xs, ws, C, N, H, W, n, f0, c0);
+        __syncthreads();
+        for (int s = 0; s < CPT_K / 8; s++) {
+            uint32_t a[2][4], bf[CPT_NT][2];
+            cpt_frags(xs, ws, lane, H, W, pix, s, a, bf);
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int j = 0; j < CPT_NT; j++)
+                    mma_tf32(acc[mt][j], a[mt], bf[j]);
+        }
+        __syncthreads();
+    }
+    cpt_out(p, lane, acc, b, py, arg, flat ? &fd : NULL, F, N, H - 2, W - 2, ld, n, f0);
 }
 
 // Per group of CPW_FG output channels: its slices done (block_sum.h's last_of).
@@ -101,6 +138,18 @@ int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float 
     if (!cu_conv_pool_covers(N, C, H, W, F, k, pad, wide))
         return 0;
     LAUNCH_SHAPE(k_cp_forward, dim3((unsigned)N, (unsigned)(F / CP_FG)), CP_THREADS, x, w, pb, py, arg,
+                 fd ? *fd : nn_flat_dropout{}, fd != NULL, C, N, H, W, wide ? W : W - 2, F);
+    return 1;
+}
+
+int cu_conv_pool_forward_tf32(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
+                              const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide)
+{
+    if (!cu_conv_pool_covers(N, C, H, W, F, k, pad, wide))
+        return 0;
+    if (!cpt_fits(C, H, W, F, k, pad))
+        return cu_conv_pool_forward(x, w, pb, py, arg, fd, N, C, H, W, F, k, pad, wide);
+    LAUNCH_SHAPE(k_cpt_forward, dim3((unsigned)N, (unsigned)(F / CPT_F)), CPT_THREADS, x, w, pb, py, arg,
                  fd ? *fd : nn_flat_dropout{}, fd != NULL, C, N, H, W, wide ? W : W - 2, F);
     return 1;
 }

@@ -13,6 +13,9 @@ void cu_conv_pool_alloc(void);
 int cu_conv_pool_covers(int N, int C, int H, int W, int F, int k, int pad, int wide);
 int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
                          const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide);
+// The same with its products on TF32 tensor cores (--precision tf32) where conv_pool_tf32.h's tiles fit the shape.
+int cu_conv_pool_forward_tf32(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
+                              const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide);
 int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
                           const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
                           int W, int F, int k, int pad, int wide);

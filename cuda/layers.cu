@@ -568,7 +568,7 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
     }
     if (switches & NN_CUDA_CONV2_DIRECT) {
         cu_conv_pool_alloc();
-        b->conv_pool_forward = cu_conv_pool_forward;
+        b->conv_pool_forward = switches & NN_CUDA_TF32 ? cu_conv_pool_forward_tf32 : cu_conv_pool_forward;
         b->pool_conv_backward = cu_pool_conv_backward;
         b->conv_pool_covers = cu_conv_pool_covers;
     }

@@ -121,24 +121,31 @@ static inline HD void cp_window_acc(const float *xs, const cp_w4 *ws, int H, int
     }
 }
 
-/* Thread t's pooled outputs: py and arg of window t for channels f0 .. of F (b NULL: no bias), then unless fd is
- * NULL their flattened places in fd->f with dropout (kern_flatten_dropout reads py back). */
+/* Channel f's pooled output of window t from its outputs v (op_max4's order): py and arg (b NULL: no bias), then
+ * unless fd is NULL its flattened place in fd->f with dropout (kern_flatten_dropout reads py back). */
+static inline HD void cp_channel_out(const float v[4], const float *b, float *py, int32_t *arg,
+                                     const nn_flat_dropout *fd, int F, int N, int OH, int OW, int ld, int n, int f,
+                                     int t)
+{
+    int OP = (OH / 2) * (OW / 2), ph = t / (OW / 2), pw = t % (OW / 2);
+    int32_t a;
+    float m = op_max4(v[0], v[1], v[2], v[3], 2 * ph * ld + 2 * pw, ld, &a);
+    size_t o = ((size_t)f * (size_t)N + (size_t)n) * (size_t)OP + (size_t)t;
+    py[o] = b ? op_bias_relu(m, b[f]) : op_relu(m);
+    arg[o] = a;
+    if (fd)
+        kern_flatten_dropout(((size_t)n * (size_t)F + (size_t)f) * (size_t)OP + (size_t)t, py, fd->f, fd->mask, F, N,
+                             OP, fd->ids, fd->key, fd->layer, fd->p);
+}
+
+/* Thread t's pooled outputs: window t's for channels f0 .. (cp_channel_out). */
 static inline HD void cp_window_out(float acc[CP_FG][4], const float *b, float *py, int32_t *arg,
                                     const nn_flat_dropout *fd, int F, int N, int OH, int OW, int ld, int n, int f0,
                                     int t)
 {
-    int OP = (OH / 2) * (OW / 2), ph = t / (OW / 2), pw = t % (OW / 2);
     HD_UNROLL
-    for (int f = 0; f < CP_FG; f++) {
-        int32_t a;
-        float m = op_max4(acc[f][0], acc[f][1], acc[f][2], acc[f][3], 2 * ph * ld + 2 * pw, ld, &a);
-        size_t o = ((size_t)(f0 + f) * (size_t)N + (size_t)n) * (size_t)OP + (size_t)t;
-        py[o] = b ? op_bias_relu(m, b[f0 + f]) : op_relu(m);
-        arg[o] = a;
-        if (fd)
-            kern_flatten_dropout(((size_t)n * (size_t)F + (size_t)(f0 + f)) * (size_t)OP + (size_t)t, py, fd->f,
-                                 fd->mask, F, N, OP, fd->ids, fd->key, fd->layer, fd->p);
-    }
+    for (int f = 0; f < CP_FG; f++)
+        cp_channel_out(acc[f], b, py, arg, fd, F, N, OH, OW, ld, n, f0 + f, t);
 }
 
 /* The backward's pooled gradients: dpy [F][N][OP], or (df not NULL: MNIST_DDP_POOL=fused too) fc1's flattened

@@ -369,10 +369,11 @@ static unsigned cuda_switch(int gpu, const char *var, const char *off, const cha
  * bias gradients, as one kernel instead of fifteen (src/nn/head.h); MNIST_DDP_POOL=fused: conv2's pool with
  * dropout1 as one kernel, its backward with conv2's bias gradient as one reduction over the pooled gradient,
  * conv1's ReLU backward in conv2's col2im; MNIST_DDP_CONV2=direct: conv2 with its pool as three kernels
- * without a column buffer (src/nn/conv_pool_kernels.h). */
-static unsigned cuda_switches(int gpu)
+ * without a column buffer (src/nn/conv_pool_kernels.h), its forward on TF32 tensor cores with --precision tf32. */
+static unsigned cuda_switches(int gpu, const char *precision)
 {
-    return cuda_switch(gpu, "MNIST_DDP_CONV1", "im2col", "direct", NN_CUDA_CONV1_DIRECT) |
+    return (gpu && strcmp(precision, "tf32") == 0 ? NN_CUDA_TF32 : 0) |
+           cuda_switch(gpu, "MNIST_DDP_CONV1", "im2col", "direct", NN_CUDA_CONV1_DIRECT) |
            cuda_switch(gpu, "MNIST_DDP_HEAD", "composed", "fused", NN_CUDA_HEAD_FUSED) |
            cuda_switch(gpu, "MNIST_DDP_POOL", "composed", "fused", NN_CUDA_POOL_FUSED) |
            cuda_switch(gpu, "MNIST_DDP_CONV2", "im2col", "direct", NN_CUDA_CONV2_DIRECT);
@@ -382,7 +383,7 @@ static unsigned cuda_switches(int gpu)
 static void run_setup(run *r, int gpu)
 {
     const options *o = r->o;
-    unsigned switches = cuda_switches(gpu);
+    unsigned switches = cuda_switches(gpu, o->precision);
     r->be = gpu ? nn_cuda(switches) : train_cpu_backend(o->conv, o->gemm, NULL, 0);
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)

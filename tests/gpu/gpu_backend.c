@@ -21,14 +21,16 @@
  *     CPU: the cost of reduced precision, within tolerances set from its rounding.
  * Tolerances per precision in `tolerances` below, with what they were set from. One line per
  * comparison with its error. Exit 0 pass, 1 fail, 77 (SKIP and one line) without a usable GPU.
- * This file: (a) and main; gpu_backend_models.c: the models of (b) and (c); gpu_backend_util.c: the
- * twins, random data and comparisons they share (gpu_backend.h). */
+ * This file: (a) and main; gpu_backend_models.c: the models of (b) and (c); gpu_backend_conv2.c: conv2
+ * direct's kernels (a) and net with them (b), and with (c)'s tf32 its forward on tensor cores;
+ * gpu_backend_util.c: the twins, random data and comparisons they share (gpu_backend.h). */
 #include "config.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/backend.h"
 #include "nn/layers.h"
@@ -391,9 +393,6 @@ static void test_gemm(const tolerances *t)
 
 /* ---- main ------------------------------------------------------------------------------------- */
 
-/* Batch sizes of the model comparison: the recipes' (net 64, convnet 100). */
-enum { NET_BATCH = 64, CONVNET_BATCH = 100 };
-
 /* MNIST_DDP_CONV1=direct: net's conv1 with its bias and ReLU as one kernel, and its weight and bias gradients
  * as one reduction, against the CPU's im2col, GEMM, bias pass and sum_add (sums in another order: TOL_ROUND),
  * then the whole net on that backend. */
@@ -447,54 +446,6 @@ static void test_pool_fused(const tolerances *t)
     bk[1] = composed;
 }
 
-/* MNIST_DDP_CONV2=direct: net's conv2 with its pool as one kernel and its gradients as two, against the CPU's
- * im2col, GEMMs and pool (sums in another order: TOL_ROUND; an argmax may differ only where its window's two
- * values are within rounding), the backward from the CPU's pooled outputs and argmaxes on both; then net alone
- * and with all four switches. */
-static void test_conv2_direct(const tolerances *t)
-{
-    enum { N = 9, C = 32, H = 26, W = 26, F = 64, OUT = F * N * 12 * 12, IN = C * N * H * W, KW = F * C * 9 };
-    const nn_backend *composed = bk[1];
-    bk[1] = nn_cuda(NN_CUDA_CONV2_DIRECT);
-    float *xh = rnd(IN, -1, 1);
-    for (size_t i = 0; i < IN; i++)
-        xh[i] = xh[i] > 0.0f ? xh[i] : 0.0f; /* conv1's ReLU output */
-    twin x = twin_new(xh, IN * sizeof(float)), w = twin_rnd(KW, -0.1f, 0.1f), b = twin_rnd(F, -0.2f, 0.2f);
-    twin y = twin_new(NULL, (size_t)F * N * 24 * W * sizeof(float)), py = twin_new(NULL, OUT * sizeof(float));
-    twin arg = twin_new(NULL, OUT * sizeof(int32_t)), col = twin_new(NULL, conv_scratch(C, H, W, 3, 0, N, 1) * 4);
-    BOTH(conv_pool_forward(be, P(x), P(w), P(b), P(y), P(py), (int32_t *)P(arg), NULL, N, C, H, W, F, 3, 0, P(col), N,
-                           1));
-    check("conv2 direct with its pool (net conv2, 9 samples)", &py, OUT, TOL_ROUND);
-    int32_t *a0 = fetch(0, arg.p[0], OUT * sizeof *a0), *a1 = fetch(1, arg.p[1], OUT * sizeof *a1);
-    const float *y0 = y.p[0]; /* the CPU's convolution output, rows W long */
-    size_t differ = 0, wrong = 0;
-    for (size_t i = 0; i < OUT; i++) {
-        const float *plane = y0 + i / 144 * 24 * W;
-        differ += a0[i] != a1[i];
-        wrong += a0[i] != a1[i] && (a1[i] < 0 || a1[i] >= 24 * W || fabsf(plane[a0[i]] - plane[a1[i]]) > 1e-5f);
-    }
-    printf("%-4s %-46s %zu of %d differ, %zu beyond a tie\n", wrong ? "FAIL" : "ok", "conv2 direct argmaxes", differ,
-           OUT, wrong);
-    failures += wrong != 0;
-    bk[1]->upload(py.p[1], py.p[0], OUT * sizeof(float));
-    bk[1]->upload(arg.p[1], arg.p[0], OUT * sizeof(int32_t));
-    twin dpy = twin_rnd(OUT, -1, 1), dw = twin_rnd(KW, -0.1f, 0.1f), db = twin_rnd(F, -0.1f, 0.1f);
-    twin dx = twin_new(NULL, IN * sizeof(float));
-    BOTH(pool_conv_backward(be, P(dpy), NULL, P(py), (int32_t *)P(arg), P(x), P(x), P(w), P(y), P(dw), P(db), P(dx), N,
-                            C, H, W, F, 3, 0, P(col), N, 1));
-    check("conv2 direct weight gradient", &dw, KW, TOL_ROUND);
-    check("conv2 direct bias gradient", &db, F, TOL_ROUND);
-    check("conv2 direct input gradient (conv1's ReLU)", &dx, IN, TOL_ROUND);
-    free(xh), free(a0), free(a1);
-    twin_free(&x), twin_free(&w), twin_free(&b), twin_free(&y), twin_free(&py), twin_free(&arg), twin_free(&col);
-    twin_free(&dpy), twin_free(&dw), twin_free(&db), twin_free(&dx);
-    printf("-- conv2 direct (MNIST_DDP_CONV2=direct): net; with all four switches\n");
-    test_model("net", NET_BATCH, t);
-    bk[1] = nn_cuda(NN_CUDA_CONV2_DIRECT | NN_CUDA_POOL_FUSED | NN_CUDA_HEAD_FUSED | NN_CUDA_CONV1_DIRECT);
-    test_model("net", NET_BATCH, t);
-    bk[1] = composed;
-}
-
 static void run_precision(const tolerances *t, int primitives)
 {
     gpu_blas_init(t->precision);
@@ -521,6 +472,8 @@ static void run_precision(const tolerances *t, int primitives)
         test_pool_fused(t);
         test_conv2_direct(t);
     }
+    if (strcmp(t->precision, "tf32") == 0)
+        test_conv2_tf32(t);
     gpu_blas_free();
 }
 

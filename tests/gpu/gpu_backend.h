@@ -1,7 +1,8 @@
 /* What the parts of the gpu_backend program share (the CUDA backend against the CPU backend, see
  * gpu_backend.c): the two backends, memory on both (twins), random host data, and the comparisons, which
  * print one line each and count the failures. gpu_backend.c holds the primitives, the tolerances and
- * main; gpu_backend_models.c the whole models; gpu_backend_util.c these helpers. */
+ * main; gpu_backend_models.c the whole models; gpu_backend_conv2.c conv2 direct;
+ * gpu_backend_util.c these helpers. */
 #ifndef MNIST_GPU_BACKEND_H
 #define MNIST_GPU_BACKEND_H
 #include <stddef.h>
@@ -73,7 +74,14 @@ void check_bytes(const char *what, const twin *t);
 /* Two scalars: relative difference within tol. */
 void check_scalar(const char *what, double ref, double got, double tol);
 
+/* Batch sizes of the model comparison: the recipes' (net 64, convnet 100). */
+enum { NET_BATCH = 64, CONVNET_BATCH = 100 };
+
 /* gpu_backend_models.c: a whole model's forward + backward, and with fp32 an optimizer step and an
  * evaluation, on both backends (n samples). */
 void test_model(const char *name, int n, const tolerances *t);
+
+/* gpu_backend_conv2.c: MNIST_DDP_CONV2=direct's kernels and net with them; test_conv2_tf32 with --precision tf32. */
+void test_conv2_direct(const tolerances *t);
+void test_conv2_tf32(const tolerances *t);
 #endif

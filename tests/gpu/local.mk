@@ -4,7 +4,7 @@ EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/
 	tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock.h tests/gpu/mock_comm.h tests/gpu/gpu_mock_host.c \
 	tests/gpu/gpu-mock-host.sh \
 	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh tests/gpu/gpu-proxy.sh \
-	tests/gpu/gpu_backend_models.c tests/gpu/gpu_backend_util.c tests/gpu/gpu_backend.h \
+	tests/gpu/gpu_backend_models.c tests/gpu/gpu_backend_conv2.c tests/gpu/gpu_backend_util.c tests/gpu/gpu_backend.h \
 	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-graph.sh tests/gpu/gpu-rpath.sh \
 	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh tests/gpu/gpu-mock-bench.sh
 
@@ -64,7 +64,7 @@ check_PROGRAMS += tests/gpu/gpu_backend
 TESTS += tests/gpu/gpu_backend tests/gpu/gpu-train.sh
 # One GPU standing for eight: the communication proxy (skips without a usable GPU).
 TESTS += tests/gpu/gpu-proxy.sh
-tests_gpu_gpu_backend_SOURCES = tests/gpu/gpu_backend.c tests/gpu/gpu_backend_models.c tests/gpu/gpu_backend_util.c \
+tests_gpu_gpu_backend_SOURCES = tests/gpu/gpu_backend.c tests/gpu/gpu_backend_models.c tests/gpu/gpu_backend_conv2.c tests/gpu/gpu_backend_util.c \
 	tests/gpu/gpu_backend.h
 endif
 

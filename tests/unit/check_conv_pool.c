@@ -11,6 +11,7 @@
 #include <sysexits.h>
 
 #include "nn/conv_pool_kernels.h"
+#include "nn/conv_pool_tf32.h"
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
 #include "base/rng.h"
@@ -97,6 +98,76 @@ static int emu_backward(float *dpy, const nn_flat_dropout *fd, const float *py, 
                 cpx_out((uint32_t)t, xacc[t], x_relu, dx, N, H, W, n, c0);
         }
     free(ds), free(ws), free(xacc);
+    return 1;
+}
+
+static float from_bits(uint32_t u)
+{
+    float v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* One warp's mma.sync.m16n8k8 (TF32 in, fp32 sums): d += A B with a, b and d spread over the lanes as
+ * conv_pool_tf32.h's header places them. The products of TF32 values are exact in fp32; the sums run in k order. */
+static void mma_warp(float d[32][4], const uint32_t a[32][4], const uint32_t b[32][2])
+{
+    float A[16][8], B[8][8];
+    for (int l = 0; l < 32; l++) {
+        int g = l / 4, t = l % 4;
+        A[g][t] = from_bits(a[l][0]), A[g + 8][t] = from_bits(a[l][1]);
+        A[g][t + 4] = from_bits(a[l][2]), A[g + 8][t + 4] = from_bits(a[l][3]);
+        B[t][g] = from_bits(b[l][0]), B[t + 4][g] = from_bits(b[l][1]);
+    }
+    for (int l = 0; l < 32; l++)
+        for (int r = 0; r < 4; r++) {
+            int row = l / 4 + 8 * (r / 2), col = 2 * (l % 4) + r % 2;
+            for (int k = 0; k < 8; k++)
+                d[l][r] = fmaf(A[row][k], B[k][col], d[l][r]);
+        }
+}
+
+/* cuda/conv_pool.cu's k_cpt_forward over its grid (N, F / CPT_F): every warp's lanes take their fragments
+ * (cpt_frags) for each mma step, the warp's mma emulated; or emu_forward where its tiles do not fit. */
+static int emu_forward_tf32(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
+                            const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide)
+{
+    if (!cpt_fits(C, H, W, F, k, pad))
+        return emu_forward(x, w, pb, py, arg, fd, N, C, H, W, F, k, pad, wide);
+    int OP = ((H - 2) / 2) * ((W - 2) / 2);
+    uint32_t *xs = malloc(CPT_CC * CP_HW_MAX * sizeof *xs), *ws = malloc(CPT_K * CPT_LDW * sizeof *ws);
+    float(*acc)[32][2][CPT_NT][4] = malloc(CPT_WARPS * sizeof *acc);
+    uint32_t pix[CPT_WARPS][32][2][2], a[32][2][4], b[32][CPT_NT][2], am[32][4], bj[32][2];
+    float d[32][4];
+    for (unsigned p = 0; p < CPT_WARPS; p++)
+        for (unsigned l = 0; l < 32; l++)
+            cpt_rows(p, l, W, OP, pix[p][l]);
+    for (int n = 0; n < N; n++)
+        for (int f0 = 0; f0 < F; f0 += CPT_F) {
+            memset(acc, 0, CPT_WARPS * sizeof *acc);
+            for (int c0 = 0; c0 < C; c0 += CPT_CC) {
+                cpt_stage(0, 1, x, w, xs, ws, C, N, H, W, n, f0, c0);
+                for (unsigned p = 0; p < CPT_WARPS; p++)
+                    for (int s = 0; s < CPT_K / 8; s++) {
+                        for (unsigned l = 0; l < 32; l++)
+                            cpt_frags(xs, ws, l, H, W, pix[p][l], s, a[l], b[l]);
+                        for (int mt = 0; mt < 2; mt++)
+                            for (int j = 0; j < CPT_NT; j++) {
+                                for (int l = 0; l < 32; l++) {
+                                    memcpy(am[l], a[l][mt], sizeof am[l]), memcpy(bj[l], b[l][j], sizeof bj[l]);
+                                    memcpy(d[l], acc[p][l][mt][j], sizeof d[l]);
+                                }
+                                mma_warp(d, am, bj);
+                                for (int l = 0; l < 32; l++)
+                                    memcpy(acc[p][l][mt][j], d[l], sizeof d[l]);
+                            }
+                    }
+            }
+            for (unsigned p = 0; p < CPT_WARPS; p++)
+                for (unsigned l = 0; l < 32; l++)
+                    cpt_out(p, l, acc[p][l], pb, py, arg, fd, F, N, H - 2, W - 2, wide ? W : W - 2, n, f0);
+        }
+    free(xs), free(ws), free(acc);
     return 1;
 }
 
@@ -214,6 +285,84 @@ START_TEST(test_conv_pool_dropout)
 }
 END_TEST
 
+/* op_tf32 rounds to 10 mantissa bits, to nearest with ties away from zero (cvt.rna.tf32.f32). */
+START_TEST(test_tf32_rounding)
+{
+    const float ulp = 0x1p-10f; /* TF32's spacing at 1 */
+    const struct {
+        float v, want;
+    } cases[] = {
+        {1.0f, 1.0f},
+        {1.0f + ulp / 2, 1.0f + ulp},         /* a tie: away from zero */
+        {-(1.0f + ulp / 2), -(1.0f + ulp)},   /* ... on both sides */
+        {1.0f + ulp / 2 - 0x1p-23f, 1.0f},    /* below the tie: down */
+        {1.0f + 3 * ulp / 2, 1.0f + 2 * ulp}, /* a tie above an odd value: away, not to even */
+        {3.0f + ulp / 2, 3.0f},               /* at 2..4 the spacing doubles: a quarter of it rounds down */
+        {3.0f + ulp, 3.0f + 2 * ulp},         /* and half of it is a tie */
+        {0x1.fffffep0f, 2.0f},                /* the carry reaches the exponent */
+        {0.1f, 0x1.998p-4f},                  /* 0x1.99999ap-4 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(from_bits(op_tf32(cases[i].v)) == cases[i].want, "op_tf32(%a) = %a, not %a", (double)cases[i].v,
+                      (double)from_bits(op_tf32(cases[i].v)), (double)cases[i].want);
+}
+END_TEST
+
+/* Shapes for the TF32 forward: net's conv2 at 17 samples, and two groups of 64 channels over 12 windows (a warp
+ * half past them) in rows not wide. */
+static const cp_shape tf32_shapes[] = {
+    {32, 17, 26, 26, 64, 1},
+    {16, 3, 10, 8, 128, 0},
+};
+
+/* The TF32 forward against the CPU's composition on the same inputs rounded to TF32 (the products are exact
+ * there, so only the order of the sums differs: within 1e-5), with dropout1: the pooled output, argmaxes but at
+ * ties, the flattened output and the mask bit for bit; and within TF32's precision of the fp32 composition. */
+START_TEST(test_conv_pool_tf32)
+{
+    const cp_shape *s = &tf32_shapes[_i];
+    int C = s->C, N = s->N, H = s->H, W = s->W, F = s->F, OH = H - 2, OW = W - 2, ld = s->wide ? W : OW;
+    size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * 9, ny = (size_t)F * N * OH * ld,
+           np = (size_t)F * N * (OH / 2) * (OW / 2);
+    ck_assert(cpt_fits(C, H, W, F, 3, 0));
+    float *x = relu_input(nx, 320 + (uint64_t)_i), *w = random_floats(nw, 321, -0.2f, 0.2f);
+    float *b = random_floats((size_t)F, 322, -0.3f, 0.3f), *xr = malloc(nx * sizeof *xr), *wr = malloc(nw * sizeof *wr);
+    for (size_t i = 0; i < nx; i++)
+        xr[i] = from_bits(op_tf32(x[i]));
+    for (size_t i = 0; i < nw; i++)
+        wr[i] = from_bits(op_tf32(w[i]));
+    float *col = malloc(conv_scratch(C, H, W, 3, 0, N, s->wide) * sizeof *col), *y = malloc(ny * sizeof *y);
+    float *py[3], *f[3], *mask[3];
+    int32_t *arg[3];
+    uint64_t *ids = malloc((size_t)N * sizeof *ids);
+    for (int i = 0; i < N; i++)
+        ids[i] = 9000 + 11 * (uint64_t)i;
+    for (int k = 2; k >= 0; k--) { /* k 0: the composition of TF32 values (its y kept), 1: the kernel, 2: fp32 */
+        py[k] = sentinel(np * sizeof(float)), f[k] = sentinel(np * sizeof(float));
+        mask[k] = sentinel(np * sizeof(float)), arg[k] = sentinel(np * sizeof(int32_t));
+        nn_flat_dropout fd = {.f = f[k], .mask = mask[k], .ids = ids, .key = 0x7f32, .layer = 0, .p = 0.25f};
+        if (k == 1)
+            ck_assert(emu_forward_tf32(x, w, b, py[1], arg[1], &fd, N, C, H, W, F, 3, 0, s->wide));
+        else
+            conv_pool_forward(&nn_cpu, k ? x : xr, k ? w : wr, b, y, py[k], arg[k], &fd, N, C, H, W, F, 3, 0, col, N,
+                              s->wide);
+    }
+    close_floats("TF32 pooled output", py[0], py[1], np, 1e-5f);
+    close_floats("TF32 flattened output", f[0], f[1], np, 1e-5f);
+    same_floats("TF32 dropout1 mask", mask[0], mask[1], np);
+    for (size_t i = 0; i < np; i++) {
+        const float *yp = y + i / ((size_t)(OH / 2) * (OW / 2)) * OH * ld;
+        ck_assert_msg(arg[1][i] >= 0 && arg[1][i] < OH * ld, "argmax %zu: %d", i, arg[1][i]);
+        ck_assert_msg(arg[0][i] == arg[1][i] || fabsf(yp[arg[0][i]] - yp[arg[1][i]]) <= 1e-5f,
+                      "argmax %zu: %d, the CPU %d", i, arg[1][i], arg[0][i]);
+    }
+    close_floats("TF32 pooled output against fp32", py[2], py[1], np, 2e-3f);
+    for (int k = 0; k < 3; k++)
+        free(py[k]), free(f[k]), free(mask[k]), free(arg[k]);
+    free(x), free(w), free(b), free(xr), free(wr), free(col), free(y), free(ids);
+}
+END_TEST
+
 /* Shapes the kernels leave to the composition. */
 START_TEST(test_conv_pool_fits)
 {
@@ -226,6 +375,9 @@ START_TEST(test_conv_pool_fits)
     ck_assert(!cp_fits(48, 26, 26, 64, 3, 0)); /* more weight-gradient partials than its scratch holds */
     ck_assert(!cp_fits(8, 26, 26, 64, 3, 0));  /* input channels in no whole weight-gradient block */
     ck_assert(!cp_fits(32, 28, 28, 64, 3, 0)); /* a plane over the forward's stage */
+    ck_assert(cpt_fits(32, 26, 26, 64, 3, 0));
+    ck_assert(!cpt_fits(32, 26, 26, 48, 3, 0)); /* output channels in no whole TF32 block */
+    ck_assert(!cpt_fits(32, 28, 26, 64, 3, 0)); /* more windows than its warps own (13 x 12) */
 }
 END_TEST
 
@@ -327,6 +479,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_conv_pool, 0, (int)(sizeof shapes / sizeof shapes[0]));
     tcase_add_loop_test(tc, test_conv_pool_dropout, 0, (int)(sizeof shapes / sizeof shapes[0]));
+    tcase_add_test(tc, test_tf32_rounding);
+    tcase_add_loop_test(tc, test_conv_pool_tf32, 0, (int)(sizeof tf32_shapes / sizeof tf32_shapes[0]));
     tcase_add_test(tc, test_conv_pool_fits);
     tcase_add_test(tc, test_conv_pool_training);
     tcase_add_test(tc, test_conv_pool_covered);

@@ -1,0 +1,131 @@
+/* conv2 direct's forward on TF32 tensor cores (MNIST_DDP_CONV2=direct with --precision tf32; cuda/conv_pool.cu's
+ * k_cpt_forward): an implicit GEMM, D[pixel][f] = sum over k = c*9 + tap of x[c][pixel + tap] w[f][c][tap], in
+ * mma.sync.m16n8k8 tiles (TF32 inputs, fp32 sums), with conv_pool_kernels.h's pool, bias, ReLU and dropout as its
+ * epilogue. What one lane computes, in the PTX ISA's fragment layouts for that shape (lane = 4g + t): A (16 x 8,
+ * row major) a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B (8 x 8) b0 (k t, column g), b1 (k t + 4,
+ * column g); C and D (16 x 8) c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).
+ * Block (n, h): sample n, output channels f0 = h*CPT_F ..; warp p owns pool windows 8p .. 8p + 7, as the rows of
+ * two m16 tiles: tile mt, row g + 8d is window 8p + g's output (2wy + mt, 2wx + d), so each lane holds whole
+ * windows (the pool needs no shuffles): its c0/c2 of both tiles are channel 2t's four outputs of window 8p + g,
+ * c1/c3 channel 2t + 1's, for each n8 tile of channels. Inputs are rounded to TF32 as they are staged (op_tf32),
+ * as cvt.rna.tf32.f32 would. tests/unit/check_conv_pool.c runs these functions for every lane of every warp, with
+ * the mma emulated in that layout, against the CPU's im2col, GEMM and pool. */
+#ifndef MNIST_CONV_POOL_TF32_H
+#define MNIST_CONV_POOL_TF32_H
+#include <stdint.h>
+#include <string.h>
+
+#include "nn/conv_pool_kernels.h"
+
+/* Tiles: CPT_F output channels per block (CPT_NT n8 tiles), CPT_CC input channels per stage (CPT_K of the k
+ * dimension: CPT_K / 8 mma steps), weight rows CPT_LDW apart in shared memory (a warp's B loads hit 32 banks),
+ * CPT_WARPS warps of 8 windows each. */
+enum {
+    CPT_F = 64,
+    CPT_NT = CPT_F / 8,
+    CPT_CC = 8,
+    CPT_K = CPT_CC * 9,
+    CPT_LDW = CPT_F + 8,
+    CPT_WARPS = 18,
+    CPT_THREADS = CPT_WARPS * 32
+};
+
+/* Whether k_cpt_forward takes the shape (else conv2 direct's fp32 forward runs). */
+static inline HD int cpt_fits(int C, int H, int W, int F, int k, int pad)
+{
+    return cp_fits(C, H, W, F, k, pad) && C % CPT_CC == 0 && F % CPT_F == 0 &&
+           ((H - 2) / 2) * ((W - 2) / 2) <= CPT_WARPS * 8;
+}
+
+/* v rounded to TF32 (10 mantissa bits): to nearest, ties away from zero, as float bits whose low 13 are zero (the
+ * rounding of cvt.rna.tf32.f32 for finite values). */
+static inline HD uint32_t op_tf32(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (u + 0x1000u) & 0xffffe000u;
+}
+
+/* Stage c0 of block (n, f0): xs [CPT_CC][H*W] sample n's input planes c0 .., ws [CPT_K][CPT_LDW] the weights of
+ * f0 .. from them (row k = c*9 + tap), both in TF32. */
+static inline HD void cpt_stage(unsigned tid, unsigned nt, const float *x, const float *w, uint32_t *xs, uint32_t *ws,
+                                int C, int N, int H, int W, int n, int f0, int c0)
+{
+    uint32_t HW = (uint32_t)(H * W);
+    for (uint32_t i = tid; i < CPT_CC * HW; i += nt) {
+        uint32_t c = i / HW;
+        xs[i] = op_tf32(x[((size_t)(c0 + (int)c) * (size_t)N + (size_t)n) * HW + (i - c * HW)]);
+    }
+    for (uint32_t i = tid; i < CPT_K * CPT_F; i += nt) {
+        uint32_t f = i / CPT_K, k = i - f * CPT_K;
+        ws[k * CPT_LDW + f] = op_tf32(w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0) * 9 + k]);
+    }
+}
+
+/* Lane's window in warp p: 8p + g, or -1 past the OP windows (its rows then read window 0 and write nothing). */
+static inline HD int cpt_window(unsigned p, unsigned lane, int OP)
+{
+    int win = (int)(p * 8 + lane / 4);
+    return win < OP ? win : -1;
+}
+
+/* Offsets in a staged plane of the lane's A rows: pix[mt][d] = its window's output (2wy + mt, 2wx + d). */
+static inline HD void cpt_rows(unsigned p, unsigned lane, int W, int OP, uint32_t pix[2][2])
+{
+    int win = cpt_window(p, lane, OP), OW2 = (W - 2) / 2;
+    if (win < 0)
+        win = 0;
+    uint32_t y = 2 * (uint32_t)(win / OW2), x = 2 * (uint32_t)(win % OW2);
+    for (uint32_t mt = 0; mt < 2; mt++)
+        for (uint32_t d = 0; d < 2; d++)
+            pix[mt][d] = (y + mt) * (uint32_t)W + x + d;
+}
+
+/* Where row k = c*9 + tap of the stage starts in xs, relative to an output's pixel. */
+static inline HD uint32_t cpt_k_offset(uint32_t k, int H, int W)
+{
+    uint32_t c = k / 9, tap = k - c * 9;
+    return c * (uint32_t)(H * W) + (tap / 3) * (uint32_t)W + tap % 3;
+}
+
+/* The lane's fragments for mma step s of the stage (k = 8s ..): a[mt] of m16 tile mt, b[j] of n8 tile j. */
+static inline HD void cpt_frags(const uint32_t *xs, const uint32_t *ws, unsigned lane, int H, int W,
+                                const uint32_t pix[2][2], int s, uint32_t a[2][4], uint32_t b[CPT_NT][2])
+{
+    uint32_t g = lane / 4, t = lane % 4, k0 = (uint32_t)s * 8 + t, k1 = k0 + 4;
+    uint32_t o0 = cpt_k_offset(k0, H, W), o1 = cpt_k_offset(k1, H, W);
+    HD_UNROLL
+    for (int mt = 0; mt < 2; mt++) {
+        a[mt][0] = xs[o0 + pix[mt][0]];
+        a[mt][1] = xs[o0 + pix[mt][1]];
+        a[mt][2] = xs[o1 + pix[mt][0]];
+        a[mt][3] = xs[o1 + pix[mt][1]];
+    }
+    HD_UNROLL
+    for (int j = 0; j < CPT_NT; j++) {
+        b[j][0] = ws[k0 * CPT_LDW + (uint32_t)j * 8 + g];
+        b[j][1] = ws[k1 * CPT_LDW + (uint32_t)j * 8 + g];
+    }
+}
+
+/* The lane's outputs after the last stage: for each n8 tile j and e = 0, 1, channel f0 + 8j + 2t + e's window
+ * (outputs in op_max4's order: (0, 0) c[e] of tile 0, (0, 1) its c[2 + e], then tile 1's) through
+ * cp_channel_out. */
+static inline HD void cpt_out(unsigned p, unsigned lane, float acc[2][CPT_NT][4], const float *b, float *py,
+                              int32_t *arg, const nn_flat_dropout *fd, int F, int N, int OH, int OW, int ld, int n,
+                              int f0)
+{
+    int win = cpt_window(p, lane, (OH / 2) * (OW / 2));
+    if (win < 0)
+        return;
+    int t = (int)(lane % 4);
+    HD_UNROLL
+    for (int j = 0; j < CPT_NT; j++) {
+        HD_UNROLL
+        for (int e = 0; e < 2; e++) {
+            float v[4] = {acc[0][j][e], acc[0][j][2 + e], acc[1][j][e], acc[1][j][2 + e]};
+            cp_channel_out(v, b, py, arg, fd, F, N, OH, OW, ld, n, f0 + 8 * j + 2 * t + e, win);
+        }
+    }
+}
+#endif
