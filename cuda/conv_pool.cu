@@ -118,6 +118,33 @@ __global__ void __launch_bounds__(CPX_THREADS)
         cpx_out(t, acc, x_relu, dx, N, H, W, n, c0);
 }
 
+__global__ void __launch_bounds__(CPXT_THREADS)
+    k_cpxt_xgrad(cp_grads src, const int32_t *arg, const float *w, const float *x_relu, float *dx, int C, int N, int H,
+                 int W, int ld, int F)
+{
+    __shared__ uint32_t ds[CPXT_FC * CPX_PAD_MAX], ws[CPXT_K * CPXT_LDW];
+    int n = (int)blockIdx.x, c0 = (int)blockIdx.y * CPXT_C;
+    unsigned lane = threadIdx.x % 32, p = threadIdx.x / 32;
+    uint32_t at[2][2];
+    cpxt_rows(p, lane, H, W, at);
+    float acc[2][CPXT_NT][4] = {};
+    for (int f0 = 0; f0 < F; f0 += CPXT_FC) {
+        cpxt_stage(threadIdx.x, blockDim.x, &src, arg, w, ds, ws, C, N, H, W, ld, n, c0, f0);
+        __syncthreads();
+        for (int s = 0; s < CPXT_K / 8; s++) {
+            uint32_t a[2][4], bf[CPXT_NT][2];
+            cpxt_frags(ds, ws, lane, H, W, at, s, a, bf);
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int j = 0; j < CPXT_NT; j++)
+                    mma_tf32(acc[mt][j], a[mt], bf[j]);
+        }
+        __syncthreads();
+    }
+    cpxt_out(p, lane, acc, x_relu, dx, N, H, W, n, c0);
+}
+
 static float *wgrad_part;
 
 void cu_conv_pool_alloc(void)
@@ -154,9 +181,21 @@ int cu_conv_pool_forward_tf32(const float *x, const float *w, const float *pb, f
     return 1;
 }
 
-int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
-                          const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
-                          int W, int F, int k, int pad, int wide)
+// The input gradient on tensor cores where tf32 and its tiles fit the shape, else in fp32.
+static void xgrad(const cp_grads &src, const int32_t *arg, const float *w, const float *x_relu, float *dx, int N, int C,
+                  int H, int W, int F, int ld, int tf32)
+{
+    if (tf32 && cpxt_fits(C, H, W, F, 3, 0))
+        LAUNCH_SHAPE(k_cpxt_xgrad, dim3((unsigned)N, (unsigned)(C / CPXT_C)), CPXT_THREADS, src, arg, w, x_relu, dx, C,
+                     N, H, W, ld, F);
+    else
+        LAUNCH_SHAPE(k_cp_xgrad, dim3((unsigned)N, (unsigned)(C / CPX_CG)), CPX_THREADS, src, arg, w, x_relu, dx, C, N,
+                     H, W, ld, F);
+}
+
+static int pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,
+                              const float *x, const float *x_relu, const float *w, float *dw, float *db, float *dx,
+                              int N, int C, int H, int W, int F, int k, int pad, int wide, int tf32)
 {
     if (!cu_conv_pool_covers(N, C, H, W, F, k, pad, wide))
         return 0;
@@ -168,7 +207,20 @@ int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py
     LAUNCH_SHAPE(k_cp_wgrad, dim3((unsigned)(F / CPW_FG), (unsigned)(C / CPW_CC), (unsigned)slices), CPW_THREADS, in,
                  src, arg, wgrad_part, dw, db, C, N, H, W, ld, F);
     if (dx)
-        LAUNCH_SHAPE(k_cp_xgrad, dim3((unsigned)N, (unsigned)(C / CPX_CG)), CPX_THREADS, src, arg, w, x_relu, dx, C, N,
-                     H, W, ld, F);
+        xgrad(src, arg, w, x_relu, dx, N, C, H, W, F, ld, tf32);
     return 1;
+}
+
+int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
+                          const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
+                          int W, int F, int k, int pad, int wide)
+{
+    return pool_conv_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide, 0);
+}
+
+int cu_pool_conv_backward_tf32(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,
+                               const float *x, const float *x_relu, const float *w, float *dw, float *db, float *dx,
+                               int N, int C, int H, int W, int F, int k, int pad, int wide)
+{
+    return pool_conv_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide, 1);
 }

@@ -19,4 +19,8 @@ int cu_conv_pool_forward_tf32(const float *x, const float *w, const float *pb, f
 int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
                           const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
                           int W, int F, int k, int pad, int wide);
+// The same with the input gradient on TF32 tensor cores (--precision tf32) where conv_pool_tf32.h's tiles fit.
+int cu_pool_conv_backward_tf32(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,
+                               const float *x, const float *x_relu, const float *w, float *dw, float *db, float *dx,
+                               int N, int C, int H, int W, int F, int k, int pad, int wide);
 #endif

@@ -569,7 +569,7 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
     if (switches & NN_CUDA_CONV2_DIRECT) {
         cu_conv_pool_alloc();
         b->conv_pool_forward = switches & NN_CUDA_TF32 ? cu_conv_pool_forward_tf32 : cu_conv_pool_forward;
-        b->pool_conv_backward = cu_pool_conv_backward;
+        b->pool_conv_backward = switches & NN_CUDA_TF32 ? cu_pool_conv_backward_tf32 : cu_pool_conv_backward;
         b->conv_pool_covers = cu_conv_pool_covers;
     }
     return b;

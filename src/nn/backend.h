@@ -166,7 +166,8 @@ extern const nn_backend nn_cpu;
  * backward with conv2's bias gradient in one reduction, conv1's ReLU backward in conv2's col2im
  * (pool_flatten_dropout_forward, dropout_pool_backward_sum, col2im_relu); conv2 with its pool as three kernels
  * without a column buffer (conv_pool_forward, pool_conv_backward; src/nn/conv_pool_kernels.h). NN_CUDA_TF32 is
- * --precision tf32's part of the kernels (conv2 direct's forward on tensor cores; cuBLAS has its own setting). */
+ * --precision tf32's part of the kernels (conv2 direct's forward and input gradient on tensor cores; cuBLAS has
+ * its own setting). */
 enum {
     NN_CUDA_CONV1_DIRECT = 1,
     NN_CUDA_HEAD_FUSED = 2,

@@ -230,21 +230,25 @@ static inline HD void cpw_finish(uint32_t e, const float *part, int slices, floa
 
 /* Input gradient, stage f0 of block (n, c0): ds [CPX_FC][OH+4][OW+4] the convolution's output gradient of
  * channels f0 .. for sample n, 2 zeros around each plane (every tap of every dx element in range): the pooled
- * gradient (cp_grad) at its window's argmax, 0 elsewhere in the window; ws [CPX_FC][9][CPX_CG] the weights from
- * channels c0 ... */
+ * gradient (cp_grad) at its window's argmax, 0 elsewhere in the window (cpx_padded: channel f's at (y, xq) of
+ * its padded plane); ws [CPX_FC][9][CPX_CG] the weights from channels c0 ... */
+static inline HD float cpx_padded(const cp_grads *src, const int32_t *arg, int N, int OH, int OW, int ld, int n, int f,
+                                  uint32_t y, uint32_t xq)
+{
+    if (y < 2 || y >= (uint32_t)OH + 2 || xq < 2 || xq >= (uint32_t)OW + 2)
+        return 0.0f;
+    uint32_t oy = y - 2, ox = xq - 2, q = (oy / 2) * (uint32_t)(OW / 2) + ox / 2;
+    size_t o = ((size_t)f * (size_t)N + (size_t)n) * (size_t)((OH / 2) * (OW / 2)) + q;
+    return op_window_grad(cp_grad(src, f, n, q), arg[o], (int)(oy * (uint32_t)ld + ox));
+}
+
 static inline HD void cpx_stage(unsigned tid, unsigned nt, const cp_grads *src, const int32_t *arg, const float *w,
                                 float *ds, cp_w4 *ws, int C, int N, int OH, int OW, int ld, int n, int c0, int f0)
 {
-    uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW, OP = (uint32_t)(OH / 2) * (uint32_t)(OW / 2);
+    uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW;
     for (uint32_t i = tid; i < CPX_FC * PP; i += nt) {
-        uint32_t f = i / PP, r = i - f * PP, y = r / PW, xq = r - y * PW;
-        float v = 0.0f;
-        if (y >= 2 && y < (uint32_t)OH + 2 && xq >= 2 && xq < (uint32_t)OW + 2) {
-            uint32_t oy = y - 2, ox = xq - 2, q = (oy / 2) * (uint32_t)(OW / 2) + ox / 2;
-            size_t o = ((size_t)(f0 + (int)f) * (size_t)N + (size_t)n) * OP + q;
-            v = op_window_grad(cp_grad(src, f0 + (int)f, n, q), arg[o], (int)(oy * (uint32_t)ld + ox));
-        }
-        ds[i] = v;
+        uint32_t f = i / PP, r = i - f * PP, y = r / PW;
+        ds[i] = cpx_padded(src, arg, N, OH, OW, ld, n, f0 + (int)f, y, r - y * PW);
     }
     for (uint32_t i = tid; i < CPX_FC * 9 * CPX_CG; i += nt) {
         uint32_t f = i / (9 * CPX_CG), t = (i / CPX_CG) % 9, c = i % CPX_CG;

@@ -1,5 +1,5 @@
-/* conv2 direct's forward on TF32 tensor cores (MNIST_DDP_CONV2=direct with --precision tf32; cuda/conv_pool.cu's
- * k_cpt_forward): an implicit GEMM, D[pixel][f] = sum over k = c*9 + tap of x[c][pixel + tap] w[f][c][tap], in
+/* conv2 direct's forward and input gradient on TF32 tensor cores (MNIST_DDP_CONV2=direct with --precision tf32;
+ * cuda/conv_pool.cu's k_cpt_forward and k_cpxt_xgrad, the latter described below). The forward: an implicit GEMM, D[pixel][f] = sum over k = c*9 + tap of x[c][pixel + tap] w[f][c][tap], in
  * mma.sync.m16n8k8 tiles (TF32 inputs, fp32 sums), with conv_pool_kernels.h's pool, bias, ReLU and dropout as its
  * epilogue. What one lane computes, in the PTX ISA's fragment layouts for that shape (lane = 4g + t): A (16 x 8,
  * row major) a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B (8 x 8) b0 (k t, column g), b1 (k t + 4,
@@ -9,7 +9,7 @@
  * windows (the pool needs no shuffles): its c0/c2 of both tiles are channel 2t's four outputs of window 8p + g,
  * c1/c3 channel 2t + 1's, for each n8 tile of channels. Inputs are rounded to TF32 as they are staged (op_tf32),
  * as cvt.rna.tf32.f32 would. tests/unit/check_conv_pool.c runs these functions for every lane of every warp, with
- * the mma emulated in that layout, against the CPU's im2col, GEMM and pool. */
+ * the mma emulated in that layout, against the CPU's im2col, GEMM, pool and col2im. */
 #ifndef MNIST_CONV_POOL_TF32_H
 #define MNIST_CONV_POOL_TF32_H
 #include <stdint.h>
@@ -88,24 +88,35 @@ static inline HD uint32_t cpt_k_offset(uint32_t k, int H, int W)
     return c * (uint32_t)(H * W) + (tap / 3) * (uint32_t)W + tap % 3;
 }
 
-/* The lane's fragments for mma step s of the stage (k = 8s ..): a[mt] of m16 tile mt, b[j] of n8 tile j. */
+/* The lane's fragments for an mma step whose k runs from k0 = 8s: a[mt] of m16 tile mt from xs at the lane's rows
+ * (rows[mt][0] for row g, rows[mt][1] for g + 8) plus where k0 + t and k0 + t + 4 start (o0, o1); b[j] of n8 tile
+ * j < nt from ws's rows k0 + t and k0 + t + 4, ldw apart. */
+static inline HD void tf32_frags(const uint32_t *xs, const uint32_t *ws, uint32_t ldw, int nt, unsigned lane,
+                                 uint32_t k0, uint32_t o0, uint32_t o1, const uint32_t rows[2][2], uint32_t a[2][4],
+                                 uint32_t (*b)[2])
+{
+    uint32_t g = lane / 4, t = lane % 4;
+    HD_UNROLL
+    for (int mt = 0; mt < 2; mt++) {
+        a[mt][0] = xs[o0 + rows[mt][0]];
+        a[mt][1] = xs[o0 + rows[mt][1]];
+        a[mt][2] = xs[o1 + rows[mt][0]];
+        a[mt][3] = xs[o1 + rows[mt][1]];
+    }
+    HD_UNROLL
+    for (int j = 0; j < nt; j++) {
+        b[j][0] = ws[(k0 + t) * ldw + (uint32_t)j * 8 + g];
+        b[j][1] = ws[(k0 + t + 4) * ldw + (uint32_t)j * 8 + g];
+    }
+}
+
+/* The forward's fragments for mma step s of the stage (k = 8s ..). */
 static inline HD void cpt_frags(const uint32_t *xs, const uint32_t *ws, unsigned lane, int H, int W,
                                 const uint32_t pix[2][2], int s, uint32_t a[2][4], uint32_t b[CPT_NT][2])
 {
-    uint32_t g = lane / 4, t = lane % 4, k0 = (uint32_t)s * 8 + t, k1 = k0 + 4;
-    uint32_t o0 = cpt_k_offset(k0, H, W), o1 = cpt_k_offset(k1, H, W);
-    HD_UNROLL
-    for (int mt = 0; mt < 2; mt++) {
-        a[mt][0] = xs[o0 + pix[mt][0]];
-        a[mt][1] = xs[o0 + pix[mt][1]];
-        a[mt][2] = xs[o1 + pix[mt][0]];
-        a[mt][3] = xs[o1 + pix[mt][1]];
-    }
-    HD_UNROLL
-    for (int j = 0; j < CPT_NT; j++) {
-        b[j][0] = ws[k0 * CPT_LDW + (uint32_t)j * 8 + g];
-        b[j][1] = ws[k1 * CPT_LDW + (uint32_t)j * 8 + g];
-    }
+    uint32_t k = (uint32_t)s * 8 + lane % 4;
+    tf32_frags(xs, ws, CPT_LDW, CPT_NT, lane, (uint32_t)s * 8, cpt_k_offset(k, H, W), cpt_k_offset(k + 4, H, W), pix, a,
+               b);
 }
 
 /* The lane's outputs after the last stage: for each n8 tile j and e = 0, 1, channel f0 + 8j + 2t + e's window
@@ -127,5 +138,92 @@ static inline HD void cpt_out(unsigned p, unsigned lane, float acc[2][CPT_NT][4]
             cp_channel_out(v, b, py, arg, fd, F, N, OH, OW, ld, n, f0 + 8 * j + 2 * t + e, win);
         }
     }
+}
+/* The input gradient on tensor cores (k_cpxt_xgrad), the transposed convolution as an implicit GEMM:
+ * dx[c][i] = sum over k = f*9 + tap of dY[f][i - tap] w[f][c][tap], rows i the input's elements, columns c. Block
+ * n: sample n, input channels c0 = h*CPXT_C ..; warp p owns elements 32p .. 32p + 31 (tile mt, row g + 8d:
+ * element 32p + 16mt + g + 8d), each lane channels 8j + 2t, + 1 of every n8 tile j; the unpooled gradient staged as
+ * cpx_stage stages it, CPXT_FC output channels at a time, in TF32; conv1's ReLU backward its epilogue. */
+enum {
+    CPXT_C = 32,
+    CPXT_NT = CPXT_C / 8,
+    CPXT_FC = 8,
+    CPXT_K = CPXT_FC * 9,
+    CPXT_LDW = CPXT_C + 8,
+    CPXT_WARPS = 22,
+    CPXT_THREADS = CPXT_WARPS * 32
+};
+
+static inline HD int cpxt_fits(int C, int H, int W, int F, int k, int pad)
+{
+    return cp_fits(C, H, W, F, k, pad) && C % CPXT_C == 0 && F % CPXT_FC == 0 && H * W <= CPXT_WARPS * 32;
+}
+
+/* Stage f0 of block (n, c0): ds [CPXT_FC][H+2][W+2] cpx_padded's planes, ws [CPXT_K][CPXT_LDW] the weights from
+ * c0 .. (row k = f*9 + tap), both in TF32. */
+static inline HD void cpxt_stage(unsigned tid, unsigned nt, const cp_grads *src, const int32_t *arg, const float *w,
+                                 uint32_t *ds, uint32_t *ws, int C, int N, int H, int W, int ld, int n, int c0, int f0)
+{
+    uint32_t PW = (uint32_t)W + 2, PP = ((uint32_t)H + 2) * PW;
+    for (uint32_t i = tid; i < CPXT_FC * PP; i += nt) {
+        uint32_t f = i / PP, r = i - f * PP, y = r / PW;
+        ds[i] = op_tf32(cpx_padded(src, arg, N, H - 2, W - 2, ld, n, f0 + (int)f, y, r - y * PW));
+    }
+    for (uint32_t i = tid; i < CPXT_K * CPXT_C; i += nt) {
+        uint32_t c = i / CPXT_K, k = i - c * CPXT_K, f = k / 9;
+        ws[k * CPXT_LDW + c] = op_tf32(w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)(c0 + (int)c)) * 9 + k - f * 9]);
+    }
+}
+
+/* The lane's element of tile mt, row g + 8d, in warp p; HW or more past the plane. */
+static inline HD uint32_t cpxt_element(unsigned p, unsigned lane, int mt, int d)
+{
+    return p * 32 + (uint32_t)mt * 16 + lane / 4 + (uint32_t)d * 8;
+}
+
+/* Where the lane's rows sit in a staged plane: at[mt][d] = element (y, x)'s y*(W+2) + x (element 0 past the
+ * plane). */
+static inline HD void cpxt_rows(unsigned p, unsigned lane, int H, int W, uint32_t at[2][2])
+{
+    for (int mt = 0; mt < 2; mt++)
+        for (int d = 0; d < 2; d++) {
+            uint32_t i = cpxt_element(p, lane, mt, d);
+            if (i >= (uint32_t)(H * W))
+                i = 0;
+            at[mt][d] = i / (uint32_t)W * ((uint32_t)W + 2) + i % (uint32_t)W;
+        }
+}
+
+/* Where row k = f*9 + tap of the stage sits relative to at[][]: dY[f](y - ky, x - kx) is 2 - ky rows and 2 - kx
+ * columns past the padded plane's (y, x). */
+static inline HD uint32_t cpxt_k_offset(uint32_t k, int H, int W)
+{
+    uint32_t f = k / 9, tap = k - f * 9, PW = (uint32_t)W + 2;
+    return f * ((uint32_t)H + 2) * PW + (2 - tap / 3) * PW + 2 - tap % 3;
+}
+
+/* The input gradient's fragments for mma step s of the stage. */
+static inline HD void cpxt_frags(const uint32_t *ds, const uint32_t *ws, unsigned lane, int H, int W,
+                                 const uint32_t at[2][2], int s, uint32_t a[2][4], uint32_t b[CPXT_NT][2])
+{
+    uint32_t k = (uint32_t)s * 8 + lane % 4;
+    tf32_frags(ds, ws, CPXT_LDW, CPXT_NT, lane, (uint32_t)s * 8, cpxt_k_offset(k, H, W), cpxt_k_offset(k + 4, H, W), at,
+               a, b);
+}
+
+/* The lane's dx after the last stage, through the ReLU whose output x_relu is (NULL: none). */
+static inline HD void cpxt_out(unsigned p, unsigned lane, float acc[2][CPXT_NT][4], const float *x_relu, float *dx,
+                               int N, int H, int W, int n, int c0)
+{
+    uint32_t HW = (uint32_t)(H * W), t = lane % 4;
+    for (int mt = 0; mt < 2; mt++)
+        for (int j = 0; j < CPXT_NT; j++)
+            for (int r = 0; r < 4; r++) {
+                uint32_t i = cpxt_element(p, lane, mt, r / 2);
+                if (i >= HW)
+                    continue;
+                size_t o = ((size_t)(c0 + 8 * j + 2 * (int)t + r % 2) * (size_t)N + (size_t)n) * HW + i;
+                dx[o] = x_relu ? op_relu_grad(acc[mt][j][r], x_relu[o]) : acc[mt][j][r];
+            }
 }
 #endif

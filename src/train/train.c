@@ -369,7 +369,8 @@ static unsigned cuda_switch(int gpu, const char *var, const char *off, const cha
  * bias gradients, as one kernel instead of fifteen (src/nn/head.h); MNIST_DDP_POOL=fused: conv2's pool with
  * dropout1 as one kernel, its backward with conv2's bias gradient as one reduction over the pooled gradient,
  * conv1's ReLU backward in conv2's col2im; MNIST_DDP_CONV2=direct: conv2 with its pool as three kernels
- * without a column buffer (src/nn/conv_pool_kernels.h), its forward on TF32 tensor cores with --precision tf32. */
+ * without a column buffer (src/nn/conv_pool_kernels.h), its forward and input gradient on TF32 tensor cores with
+ * --precision tf32. */
 static unsigned cuda_switches(int gpu, const char *precision)
 {
     return (gpu && strcmp(precision, "tf32") == 0 ? NN_CUDA_TF32 : 0) |

@@ -65,9 +65,9 @@ void test_conv2_direct(const tolerances *t)
     bk[1] = composed;
 }
 
-/* --precision tf32 with MNIST_DDP_CONV2=direct: the forward on tensor cores (k_cpt_forward) against the CPU's
- * composition of the same inputs rounded to TF32 (products exact, sums in another order: TOL_ROUND; the
- * argmaxes as in test_conv2_direct, counted there), then net with it under tf32's tolerances. */
+/* --precision tf32 with MNIST_DDP_CONV2=direct: the forward and the input gradient on tensor cores (k_cpt_forward,
+ * k_cpxt_xgrad) against the CPU's composition of the same inputs rounded to TF32 (products exact, sums in another
+ * order: TOL_ROUND), then net with them under tf32's tolerances. */
 void test_conv2_tf32(const tolerances *t)
 {
     enum { N = 9, C = 32, H = 26, W = 26, F = 64, OUT = F * N * 12 * 12, IN = C * N * H * W, KW = F * C * 9 };
@@ -88,8 +88,22 @@ void test_conv2_tf32(const tolerances *t)
     BOTH(conv_pool_forward(be, P(x), P(w), P(b), P(y), P(py), (int32_t *)P(arg), NULL, N, C, H, W, F, 3, 0, P(col), N,
                            1));
     check("conv2 direct on TF32 tensor cores (inputs in TF32)", &py, OUT, TOL_ROUND);
-    free(xh), free(wh), free(xr), free(wr);
+    /* The input gradient from the CPU's pooled outputs and argmaxes, its pooled gradient in TF32 on the CPU (the
+     * weight gradients, fp32 from the unrounded one on the GPU, are test_conv2_direct's). */
+    bk[1]->upload(py.p[1], py.p[0], OUT * sizeof(float));
+    bk[1]->upload(arg.p[1], arg.p[0], OUT * sizeof(int32_t));
+    float *gh = rnd(OUT, -1, 1), *gr = malloc(OUT * sizeof *gr);
+    for (size_t i = 0; i < OUT; i++)
+        gr[i] = tf32_value(gh[i]);
+    twin dpy = twin_new(gr, OUT * sizeof(float)), dw = twin_new(NULL, KW * sizeof(float)),
+         db = twin_new(NULL, F * sizeof(float)), dx = twin_new(NULL, IN * sizeof(float));
+    bk[1]->upload(dpy.p[1], gh, OUT * sizeof(float));
+    BOTH(pool_conv_backward(be, P(dpy), NULL, P(py), (int32_t *)P(arg), P(x), P(x), P(w), P(y), P(dw), P(db), P(dx), N,
+                            C, H, W, F, 3, 0, P(col), N, 1));
+    check("conv2 direct input gradient on TF32 tensor cores", &dx, IN, TOL_ROUND);
+    free(xh), free(wh), free(xr), free(wr), free(gh), free(gr);
     twin_free(&x), twin_free(&w), twin_free(&b), twin_free(&y), twin_free(&py), twin_free(&arg), twin_free(&col);
+    twin_free(&dpy), twin_free(&dw), twin_free(&db), twin_free(&dx);
     printf("-- conv2 direct on TF32 tensor cores: net\n");
     test_model("net", NET_BATCH, t);
     bk[1] = composed;

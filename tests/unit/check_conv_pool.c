@@ -127,6 +127,25 @@ static void mma_warp(float d[32][4], const uint32_t a[32][4], const uint32_t b[3
         }
 }
 
+/* The warp's mmas of one step for every tile: acc [32 lanes][2][nt][4], a and b every lane's fragments. */
+static void warp_mmas(int nt, float *acc, uint32_t a[32][2][4], uint32_t b[32][CPT_NT][2])
+{
+    uint32_t am[32][4], bj[32][2];
+    float d[32][4];
+    for (int mt = 0; mt < 2; mt++)
+        for (int j = 0; j < nt; j++) {
+            for (int l = 0; l < 32; l++) {
+                memcpy(am[l], a[l][mt], sizeof am[l]), memcpy(bj[l], b[l][j], sizeof bj[l]);
+                memcpy(d[l], acc + ((l * 2 + mt) * nt + j) * 4, sizeof d[l]);
+            }
+            mma_warp(d, am, bj);
+            for (int l = 0; l < 32; l++)
+                memcpy(acc + ((l * 2 + mt) * nt + j) * 4, d[l], sizeof d[l]);
+        }
+}
+
+enum { CPT_ACC = 32 * 2 * CPT_NT * 4, CPXT_ACC = 32 * 2 * CPXT_NT * 4 }; /* floats of a warp's accumulators */
+
 /* cuda/conv_pool.cu's k_cpt_forward over its grid (N, F / CPT_F): every warp's lanes take their fragments
  * (cpt_frags) for each mma step, the warp's mma emulated; or emu_forward where its tiles do not fit. */
 static int emu_forward_tf32(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
@@ -136,38 +155,66 @@ static int emu_forward_tf32(const float *x, const float *w, const float *pb, flo
         return emu_forward(x, w, pb, py, arg, fd, N, C, H, W, F, k, pad, wide);
     int OP = ((H - 2) / 2) * ((W - 2) / 2);
     uint32_t *xs = malloc(CPT_CC * CP_HW_MAX * sizeof *xs), *ws = malloc(CPT_K * CPT_LDW * sizeof *ws);
-    float(*acc)[32][2][CPT_NT][4] = malloc(CPT_WARPS * sizeof *acc);
-    uint32_t pix[CPT_WARPS][32][2][2], a[32][2][4], b[32][CPT_NT][2], am[32][4], bj[32][2];
-    float d[32][4];
+    float *acc = malloc(CPT_WARPS * CPT_ACC * sizeof *acc);
+    uint32_t pix[CPT_WARPS][32][2][2], a[32][2][4], b[32][CPT_NT][2];
     for (unsigned p = 0; p < CPT_WARPS; p++)
         for (unsigned l = 0; l < 32; l++)
             cpt_rows(p, l, W, OP, pix[p][l]);
     for (int n = 0; n < N; n++)
         for (int f0 = 0; f0 < F; f0 += CPT_F) {
-            memset(acc, 0, CPT_WARPS * sizeof *acc);
+            memset(acc, 0, CPT_WARPS * CPT_ACC * sizeof *acc);
             for (int c0 = 0; c0 < C; c0 += CPT_CC) {
                 cpt_stage(0, 1, x, w, xs, ws, C, N, H, W, n, f0, c0);
                 for (unsigned p = 0; p < CPT_WARPS; p++)
                     for (int s = 0; s < CPT_K / 8; s++) {
                         for (unsigned l = 0; l < 32; l++)
                             cpt_frags(xs, ws, l, H, W, pix[p][l], s, a[l], b[l]);
-                        for (int mt = 0; mt < 2; mt++)
-                            for (int j = 0; j < CPT_NT; j++) {
-                                for (int l = 0; l < 32; l++) {
-                                    memcpy(am[l], a[l][mt], sizeof am[l]), memcpy(bj[l], b[l][j], sizeof bj[l]);
-                                    memcpy(d[l], acc[p][l][mt][j], sizeof d[l]);
-                                }
-                                mma_warp(d, am, bj);
-                                for (int l = 0; l < 32; l++)
-                                    memcpy(acc[p][l][mt][j], d[l], sizeof d[l]);
-                            }
+                        warp_mmas(CPT_NT, acc + p * CPT_ACC, a, b);
                     }
             }
             for (unsigned p = 0; p < CPT_WARPS; p++)
                 for (unsigned l = 0; l < 32; l++)
-                    cpt_out(p, l, acc[p][l], pb, py, arg, fd, F, N, H - 2, W - 2, wide ? W : W - 2, n, f0);
+                    cpt_out(p, l, (float(*)[CPT_NT][4])(acc + p * CPT_ACC + l * CPT_ACC / 32), pb, py, arg, fd, F, N,
+                            H - 2, W - 2, wide ? W : W - 2, n, f0);
         }
     free(xs), free(ws), free(acc);
+    return 1;
+}
+
+/* The weight and bias gradients as emu_backward's, then k_cpxt_xgrad over its grid (N, C / CPXT_C) as
+ * emu_forward_tf32 runs k_cpt_forward; emu_backward where its tiles do not fit. */
+static int emu_backward_tf32(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
+                             const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
+                             int W, int F, int k, int pad, int wide)
+{
+    if (!dx || !cpxt_fits(C, H, W, F, k, pad))
+        return emu_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide);
+    ck_assert(emu_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, NULL, N, C, H, W, F, k, pad, wide));
+    cp_grads src = {dpy, fd ? fd->f : NULL, fd ? fd->mask : NULL, py, F, N, ((H - 2) / 2) * ((W - 2) / 2)};
+    uint32_t *ds = malloc(CPXT_FC * CPX_PAD_MAX * sizeof *ds), *ws = malloc(CPXT_K * CPXT_LDW * sizeof *ws);
+    float *acc = malloc(CPXT_WARPS * CPXT_ACC * sizeof *acc);
+    uint32_t at[CPXT_WARPS][32][2][2], a[32][2][4], b[32][CPT_NT][2];
+    for (unsigned p = 0; p < CPXT_WARPS; p++)
+        for (unsigned l = 0; l < 32; l++)
+            cpxt_rows(p, l, H, W, at[p][l]);
+    for (int n = 0; n < N; n++)
+        for (int c0 = 0; c0 < C; c0 += CPXT_C) {
+            memset(acc, 0, CPXT_WARPS * CPXT_ACC * sizeof *acc);
+            for (int f0 = 0; f0 < F; f0 += CPXT_FC) {
+                cpxt_stage(0, 1, &src, arg, w, ds, ws, C, N, H, W, wide ? W : W - 2, n, c0, f0);
+                for (unsigned p = 0; p < CPXT_WARPS; p++)
+                    for (int s = 0; s < CPXT_K / 8; s++) {
+                        for (unsigned l = 0; l < 32; l++)
+                            cpxt_frags(ds, ws, l, H, W, at[p][l], s, a[l], b[l]);
+                        warp_mmas(CPXT_NT, acc + p * CPXT_ACC, a, b);
+                    }
+            }
+            for (unsigned p = 0; p < CPXT_WARPS; p++)
+                for (unsigned l = 0; l < 32; l++)
+                    cpxt_out(p, l, (float(*)[CPXT_NT][4])(acc + p * CPXT_ACC + l * CPXT_ACC / 32), x_relu, dx, N, H, W,
+                             n, c0);
+        }
+    free(ds), free(ws), free(acc);
     return 1;
 }
 
@@ -308,11 +355,11 @@ START_TEST(test_tf32_rounding)
 }
 END_TEST
 
-/* Shapes for the TF32 forward: net's conv2 at 17 samples, and two groups of 64 channels over 12 windows (a warp
- * half past them) in rows not wide. */
+/* Shapes for the TF32 kernels: net's conv2 at 17 samples, and two groups of 64 output channels over 12 windows
+ * (a warp half past them; the input gradient's third warp half past its 80 elements) in rows not wide. */
 static const cp_shape tf32_shapes[] = {
     {32, 17, 26, 26, 64, 1},
-    {16, 3, 10, 8, 128, 0},
+    {32, 3, 10, 8, 128, 0},
 };
 
 /* The TF32 forward against the CPU's composition on the same inputs rounded to TF32 (the products are exact
@@ -324,7 +371,7 @@ START_TEST(test_conv_pool_tf32)
     int C = s->C, N = s->N, H = s->H, W = s->W, F = s->F, OH = H - 2, OW = W - 2, ld = s->wide ? W : OW;
     size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * 9, ny = (size_t)F * N * OH * ld,
            np = (size_t)F * N * (OH / 2) * (OW / 2);
-    ck_assert(cpt_fits(C, H, W, F, 3, 0));
+    ck_assert(cpt_fits(C, H, W, F, 3, 0) && cpxt_fits(C, H, W, F, 3, 0));
     float *x = relu_input(nx, 320 + (uint64_t)_i), *w = random_floats(nw, 321, -0.2f, 0.2f);
     float *b = random_floats((size_t)F, 322, -0.3f, 0.3f), *xr = malloc(nx * sizeof *xr), *wr = malloc(nw * sizeof *wr);
     for (size_t i = 0; i < nx; i++)
@@ -357,9 +404,30 @@ START_TEST(test_conv_pool_tf32)
                       "argmax %zu: %d, the CPU %d", i, arg[1][i], arg[0][i]);
     }
     close_floats("TF32 pooled output against fp32", py[2], py[1], np, 2e-3f);
+    /* The backward from the composition's pooled outputs and argmaxes: the input gradient against the
+     * composition of the pooled gradient and weights in TF32, the weight and bias gradients (fp32) against fp32. */
+    float *dpy = random_floats(np, 323, -1.0f, 1.0f), *dpyr = malloc(np * sizeof *dpyr), *d2 = malloc(np * sizeof *d2);
+    for (size_t i = 0; i < np; i++)
+        dpyr[i] = from_bits(op_tf32(dpy[i]));
+    float *dw[3], *db[3], *dx[3];
+    for (int k = 0; k < 3; k++) {
+        dw[k] = calloc(nw, sizeof(float)), db[k] = calloc((size_t)F, sizeof(float)),
+        dx[k] = sentinel(nx * sizeof(float));
+        memcpy(d2, k ? dpy : dpyr, np * sizeof *d2); /* the composition may overwrite it */
+        if (k == 1)
+            ck_assert(emu_backward_tf32(d2, NULL, py[0], arg[0], NULL, x, w, dw[1], db[1], dx[1], N, C, H, W, F, 3, 0,
+                                        s->wide));
+        else
+            pool_conv_backward(&nn_cpu, d2, NULL, py[0], arg[0], x, x, k ? w : wr, y, dw[k], db[k], dx[k], N, C, H, W,
+                               F, 3, 0, col, N, s->wide);
+    }
+    close_floats("TF32 input gradient", dx[0], dx[1], nx, 1e-5f);
+    close_floats("TF32 input gradient against fp32", dx[2], dx[1], nx, 2e-3f);
+    close_floats("weight gradient with the TF32 input gradient", dw[2], dw[1], nw, 1e-5f);
+    close_floats("bias gradient with the TF32 input gradient", db[2], db[1], (size_t)F, 1e-5f);
     for (int k = 0; k < 3; k++)
-        free(py[k]), free(f[k]), free(mask[k]), free(arg[k]);
-    free(x), free(w), free(b), free(xr), free(wr), free(col), free(y), free(ids);
+        free(py[k]), free(f[k]), free(mask[k]), free(arg[k]), free(dw[k]), free(db[k]), free(dx[k]);
+    free(x), free(w), free(b), free(xr), free(wr), free(col), free(y), free(ids), free(dpy), free(dpyr), free(d2);
 }
 END_TEST
 
@@ -378,6 +446,8 @@ START_TEST(test_conv_pool_fits)
     ck_assert(cpt_fits(32, 26, 26, 64, 3, 0));
     ck_assert(!cpt_fits(32, 26, 26, 48, 3, 0)); /* output channels in no whole TF32 block */
     ck_assert(!cpt_fits(32, 28, 26, 64, 3, 0)); /* more windows than its warps own (13 x 12) */
+    ck_assert(cpxt_fits(32, 26, 26, 64, 3, 0));
+    ck_assert(!cpxt_fits(16, 10, 8, 64, 3, 0)); /* input channels in no whole TF32 block */
 }
 END_TEST
 
