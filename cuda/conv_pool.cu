@@ -42,6 +42,39 @@ __device__ static inline void mma_tf32(float d[4], const uint32_t a[4], const ui
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// One mma step of a warp's tiles: acc[mt][j] += a[mt] b[j] (b[j] tf32_frag_b's of ws from k0), one TF32 product
+// per pair or (SPLIT) three, 3xTF32 (conv_pool_tf32.h's tf32_split; the small products first).
+template <int SPLIT, int NT>
+__device__ static inline void mma_step(float acc[2][NT][4], const uint32_t a[2][4], const uint32_t *ws, uint32_t ldw,
+                                       unsigned lane, uint32_t k0)
+{
+    uint32_t ab[2][4], as[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (SPLIT)
+                tf32_split(a[mt][i], &ab[mt][i], &as[mt][i]);
+            else
+                ab[mt][i] = a[mt][i];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        uint32_t bb[2], bs[2];
+        tf32_frag_b(ws, ldw, lane, k0, j, bb);
+        if (SPLIT)
+            tf32_split(bb[0], &bb[0], &bs[0]), tf32_split(bb[1], &bb[1], &bs[1]);
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            if (SPLIT) {
+                mma_tf32(acc[mt][j], as[mt], bb);
+                mma_tf32(acc[mt][j], ab[mt], bs);
+            }
+            mma_tf32(acc[mt][j], ab[mt], bb);
+        }
+    }
+}
+
+template <int SPLIT>
 __global__ void __launch_bounds__(CPT_THREADS)
     k_cpt_forward(const float *x, const float *w, const float *b, float *py, int32_t *arg, nn_flat_dropout fd, int flat,
                   int C, int N, int H, int W, int ld, int F)
@@ -53,16 +86,12 @@ __global__ void __launch_bounds__(CPT_THREADS)
     cpt_rows(p, lane, W, OP, pix);
     float acc[2][CPT_NT][4] = {};
     for (int c0 = 0; c0 < C; c0 += CPT_CC) {
-        cpt_stage(threadIdx.x, blockDim.x, x, w, xs, ws, C, N, H, W, n, f0, c0);
+        cpt_stage(threadIdx.x, blockDim.x, x, w, xs, ws, C, N, H, W, n, f0, c0, SPLIT);
         __syncthreads();
         for (int s = 0; s < CPT_K / 8; s++) {
-            uint32_t a[2][4], bf[CPT_NT][2];
-            cpt_frags(xs, ws, lane, H, W, pix, s, a, bf);
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int j = 0; j < CPT_NT; j++)
-                    mma_tf32(acc[mt][j], a[mt], bf[j]);
+            uint32_t a[2][4];
+            cpt_frag_a(xs, lane, H, W, pix, s, a);
+            mma_step<SPLIT, CPT_NT>(acc, a, ws, CPT_LDW, lane, (uint32_t)s * 8);
         }
         __syncthreads();
     }
@@ -118,6 +147,7 @@ __global__ void __launch_bounds__(CPX_THREADS)
         cpx_out(t, acc, x_relu, dx, N, H, W, n, c0);
 }
 
+template <int SPLIT>
 __global__ void __launch_bounds__(CPXT_THREADS)
     k_cpxt_xgrad(cp_grads src, const int32_t *arg, const float *w, const float *x_relu, float *dx, int C, int N, int H,
                  int W, int ld, int F)
@@ -129,16 +159,12 @@ __global__ void __launch_bounds__(CPXT_THREADS)
     cpxt_rows(p, lane, H, W, at);
     float acc[2][CPXT_NT][4] = {};
     for (int f0 = 0; f0 < F; f0 += CPXT_FC) {
-        cpxt_stage(threadIdx.x, blockDim.x, &src, arg, w, ds, ws, C, N, H, W, ld, n, c0, f0);
+        cpxt_stage(threadIdx.x, blockDim.x, &src, arg, w, ds, ws, C, N, H, W, ld, n, c0, f0, SPLIT);
         __syncthreads();
         for (int s = 0; s < CPXT_K / 8; s++) {
-            uint32_t a[2][4], bf[CPXT_NT][2];
-            cpxt_frags(ds, ws, lane, H, W, at, s, a, bf);
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int j = 0; j < CPXT_NT; j++)
-                    mma_tf32(acc[mt][j], a[mt], bf[j]);
+            uint32_t a[2][4];
+            cpxt_frag_a(ds, lane, H, W, at, s, a);
+            mma_step<SPLIT, CPXT_NT>(acc, a, ws, CPXT_LDW, lane, (uint32_t)s * 8);
         }
         __syncthreads();
     }
@@ -159,43 +185,28 @@ int cu_conv_pool_covers(int N, int C, int H, int W, int F, int k, int pad, int w
     return N >= 1 && N <= 65535 && cp_fits(C, H, W, F, k, pad);
 }
 
+// The tensor-core kernels where MODE asks for them and their tiles fit the shape, else the fp32 ones.
+template <int MODE>
 int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
                          const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide)
 {
     if (!cu_conv_pool_covers(N, C, H, W, F, k, pad, wide))
         return 0;
-    LAUNCH_SHAPE(k_cp_forward, dim3((unsigned)N, (unsigned)(F / CP_FG)), CP_THREADS, x, w, pb, py, arg,
-                 fd ? *fd : nn_flat_dropout{}, fd != NULL, C, N, H, W, wide ? W : W - 2, F);
-    return 1;
-}
-
-int cu_conv_pool_forward_tf32(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
-                              const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide)
-{
-    if (!cu_conv_pool_covers(N, C, H, W, F, k, pad, wide))
-        return 0;
-    if (!cpt_fits(C, H, W, F, k, pad))
-        return cu_conv_pool_forward(x, w, pb, py, arg, fd, N, C, H, W, F, k, pad, wide);
-    LAUNCH_SHAPE(k_cpt_forward, dim3((unsigned)N, (unsigned)(F / CPT_F)), CPT_THREADS, x, w, pb, py, arg,
-                 fd ? *fd : nn_flat_dropout{}, fd != NULL, C, N, H, W, wide ? W : W - 2, F);
-    return 1;
-}
-
-// The input gradient on tensor cores where tf32 and its tiles fit the shape, else in fp32.
-static void xgrad(const cp_grads &src, const int32_t *arg, const float *w, const float *x_relu, float *dx, int N, int C,
-                  int H, int W, int F, int ld, int tf32)
-{
-    if (tf32 && cpxt_fits(C, H, W, F, 3, 0))
-        LAUNCH_SHAPE(k_cpxt_xgrad, dim3((unsigned)N, (unsigned)(C / CPXT_C)), CPXT_THREADS, src, arg, w, x_relu, dx, C,
-                     N, H, W, ld, F);
+    nn_flat_dropout drop = fd ? *fd : nn_flat_dropout{};
+    int ld = wide ? W : W - 2;
+    if (MODE == CP_FP32 || !cpt_fits(C, H, W, F, k, pad))
+        LAUNCH_SHAPE(k_cp_forward, dim3((unsigned)N, (unsigned)(F / CP_FG)), CP_THREADS, x, w, pb, py, arg, drop,
+                     fd != NULL, C, N, H, W, ld, F);
     else
-        LAUNCH_SHAPE(k_cp_xgrad, dim3((unsigned)N, (unsigned)(C / CPX_CG)), CPX_THREADS, src, arg, w, x_relu, dx, C, N,
-                     H, W, ld, F);
+        LAUNCH_SHAPE(k_cpt_forward<MODE == CP_3XTF32>, dim3((unsigned)N, (unsigned)(F / CPT_F)), CPT_THREADS, x, w, pb,
+                     py, arg, drop, fd != NULL, C, N, H, W, ld, F);
+    return 1;
 }
 
-static int pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,
-                              const float *x, const float *x_relu, const float *w, float *dw, float *db, float *dx,
-                              int N, int C, int H, int W, int F, int k, int pad, int wide, int tf32)
+template <int MODE>
+int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
+                          const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
+                          int W, int F, int k, int pad, int wide)
 {
     if (!cu_conv_pool_covers(N, C, H, W, F, k, pad, wide))
         return 0;
@@ -206,21 +217,29 @@ static int pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float
     cp_grads src = {dpy, fd ? fd->f : NULL, fd ? fd->mask : NULL, py, F, N, ((H - 2) / 2) * ((W - 2) / 2)};
     LAUNCH_SHAPE(k_cp_wgrad, dim3((unsigned)(F / CPW_FG), (unsigned)(C / CPW_CC), (unsigned)slices), CPW_THREADS, in,
                  src, arg, wgrad_part, dw, db, C, N, H, W, ld, F);
-    if (dx)
-        xgrad(src, arg, w, x_relu, dx, N, C, H, W, F, ld, tf32);
+    if (!dx)
+        return 1;
+    if (MODE == CP_FP32 || !cpxt_fits(C, H, W, F, k, pad))
+        LAUNCH_SHAPE(k_cp_xgrad, dim3((unsigned)N, (unsigned)(C / CPX_CG)), CPX_THREADS, src, arg, w, x_relu, dx, C, N,
+                     H, W, ld, F);
+    else
+        LAUNCH_SHAPE(k_cpxt_xgrad<MODE == CP_3XTF32>, dim3((unsigned)N, (unsigned)(C / CPXT_C)), CPXT_THREADS, src, arg,
+                     w, x_relu, dx, C, N, H, W, ld, F);
     return 1;
 }
 
-int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
-                          const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
-                          int W, int F, int k, int pad, int wide)
-{
-    return pool_conv_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide, 0);
-}
-
-int cu_pool_conv_backward_tf32(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,
-                               const float *x, const float *x_relu, const float *w, float *dw, float *db, float *dx,
-                               int N, int C, int H, int W, int F, int k, int pad, int wide)
-{
-    return pool_conv_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide, 1);
-}
+template int cu_conv_pool_forward<CP_FP32>(const float *, const float *, const float *, float *, int32_t *,
+                                           const nn_flat_dropout *, int, int, int, int, int, int, int, int);
+template int cu_conv_pool_forward<CP_TF32>(const float *, const float *, const float *, float *, int32_t *,
+                                           const nn_flat_dropout *, int, int, int, int, int, int, int, int);
+template int cu_conv_pool_forward<CP_3XTF32>(const float *, const float *, const float *, float *, int32_t *,
+                                             const nn_flat_dropout *, int, int, int, int, int, int, int, int);
+template int cu_pool_conv_backward<CP_FP32>(float *, const nn_flat_dropout *, const float *, const int32_t *,
+                                            const float *, const float *, const float *, float *, float *, float *, int,
+                                            int, int, int, int, int, int, int);
+template int cu_pool_conv_backward<CP_TF32>(float *, const nn_flat_dropout *, const float *, const int32_t *,
+                                            const float *, const float *, const float *, float *, float *, float *, int,
+                                            int, int, int, int, int, int, int);
+template int cu_pool_conv_backward<CP_3XTF32>(float *, const nn_flat_dropout *, const float *, const int32_t *,
+                                              const float *, const float *, const float *, float *, float *, float *,
+                                              int, int, int, int, int, int, int, int);

@@ -568,8 +568,13 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
     }
     if (switches & NN_CUDA_CONV2_DIRECT) {
         cu_conv_pool_alloc();
-        b->conv_pool_forward = switches & NN_CUDA_TF32 ? cu_conv_pool_forward_tf32 : cu_conv_pool_forward;
-        b->pool_conv_backward = switches & NN_CUDA_TF32 ? cu_pool_conv_backward_tf32 : cu_pool_conv_backward;
+        int tf32 = switches & NN_CUDA_TF32, three = switches & NN_CUDA_3XTF32;
+        b->conv_pool_forward = tf32    ? cu_conv_pool_forward<CP_TF32>
+                               : three ? cu_conv_pool_forward<CP_3XTF32>
+                                       : cu_conv_pool_forward<CP_FP32>;
+        b->pool_conv_backward = tf32    ? cu_pool_conv_backward<CP_TF32>
+                                : three ? cu_pool_conv_backward<CP_3XTF32>
+                                        : cu_pool_conv_backward<CP_FP32>;
         b->conv_pool_covers = cu_conv_pool_covers;
     }
     return b;

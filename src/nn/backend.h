@@ -167,14 +167,15 @@ extern const nn_backend nn_cpu;
  * (pool_flatten_dropout_forward, dropout_pool_backward_sum, col2im_relu); conv2 with its pool as three kernels
  * without a column buffer (conv_pool_forward, pool_conv_backward; src/nn/conv_pool_kernels.h). NN_CUDA_TF32 is
  * --precision tf32's part of the kernels (conv2 direct's forward and input gradient on tensor cores; cuBLAS has
- * its own setting). */
+ * its own setting); NN_CUDA_3XTF32 those two on tensor cores in the other precisions, three products each. */
 enum {
     NN_CUDA_CONV1_DIRECT = 1,
     NN_CUDA_HEAD_FUSED = 2,
     NN_CUDA_POOL_FUSED = 4,
     NN_CUDA_CONV2_DIRECT = 8,
     NN_CUDA_TF32 = 16,
-    NN_CUDA_SWITCHES = 32
+    NN_CUDA_3XTF32 = 32,
+    NN_CUDA_SWITCHES = 64
 };
 
 /* The CUDA backend with the paths of `switches` (NN_CUDA_*); after gpu_select() and gpu_blas_init()

@@ -46,19 +46,39 @@ static inline HD uint32_t op_tf32(float v)
     return (u + 0x1000u) & 0xffffe000u;
 }
 
+/* A staged operand: rounded to TF32 for one product per pair (op_tf32), or whole for three (split: tf32_split). */
+static inline HD uint32_t tf32_stage(float v, int split)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return split ? u : op_tf32(v);
+}
+
+/* 3xTF32 (MNIST_DDP_CONV2=3xtf32 outside --precision tf32): v = big + small, both TF32 (big = op_tf32(v), small =
+ * op_tf32(v - big), v - big exact in fp32); small*big' + big*small' + big*big' is v*v' within about 2^-21 of it
+ * (small*small' and the rounding of the small parts left out): fp32's accuracy from three TF32 products. */
+static inline HD void tf32_split(uint32_t v, uint32_t *big, uint32_t *small)
+{
+    float f, b;
+    memcpy(&f, &v, sizeof f);
+    *big = op_tf32(f);
+    memcpy(&b, big, sizeof b);
+    *small = op_tf32(f - b);
+}
+
 /* Stage c0 of block (n, f0): xs [CPT_CC][H*W] sample n's input planes c0 .., ws [CPT_K][CPT_LDW] the weights of
- * f0 .. from them (row k = c*9 + tap), both in TF32. */
+ * f0 .. from them (row k = c*9 + tap), both as tf32_stage stages them. */
 static inline HD void cpt_stage(unsigned tid, unsigned nt, const float *x, const float *w, uint32_t *xs, uint32_t *ws,
-                                int C, int N, int H, int W, int n, int f0, int c0)
+                                int C, int N, int H, int W, int n, int f0, int c0, int split)
 {
     uint32_t HW = (uint32_t)(H * W);
     for (uint32_t i = tid; i < CPT_CC * HW; i += nt) {
         uint32_t c = i / HW;
-        xs[i] = op_tf32(x[((size_t)(c0 + (int)c) * (size_t)N + (size_t)n) * HW + (i - c * HW)]);
+        xs[i] = tf32_stage(x[((size_t)(c0 + (int)c) * (size_t)N + (size_t)n) * HW + (i - c * HW)], split);
     }
     for (uint32_t i = tid; i < CPT_K * CPT_F; i += nt) {
         uint32_t f = i / CPT_K, k = i - f * CPT_K;
-        ws[k * CPT_LDW + f] = op_tf32(w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0) * 9 + k]);
+        ws[k * CPT_LDW + f] = tf32_stage(w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)c0) * 9 + k], split);
     }
 }
 
@@ -88,14 +108,11 @@ static inline HD uint32_t cpt_k_offset(uint32_t k, int H, int W)
     return c * (uint32_t)(H * W) + (tap / 3) * (uint32_t)W + tap % 3;
 }
 
-/* The lane's fragments for an mma step whose k runs from k0 = 8s: a[mt] of m16 tile mt from xs at the lane's rows
- * (rows[mt][0] for row g, rows[mt][1] for g + 8) plus where k0 + t and k0 + t + 4 start (o0, o1); b[j] of n8 tile
- * j < nt from ws's rows k0 + t and k0 + t + 4, ldw apart. */
-static inline HD void tf32_frags(const uint32_t *xs, const uint32_t *ws, uint32_t ldw, int nt, unsigned lane,
-                                 uint32_t k0, uint32_t o0, uint32_t o1, const uint32_t rows[2][2], uint32_t a[2][4],
-                                 uint32_t (*b)[2])
+/* The lane's A fragments for an mma step: a[mt] of m16 tile mt from xs at the lane's rows (rows[mt][0] for row g,
+ * rows[mt][1] for g + 8) plus where the step's rows k0 + t and k0 + t + 4 start (o0, o1). */
+static inline HD void tf32_frag_a(const uint32_t *xs, uint32_t o0, uint32_t o1, const uint32_t rows[2][2],
+                                  uint32_t a[2][4])
 {
-    uint32_t g = lane / 4, t = lane % 4;
     HD_UNROLL
     for (int mt = 0; mt < 2; mt++) {
         a[mt][0] = xs[o0 + rows[mt][0]];
@@ -103,20 +120,24 @@ static inline HD void tf32_frags(const uint32_t *xs, const uint32_t *ws, uint32_
         a[mt][2] = xs[o1 + rows[mt][0]];
         a[mt][3] = xs[o1 + rows[mt][1]];
     }
-    HD_UNROLL
-    for (int j = 0; j < nt; j++) {
-        b[j][0] = ws[(k0 + t) * ldw + (uint32_t)j * 8 + g];
-        b[j][1] = ws[(k0 + t + 4) * ldw + (uint32_t)j * 8 + g];
-    }
 }
 
-/* The forward's fragments for mma step s of the stage (k = 8s ..). */
-static inline HD void cpt_frags(const uint32_t *xs, const uint32_t *ws, unsigned lane, int H, int W,
-                                const uint32_t pix[2][2], int s, uint32_t a[2][4], uint32_t b[CPT_NT][2])
+/* The lane's B fragment of n8 tile j for the mma step whose k runs from k0: ws's rows k0 + t and k0 + t + 4 (ldw
+ * apart), column 8j + g. */
+static inline HD void tf32_frag_b(const uint32_t *ws, uint32_t ldw, unsigned lane, uint32_t k0, int j, uint32_t b[2])
+{
+    uint32_t g = lane / 4, t = lane % 4;
+    b[0] = ws[(k0 + t) * ldw + (uint32_t)j * 8 + g];
+    b[1] = ws[(k0 + t + 4) * ldw + (uint32_t)j * 8 + g];
+}
+
+/* The forward's A fragments for mma step s of the stage (k = 8s ..); its B fragments are tf32_frag_b's of ws,
+ * CPT_LDW apart. */
+static inline HD void cpt_frag_a(const uint32_t *xs, unsigned lane, int H, int W, const uint32_t pix[2][2], int s,
+                                 uint32_t a[2][4])
 {
     uint32_t k = (uint32_t)s * 8 + lane % 4;
-    tf32_frags(xs, ws, CPT_LDW, CPT_NT, lane, (uint32_t)s * 8, cpt_k_offset(k, H, W), cpt_k_offset(k + 4, H, W), pix, a,
-               b);
+    tf32_frag_a(xs, cpt_k_offset(k, H, W), cpt_k_offset(k + 4, H, W), pix, a);
 }
 
 /* The lane's outputs after the last stage: for each n8 tile j and e = 0, 1, channel f0 + 8j + 2t + e's window
@@ -160,18 +181,20 @@ static inline HD int cpxt_fits(int C, int H, int W, int F, int k, int pad)
 }
 
 /* Stage f0 of block (n, c0): ds [CPXT_FC][H+2][W+2] cpx_padded's planes, ws [CPXT_K][CPXT_LDW] the weights from
- * c0 .. (row k = f*9 + tap), both in TF32. */
+ * c0 .. (row k = f*9 + tap), both as tf32_stage stages them. */
 static inline HD void cpxt_stage(unsigned tid, unsigned nt, const cp_grads *src, const int32_t *arg, const float *w,
-                                 uint32_t *ds, uint32_t *ws, int C, int N, int H, int W, int ld, int n, int c0, int f0)
+                                 uint32_t *ds, uint32_t *ws, int C, int N, int H, int W, int ld, int n, int c0, int f0,
+                                 int split)
 {
     uint32_t PW = (uint32_t)W + 2, PP = ((uint32_t)H + 2) * PW;
     for (uint32_t i = tid; i < CPXT_FC * PP; i += nt) {
         uint32_t f = i / PP, r = i - f * PP, y = r / PW;
-        ds[i] = op_tf32(cpx_padded(src, arg, N, H - 2, W - 2, ld, n, f0 + (int)f, y, r - y * PW));
+        ds[i] = tf32_stage(cpx_padded(src, arg, N, H - 2, W - 2, ld, n, f0 + (int)f, y, r - y * PW), split);
     }
     for (uint32_t i = tid; i < CPXT_K * CPXT_C; i += nt) {
         uint32_t c = i / CPXT_K, k = i - c * CPXT_K, f = k / 9;
-        ws[k * CPXT_LDW + c] = op_tf32(w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)(c0 + (int)c)) * 9 + k - f * 9]);
+        ws[k * CPXT_LDW + c] =
+            tf32_stage(w[((size_t)(f0 + (int)f) * (size_t)C + (size_t)(c0 + (int)c)) * 9 + k - f * 9], split);
     }
 }
 
@@ -202,13 +225,13 @@ static inline HD uint32_t cpxt_k_offset(uint32_t k, int H, int W)
     return f * ((uint32_t)H + 2) * PW + (2 - tap / 3) * PW + 2 - tap % 3;
 }
 
-/* The input gradient's fragments for mma step s of the stage. */
-static inline HD void cpxt_frags(const uint32_t *ds, const uint32_t *ws, unsigned lane, int H, int W,
-                                 const uint32_t at[2][2], int s, uint32_t a[2][4], uint32_t b[CPXT_NT][2])
+/* The input gradient's A fragments for mma step s of the stage; its B fragments are tf32_frag_b's of ws, CPXT_LDW
+ * apart. */
+static inline HD void cpxt_frag_a(const uint32_t *ds, unsigned lane, int H, int W, const uint32_t at[2][2], int s,
+                                  uint32_t a[2][4])
 {
     uint32_t k = (uint32_t)s * 8 + lane % 4;
-    tf32_frags(ds, ws, CPXT_LDW, CPXT_NT, lane, (uint32_t)s * 8, cpxt_k_offset(k, H, W), cpxt_k_offset(k + 4, H, W), at,
-               a, b);
+    tf32_frag_a(ds, cpxt_k_offset(k, H, W), cpxt_k_offset(k + 4, H, W), at, a);
 }
 
 /* The lane's dx after the last stage, through the ReLU whose output x_relu is (NULL: none). */

@@ -351,17 +351,23 @@ const nn_backend *train_cpu_backend(const char *conv, int gemm, char *desc, size
 }
 
 /* A GPU path behind a switch until the GPU report shows it faster (issue 30): the environment variable
- * var set to `on` gives `bit` (backend.h's NN_CUDA_*); unset, empty or `off` (the default): 0. */
-static unsigned cuda_switch(int gpu, const char *var, const char *off, const char *on, unsigned bit)
+ * var set to `on` gives `bit` (backend.h's NN_CUDA_*), to `on2` (unless NULL) `bit2`; unset, empty or `off`
+ * (the default): 0. */
+static unsigned cuda_switch(int gpu, const char *var, const char *off, const char *on, unsigned bit, const char *on2,
+                            unsigned bit2)
 {
     const char *v = getenv(var);
     if (!v || !*v || strcmp(v, off) == 0)
         return 0;
-    if (strcmp(v, on) != 0)
+    int second = on2 && strcmp(v, on2) == 0;
+    if (!second && strcmp(v, on) != 0) {
+        if (on2)
+            die_all(EX_CONFIG, "%s=%s: %s (the default), %s or %s", var, v, off, on, on2);
         die_all(EX_CONFIG, "%s=%s: %s (the default) or %s", var, v, off, on);
+    }
     if (!gpu)
-        die_all(EX_CONFIG, "%s=%s: the GPU path only", var, on);
-    return bit;
+        die_all(EX_CONFIG, "%s=%s: the GPU path only", var, v);
+    return second ? bit2 : bit;
 }
 
 /* MNIST_DDP_CONV1=direct: conv1's forward as one kernel and its gradients as one reduction, instead of
@@ -370,14 +376,16 @@ static unsigned cuda_switch(int gpu, const char *var, const char *off, const cha
  * dropout1 as one kernel, its backward with conv2's bias gradient as one reduction over the pooled gradient,
  * conv1's ReLU backward in conv2's col2im; MNIST_DDP_CONV2=direct: conv2 with its pool as three kernels
  * without a column buffer (src/nn/conv_pool_kernels.h), its forward and input gradient on TF32 tensor cores with
- * --precision tf32. */
+ * --precision tf32; MNIST_DDP_CONV2=3xtf32: the same, and those two in 3xTF32 on tensor cores otherwise
+ * (src/nn/conv_pool_tf32.h). */
 static unsigned cuda_switches(int gpu, const char *precision)
 {
     return (gpu && strcmp(precision, "tf32") == 0 ? NN_CUDA_TF32 : 0) |
-           cuda_switch(gpu, "MNIST_DDP_CONV1", "im2col", "direct", NN_CUDA_CONV1_DIRECT) |
-           cuda_switch(gpu, "MNIST_DDP_HEAD", "composed", "fused", NN_CUDA_HEAD_FUSED) |
-           cuda_switch(gpu, "MNIST_DDP_POOL", "composed", "fused", NN_CUDA_POOL_FUSED) |
-           cuda_switch(gpu, "MNIST_DDP_CONV2", "im2col", "direct", NN_CUDA_CONV2_DIRECT);
+           cuda_switch(gpu, "MNIST_DDP_CONV1", "im2col", "direct", NN_CUDA_CONV1_DIRECT, NULL, 0) |
+           cuda_switch(gpu, "MNIST_DDP_HEAD", "composed", "fused", NN_CUDA_HEAD_FUSED, NULL, 0) |
+           cuda_switch(gpu, "MNIST_DDP_POOL", "composed", "fused", NN_CUDA_POOL_FUSED, NULL, 0) |
+           cuda_switch(gpu, "MNIST_DDP_CONV2", "im2col", "direct", NN_CUDA_CONV2_DIRECT, "3xtf32",
+                       NN_CUDA_CONV2_DIRECT | NN_CUDA_3XTF32);
 }
 
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */

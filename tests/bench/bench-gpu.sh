@@ -7,8 +7,8 @@
 # - mnist_ddp on 1 GPU for BENCH_GPU_EPOCHS epochs (default 3) in fp32 and tf32, each with the step replayed
 #   as a CUDA graph and eager, and bf16 as a graph; the paths behind a switch (MNIST_DDP_CONV1=direct,
 #   MNIST_DDP_HEAD=fused, MNIST_DDP_POOL=fused) as graphs in fp32 and tf32, the first two together and all
-#   three in fp32; MNIST_DDP_CONV2=direct in fp32 and tf32 (its forward on tensor cores), alone and with the
-#   other three; on all GPUs of the node in
+#   three in fp32; MNIST_DDP_CONV2=direct in fp32 and tf32 (its forward and input gradient on tensor cores) and
+#   =3xtf32 in fp32, alone and with the other three; on all GPUs of the node in
 #   fp32. Steady state is epochs 2 onwards (epoch 1 holds the
 #   first capture and cuBLAS's warm-up);
 # - where each layer's time goes (--profile, eager, per step; also with each switch), start-up with lazy and
@@ -129,6 +129,10 @@ ddp tf32-graph-conv2direct 1 tf32 on "$epochs" # its forward on TF32 tensor core
 ddp profile-conv2direct 1 fp32 off 1 --profile
 MNIST_DDP_CONV1=direct MNIST_DDP_HEAD=fused MNIST_DDP_POOL=fused ddp fp32-graph-all4 1 fp32 on "$epochs"
 MNIST_DDP_CONV1=direct MNIST_DDP_HEAD=fused MNIST_DDP_POOL=fused ddp tf32-graph-all4 1 tf32 on "$epochs"
+# The same with the forward and input gradient in 3xTF32 on tensor cores (fp32's accuracy).
+MNIST_DDP_CONV2=3xtf32 ddp fp32-graph-3xtf32 1 fp32 on "$epochs"
+MNIST_DDP_CONV2=3xtf32 MNIST_DDP_CONV1=direct MNIST_DDP_HEAD=fused MNIST_DDP_POOL=fused \
+  ddp fp32-graph-all3x 1 fp32 on "$epochs"
 unset MNIST_DDP_CONV2
 if [ "$ngpu" -ge 2 ]; then
   ddp "fp32-graph-${ngpu}gpu" "$ngpu" fp32 on "$epochs"

@@ -9,7 +9,7 @@
 # (conv2's pool with dropout1 one kernel, their backward and conv2's bias gradient one reduction, conv1's ReLU
 # backward in col2im), twenty-five with all three, seven fewer with MNIST_DDP_CONV2=direct (conv2 and its pool
 # three kernels without a column buffer, the model smaller by that and conv2's output: the only switch that
-# shrinks it; in fp32 and tf32), twenty-nine with all four, the per-layer table and
+# shrinks it; in fp32 and tf32, and =3xtf32), twenty-nine with all four, the per-layer table and
 # the start-up rows are there, and the PyTorch peers' rows where BENCH_GPU_PEERS_DEVICE=cpu runs both peers
 # on the CPU for a few steps. Where the real mnist_ddp finds no GPU, strict pre-flight fails and says why.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
@@ -55,12 +55,12 @@ for prec in ("fp32", "tf32"):
 for name, fewer in (("fp32-graph-headfused", 15), ("tf32-graph-headfused", 15), ("fp32-graph-both", 20),
                     ("fp32-graph-poolfused", 5), ("tf32-graph-poolfused", 5), ("fp32-graph-all", 25),
                     ("fp32-graph-conv2direct", 7), ("tf32-graph-conv2direct", 7), ("fp32-graph-all4", 29),
-                    ("tf32-graph-all4", 29)):
+                    ("tf32-graph-all4", 29), ("fp32-graph-3xtf32", 7), ("fp32-graph-all3x", 29)):
     line = re.search(rf"^{name}: [0-9.]+x the steady images/s of {name.rsplit('-', 1)[0]}, (\d+) nodes per step "
                      r"against (\d+), the model's ([0-9.]+) MiB against ([0-9.]+)$", out, re.M)
     assert line and int(line.group(2)) - int(line.group(1)) == fewer, f"{name}: {line and line.group(0)}"
     smaller = float(line.group(3)) < float(line.group(4))
-    assert smaller == ("conv2direct" in name or "all4" in name), f"{name}: {line.group(0)}"
+    assert smaller == any(k in name for k in ("conv2direct", "all4", "3xtf32", "all3x")), f"{name}: {line.group(0)}"
 assert re.search(r"^  conv1 backward( +[0-9.]+){5} +[0-9.]+%$", out, re.M), "no per-layer row for every switch"
 assert re.search(r"^  head +- +- +[0-9.]+ +- +- +-$", out, re.M), "no per-layer row for the fused head"
 assert re.search(r"^  LAZY +start-up [0-9.]+ s", out, re.M) and re.search(r"^  EAGER +start-up", out, re.M)

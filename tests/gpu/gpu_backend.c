@@ -22,7 +22,7 @@
  * Tolerances per precision in `tolerances` below, with what they were set from. One line per
  * comparison with its error. Exit 0 pass, 1 fail, 77 (SKIP and one line) without a usable GPU.
  * This file: (a) and main; gpu_backend_models.c: the models of (b) and (c); gpu_backend_conv2.c: conv2
- * direct's kernels (a) and net with them (b), and with (c)'s tf32 its forward on tensor cores;
+ * direct's kernels (a) and net with them (b), and on tensor cores (TF32 with (c)'s tf32, 3xTF32 in fp32);
  * gpu_backend_util.c: the twins, random data and comparisons they share (gpu_backend.h). */
 #include "config.h"
 
@@ -471,6 +471,7 @@ static void run_precision(const tolerances *t, int primitives)
         test_head_fused(t);
         test_pool_fused(t);
         test_conv2_direct(t);
+        test_conv2_3xtf32(t);
     }
     if (strcmp(t->precision, "tf32") == 0)
         test_conv2_tf32(t);

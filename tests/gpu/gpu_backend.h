@@ -84,4 +84,5 @@ void test_model(const char *name, int n, const tolerances *t);
 /* gpu_backend_conv2.c: MNIST_DDP_CONV2=direct's kernels and net with them; test_conv2_tf32 with --precision tf32. */
 void test_conv2_direct(const tolerances *t);
 void test_conv2_tf32(const tolerances *t);
+void test_conv2_3xtf32(const tolerances *t); /* MNIST_DDP_CONV2=3xtf32, fp32 */
 #endif

@@ -108,3 +108,35 @@ void test_conv2_tf32(const tolerances *t)
     test_model("net", NET_BATCH, t);
     bk[1] = composed;
 }
+
+/* MNIST_DDP_CONV2=3xtf32 outside --precision tf32: the forward and the input gradient on tensor cores in three TF32
+ * products each, against the CPU's fp32 composition within fp32's rounding (TOL_ROUND), then net with them under
+ * fp32's tolerances. */
+void test_conv2_3xtf32(const tolerances *t)
+{
+    enum { N = 9, C = 32, H = 26, W = 26, F = 64, OUT = F * N * 12 * 12, IN = C * N * H * W, KW = F * C * 9 };
+    const nn_backend *composed = bk[1];
+    bk[1] = nn_cuda(NN_CUDA_CONV2_DIRECT | NN_CUDA_3XTF32);
+    float *xh = rnd(IN, -1, 1);
+    for (size_t i = 0; i < IN; i++)
+        xh[i] = xh[i] > 0.0f ? xh[i] : 0.0f;
+    twin x = twin_new(xh, IN * sizeof(float)), w = twin_rnd(KW, -0.1f, 0.1f), b = twin_rnd(F, -0.2f, 0.2f);
+    twin y = twin_new(NULL, (size_t)F * N * 24 * W * sizeof(float)), py = twin_new(NULL, OUT * sizeof(float));
+    twin arg = twin_new(NULL, OUT * sizeof(int32_t)), col = twin_new(NULL, conv_scratch(C, H, W, 3, 0, N, 1) * 4);
+    BOTH(conv_pool_forward(be, P(x), P(w), P(b), P(y), P(py), (int32_t *)P(arg), NULL, N, C, H, W, F, 3, 0, P(col), N,
+                           1));
+    check("conv2 direct in 3xTF32 on tensor cores", &py, OUT, TOL_ROUND);
+    bk[1]->upload(py.p[1], py.p[0], OUT * sizeof(float));
+    bk[1]->upload(arg.p[1], arg.p[0], OUT * sizeof(int32_t));
+    twin dpy = twin_rnd(OUT, -1, 1), dw = twin_new(NULL, KW * sizeof(float)), db = twin_new(NULL, F * sizeof(float));
+    twin dx = twin_new(NULL, IN * sizeof(float));
+    BOTH(pool_conv_backward(be, P(dpy), NULL, P(py), (int32_t *)P(arg), P(x), P(x), P(w), P(y), P(dw), P(db), P(dx), N,
+                            C, H, W, F, 3, 0, P(col), N, 1));
+    check("conv2 direct input gradient in 3xTF32", &dx, IN, TOL_ROUND);
+    free(xh);
+    twin_free(&x), twin_free(&w), twin_free(&b), twin_free(&y), twin_free(&py), twin_free(&arg), twin_free(&col);
+    twin_free(&dpy), twin_free(&dw), twin_free(&db), twin_free(&dx);
+    printf("-- conv2 direct in 3xTF32 (MNIST_DDP_CONV2=3xtf32): net\n");
+    test_model("net", NET_BATCH, t);
+    bk[1] = composed;
+}

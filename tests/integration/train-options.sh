@@ -37,10 +37,12 @@ expect_fail 78 "MNIST_DDP_POOL=on: composed (the default) or fused" \
 expect_fail 78 "MNIST_DDP_POOL=fused: the GPU path only" \
   env MNIST_DDP_POOL=fused "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
 # MNIST_DDP_CONV2 (the GPU's conv2 without a column buffer): the same.
-expect_fail 78 "MNIST_DDP_CONV2=implicit: im2col (the default) or direct" \
+expect_fail 78 "MNIST_DDP_CONV2=implicit: im2col (the default), direct or 3xtf32" \
   env MNIST_DDP_CONV2=implicit "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
 expect_fail 78 "MNIST_DDP_CONV2=direct: the GPU path only" \
   env MNIST_DDP_CONV2=direct "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
+expect_fail 78 "MNIST_DDP_CONV2=3xtf32: the GPU path only" \
+  env MNIST_DDP_CONV2=3xtf32 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
 if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
   expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
 fi

@@ -127,32 +127,59 @@ static void mma_warp(float d[32][4], const uint32_t a[32][4], const uint32_t b[3
         }
 }
 
-/* The warp's mmas of one step for every tile: acc [32 lanes][2][nt][4], a and b every lane's fragments. */
-static void warp_mmas(int nt, float *acc, uint32_t a[32][2][4], uint32_t b[32][CPT_NT][2])
+/* The warp's mmas of one step for every tile: acc [32 lanes][2][nt][4], a and b every lane's fragments; split:
+ * 3xTF32 as the kernels' mma_step runs it (tf32_split, the small products first). */
+static void warp_mmas(int nt, float *acc, uint32_t a[32][2][4], uint32_t b[32][CPT_NT][2], int split)
 {
-    uint32_t am[32][4], bj[32][2];
+    uint32_t ab[32][4], as[32][4], bb[32][2], bs[32][2];
     float d[32][4];
     for (int mt = 0; mt < 2; mt++)
         for (int j = 0; j < nt; j++) {
             for (int l = 0; l < 32; l++) {
-                memcpy(am[l], a[l][mt], sizeof am[l]), memcpy(bj[l], b[l][j], sizeof bj[l]);
+                for (int i = 0; i < 4; i++)
+                    if (split)
+                        tf32_split(a[l][mt][i], &ab[l][i], &as[l][i]);
+                    else
+                        ab[l][i] = a[l][mt][i];
+                for (int i = 0; i < 2; i++)
+                    if (split)
+                        tf32_split(b[l][j][i], &bb[l][i], &bs[l][i]);
+                    else
+                        bb[l][i] = b[l][j][i];
                 memcpy(d[l], acc + ((l * 2 + mt) * nt + j) * 4, sizeof d[l]);
             }
-            mma_warp(d, am, bj);
+            if (split) {
+                mma_warp(d, as, bb);
+                mma_warp(d, ab, bs);
+            }
+            mma_warp(d, ab, bb);
             for (int l = 0; l < 32; l++)
                 memcpy(acc + ((l * 2 + mt) * nt + j) * 4, d[l], sizeof d[l]);
         }
 }
 
+/* Every lane's fragments of mma step s: A by frag_a (cpt_frag_a, cpxt_frag_a), B by tf32_frag_b from ws, ldw apart. */
+static void warp_frags(const uint32_t *xs, const uint32_t *ws, uint32_t ldw, int nt, int H, int W,
+                       uint32_t rows[32][2][2], int s,
+                       void (*frag_a)(const uint32_t *, unsigned, int, int, const uint32_t[2][2], int, uint32_t[2][4]),
+                       uint32_t a[32][2][4], uint32_t b[32][CPT_NT][2])
+{
+    for (unsigned l = 0; l < 32; l++) {
+        frag_a(xs, l, H, W, rows[l], s, a[l]);
+        for (int j = 0; j < nt; j++)
+            tf32_frag_b(ws, ldw, l, (uint32_t)s * 8, j, b[l][j]);
+    }
+}
+
 enum { CPT_ACC = 32 * 2 * CPT_NT * 4, CPXT_ACC = 32 * 2 * CPXT_NT * 4 }; /* floats of a warp's accumulators */
 
-/* cuda/conv_pool.cu's k_cpt_forward over its grid (N, F / CPT_F): every warp's lanes take their fragments
- * (cpt_frags) for each mma step, the warp's mma emulated; or emu_forward where its tiles do not fit. */
-static int emu_forward_tf32(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
-                            const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide)
+/* cuda/conv_pool.cu's k_cpt_forward over its grid (N, F / CPT_F), split or not: every warp's lanes take their
+ * fragments for each mma step, the warp's mmas emulated; or emu_forward where its tiles do not fit. */
+static int emu_forward_mma(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
+                           const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int ld, int split)
 {
-    if (!cpt_fits(C, H, W, F, k, pad))
-        return emu_forward(x, w, pb, py, arg, fd, N, C, H, W, F, k, pad, wide);
+    if (!cpt_fits(C, H, W, F, 3, 0))
+        return emu_forward(x, w, pb, py, arg, fd, N, C, H, W, F, 3, 0, ld == W);
     int OP = ((H - 2) / 2) * ((W - 2) / 2);
     uint32_t *xs = malloc(CPT_CC * CP_HW_MAX * sizeof *xs), *ws = malloc(CPT_K * CPT_LDW * sizeof *ws);
     float *acc = malloc(CPT_WARPS * CPT_ACC * sizeof *acc);
@@ -164,32 +191,31 @@ static int emu_forward_tf32(const float *x, const float *w, const float *pb, flo
         for (int f0 = 0; f0 < F; f0 += CPT_F) {
             memset(acc, 0, CPT_WARPS * CPT_ACC * sizeof *acc);
             for (int c0 = 0; c0 < C; c0 += CPT_CC) {
-                cpt_stage(0, 1, x, w, xs, ws, C, N, H, W, n, f0, c0);
+                cpt_stage(0, 1, x, w, xs, ws, C, N, H, W, n, f0, c0, split);
                 for (unsigned p = 0; p < CPT_WARPS; p++)
                     for (int s = 0; s < CPT_K / 8; s++) {
-                        for (unsigned l = 0; l < 32; l++)
-                            cpt_frags(xs, ws, l, H, W, pix[p][l], s, a[l], b[l]);
-                        warp_mmas(CPT_NT, acc + p * CPT_ACC, a, b);
+                        warp_frags(xs, ws, CPT_LDW, CPT_NT, H, W, pix[p], s, cpt_frag_a, a, b);
+                        warp_mmas(CPT_NT, acc + p * CPT_ACC, a, b, split);
                     }
             }
             for (unsigned p = 0; p < CPT_WARPS; p++)
                 for (unsigned l = 0; l < 32; l++)
                     cpt_out(p, l, (float(*)[CPT_NT][4])(acc + p * CPT_ACC + l * CPT_ACC / 32), pb, py, arg, fd, F, N,
-                            H - 2, W - 2, wide ? W : W - 2, n, f0);
+                            H - 2, W - 2, ld, n, f0);
         }
     free(xs), free(ws), free(acc);
     return 1;
 }
 
 /* The weight and bias gradients as emu_backward's, then k_cpxt_xgrad over its grid (N, C / CPXT_C) as
- * emu_forward_tf32 runs k_cpt_forward; emu_backward where its tiles do not fit. */
-static int emu_backward_tf32(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
-                             const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
-                             int W, int F, int k, int pad, int wide)
+ * emu_forward_mma runs k_cpt_forward; emu_backward where its tiles do not fit. */
+static int emu_backward_mma(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
+                            const float *w, float *dw, float *db, float *dx, int N, int C, int H, int W, int F, int ld,
+                            int split)
 {
-    if (!dx || !cpxt_fits(C, H, W, F, k, pad))
-        return emu_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, dx, N, C, H, W, F, k, pad, wide);
-    ck_assert(emu_backward(dpy, fd, py, arg, x, x_relu, w, dw, db, NULL, N, C, H, W, F, k, pad, wide));
+    if (!cpxt_fits(C, H, W, F, 3, 0))
+        return emu_backward(dpy, fd, py, arg, NULL, x, w, dw, db, dx, N, C, H, W, F, 3, 0, ld == W);
+    ck_assert(emu_backward(dpy, fd, py, arg, NULL, x, w, dw, db, NULL, N, C, H, W, F, 3, 0, ld == W));
     cp_grads src = {dpy, fd ? fd->f : NULL, fd ? fd->mask : NULL, py, F, N, ((H - 2) / 2) * ((W - 2) / 2)};
     uint32_t *ds = malloc(CPXT_FC * CPX_PAD_MAX * sizeof *ds), *ws = malloc(CPXT_K * CPXT_LDW * sizeof *ws);
     float *acc = malloc(CPXT_WARPS * CPXT_ACC * sizeof *acc);
@@ -201,18 +227,17 @@ static int emu_backward_tf32(float *dpy, const nn_flat_dropout *fd, const float 
         for (int c0 = 0; c0 < C; c0 += CPXT_C) {
             memset(acc, 0, CPXT_WARPS * CPXT_ACC * sizeof *acc);
             for (int f0 = 0; f0 < F; f0 += CPXT_FC) {
-                cpxt_stage(0, 1, &src, arg, w, ds, ws, C, N, H, W, wide ? W : W - 2, n, c0, f0);
+                cpxt_stage(0, 1, &src, arg, w, ds, ws, C, N, H, W, ld, n, c0, f0, split);
                 for (unsigned p = 0; p < CPXT_WARPS; p++)
                     for (int s = 0; s < CPXT_K / 8; s++) {
-                        for (unsigned l = 0; l < 32; l++)
-                            cpxt_frags(ds, ws, l, H, W, at[p][l], s, a[l], b[l]);
-                        warp_mmas(CPXT_NT, acc + p * CPXT_ACC, a, b);
+                        warp_frags(ds, ws, CPXT_LDW, CPXT_NT, H, W, at[p], s, cpxt_frag_a, a, b);
+                        warp_mmas(CPXT_NT, acc + p * CPXT_ACC, a, b, split);
                     }
             }
             for (unsigned p = 0; p < CPXT_WARPS; p++)
                 for (unsigned l = 0; l < 32; l++)
-                    cpxt_out(p, l, (float(*)[CPXT_NT][4])(acc + p * CPXT_ACC + l * CPXT_ACC / 32), x_relu, dx, N, H, W,
-                             n, c0);
+                    cpxt_out(p, l, (float(*)[CPXT_NT][4])(acc + p * CPXT_ACC + l * CPXT_ACC / 32), x, dx, N, H, W, n,
+                             c0);
         }
     free(ds), free(ws), free(acc);
     return 1;
@@ -362,22 +387,27 @@ static const cp_shape tf32_shapes[] = {
     {32, 3, 10, 8, 128, 0},
 };
 
-/* The TF32 forward against the CPU's composition on the same inputs rounded to TF32 (the products are exact
- * there, so only the order of the sums differs: within 1e-5), with dropout1: the pooled output, argmaxes but at
- * ties, the flattened output and the mask bit for bit; and within TF32's precision of the fp32 composition. */
+/* The tensor-core kernels, TF32 against the CPU's composition of the same operands rounded to TF32 (the products
+ * are exact there, so only the order of the sums differs: within 1e-5), 3xTF32 against the fp32 composition within
+ * the same; the forward with dropout1: the pooled output, argmaxes but at ties, the flattened output and the mask
+ * bit for bit; the input gradient from the composition's pooled outputs and argmaxes; both within TF32's precision
+ * of the fp32 composition. */
 START_TEST(test_conv_pool_tf32)
 {
-    const cp_shape *s = &tf32_shapes[_i];
+    const cp_shape *s = &tf32_shapes[_i / 2];
+    int split = _i % 2; /* 0: TF32, its reference the composition of TF32 operands; 1: 3xTF32, the fp32 one */
+    const char *mode = split ? "3xTF32" : "TF32";
+    char what[96];
     int C = s->C, N = s->N, H = s->H, W = s->W, F = s->F, OH = H - 2, OW = W - 2, ld = s->wide ? W : OW;
     size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * 9, ny = (size_t)F * N * OH * ld,
            np = (size_t)F * N * (OH / 2) * (OW / 2);
     ck_assert(cpt_fits(C, H, W, F, 3, 0) && cpxt_fits(C, H, W, F, 3, 0));
-    float *x = relu_input(nx, 320 + (uint64_t)_i), *w = random_floats(nw, 321, -0.2f, 0.2f);
+    float *x = relu_input(nx, 320 + (uint64_t)_i / 2), *w = random_floats(nw, 321, -0.2f, 0.2f);
     float *b = random_floats((size_t)F, 322, -0.3f, 0.3f), *xr = malloc(nx * sizeof *xr), *wr = malloc(nw * sizeof *wr);
     for (size_t i = 0; i < nx; i++)
-        xr[i] = from_bits(op_tf32(x[i]));
+        xr[i] = split ? x[i] : from_bits(op_tf32(x[i]));
     for (size_t i = 0; i < nw; i++)
-        wr[i] = from_bits(op_tf32(w[i]));
+        wr[i] = split ? w[i] : from_bits(op_tf32(w[i]));
     float *col = malloc(conv_scratch(C, H, W, 3, 0, N, s->wide) * sizeof *col), *y = malloc(ny * sizeof *y);
     float *py[3], *f[3], *mask[3];
     int32_t *arg[3];
@@ -389,42 +419,41 @@ START_TEST(test_conv_pool_tf32)
         mask[k] = sentinel(np * sizeof(float)), arg[k] = sentinel(np * sizeof(int32_t));
         nn_flat_dropout fd = {.f = f[k], .mask = mask[k], .ids = ids, .key = 0x7f32, .layer = 0, .p = 0.25f};
         if (k == 1)
-            ck_assert(emu_forward_tf32(x, w, b, py[1], arg[1], &fd, N, C, H, W, F, 3, 0, s->wide));
+            ck_assert(emu_forward_mma(x, w, b, py[1], arg[1], &fd, N, C, H, W, F, ld, split));
         else
             conv_pool_forward(&nn_cpu, k ? x : xr, k ? w : wr, b, y, py[k], arg[k], &fd, N, C, H, W, F, 3, 0, col, N,
                               s->wide);
     }
-    close_floats("TF32 pooled output", py[0], py[1], np, 1e-5f);
-    close_floats("TF32 flattened output", f[0], f[1], np, 1e-5f);
-    same_floats("TF32 dropout1 mask", mask[0], mask[1], np);
+    close_floats(strcat(strcpy(what, mode), " pooled output"), py[0], py[1], np, 1e-5f);
+    close_floats(strcat(strcpy(what, mode), " flattened output"), f[0], f[1], np, 1e-5f);
+    same_floats("dropout1 mask", mask[0], mask[1], np);
     for (size_t i = 0; i < np; i++) {
         const float *yp = y + i / ((size_t)(OH / 2) * (OW / 2)) * OH * ld;
         ck_assert_msg(arg[1][i] >= 0 && arg[1][i] < OH * ld, "argmax %zu: %d", i, arg[1][i]);
         ck_assert_msg(arg[0][i] == arg[1][i] || fabsf(yp[arg[0][i]] - yp[arg[1][i]]) <= 1e-5f,
                       "argmax %zu: %d, the CPU %d", i, arg[1][i], arg[0][i]);
     }
-    close_floats("TF32 pooled output against fp32", py[2], py[1], np, 2e-3f);
+    close_floats(strcat(strcpy(what, mode), " pooled output against fp32"), py[2], py[1], np, 2e-3f);
     /* The backward from the composition's pooled outputs and argmaxes: the input gradient against the
-     * composition of the pooled gradient and weights in TF32, the weight and bias gradients (fp32) against fp32. */
+     * composition of the pooled gradient and weights as above, the weight and bias gradients (fp32) against fp32. */
     float *dpy = random_floats(np, 323, -1.0f, 1.0f), *dpyr = malloc(np * sizeof *dpyr), *d2 = malloc(np * sizeof *d2);
     for (size_t i = 0; i < np; i++)
-        dpyr[i] = from_bits(op_tf32(dpy[i]));
+        dpyr[i] = split ? dpy[i] : from_bits(op_tf32(dpy[i]));
     float *dw[3], *db[3], *dx[3];
     for (int k = 0; k < 3; k++) {
         dw[k] = calloc(nw, sizeof(float)), db[k] = calloc((size_t)F, sizeof(float)),
         dx[k] = sentinel(nx * sizeof(float));
         memcpy(d2, k ? dpy : dpyr, np * sizeof *d2); /* the composition may overwrite it */
         if (k == 1)
-            ck_assert(emu_backward_tf32(d2, NULL, py[0], arg[0], NULL, x, w, dw[1], db[1], dx[1], N, C, H, W, F, 3, 0,
-                                        s->wide));
+            ck_assert(emu_backward_mma(d2, NULL, py[0], arg[0], x, w, dw[1], db[1], dx[1], N, C, H, W, F, ld, split));
         else
             pool_conv_backward(&nn_cpu, d2, NULL, py[0], arg[0], x, x, k ? w : wr, y, dw[k], db[k], dx[k], N, C, H, W,
                                F, 3, 0, col, N, s->wide);
     }
-    close_floats("TF32 input gradient", dx[0], dx[1], nx, 1e-5f);
-    close_floats("TF32 input gradient against fp32", dx[2], dx[1], nx, 2e-3f);
-    close_floats("weight gradient with the TF32 input gradient", dw[2], dw[1], nw, 1e-5f);
-    close_floats("bias gradient with the TF32 input gradient", db[2], db[1], (size_t)F, 1e-5f);
+    close_floats(strcat(strcpy(what, mode), " input gradient"), dx[0], dx[1], nx, 1e-5f);
+    close_floats(strcat(strcpy(what, mode), " input gradient against fp32"), dx[2], dx[1], nx, 2e-3f);
+    close_floats("weight gradient beside the input gradient's mma", dw[2], dw[1], nw, 1e-5f);
+    close_floats("bias gradient beside the input gradient's mma", db[2], db[1], (size_t)F, 1e-5f);
     for (int k = 0; k < 3; k++)
         free(py[k]), free(f[k]), free(mask[k]), free(arg[k]), free(dw[k]), free(db[k]), free(dx[k]);
     free(x), free(w), free(b), free(xr), free(wr), free(col), free(y), free(ids), free(dpy), free(dpyr), free(d2);
@@ -550,7 +579,7 @@ int main(void)
     tcase_add_loop_test(tc, test_conv_pool, 0, (int)(sizeof shapes / sizeof shapes[0]));
     tcase_add_loop_test(tc, test_conv_pool_dropout, 0, (int)(sizeof shapes / sizeof shapes[0]));
     tcase_add_test(tc, test_tf32_rounding);
-    tcase_add_loop_test(tc, test_conv_pool_tf32, 0, (int)(sizeof tf32_shapes / sizeof tf32_shapes[0]));
+    tcase_add_loop_test(tc, test_conv_pool_tf32, 0, 2 * (int)(sizeof tf32_shapes / sizeof tf32_shapes[0]));
     tcase_add_test(tc, test_conv_pool_fits);
     tcase_add_test(tc, test_conv_pool_training);
     tcase_add_test(tc, test_conv_pool_covered);
