@@ -1,15 +1,17 @@
-/* conv2 direct's forward and input gradient on TF32 tensor cores (MNIST_DDP_CONV2=direct with --precision tf32;
- * cuda/conv_pool.cu's k_cpt_forward and k_cpxt_xgrad, the latter described below). The forward: an implicit GEMM, D[pixel][f] = sum over k = c*9 + tap of x[c][pixel + tap] w[f][c][tap], in
- * mma.sync.m16n8k8 tiles (TF32 inputs, fp32 sums), with conv_pool_kernels.h's pool, bias, ReLU and dropout as its
- * epilogue. What one lane computes, in the PTX ISA's fragment layouts for that shape (lane = 4g + t): A (16 x 8,
- * row major) a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B (8 x 8) b0 (k t, column g), b1 (k t + 4,
- * column g); C and D (16 x 8) c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).
- * Block (n, h): sample n, output channels f0 = h*CPT_F ..; warp p owns pool windows 8p .. 8p + 7, as the rows of
- * two m16 tiles: tile mt, row g + 8d is window 8p + g's output (2wy + mt, 2wx + d), so each lane holds whole
- * windows (the pool needs no shuffles): its c0/c2 of both tiles are channel 2t's four outputs of window 8p + g,
- * c1/c3 channel 2t + 1's, for each n8 tile of channels. Inputs are rounded to TF32 as they are staged (op_tf32),
- * as cvt.rna.tf32.f32 would. tests/unit/check_conv_pool.c runs these functions for every lane of every warp, with
- * the mma emulated in that layout, against the CPU's im2col, GEMM, pool and col2im. */
+/* conv2 direct's forward and input gradient on tensor cores (MNIST_DDP_CONV2=direct with --precision tf32: one TF32
+ * product per pair; MNIST_DDP_CONV2=3xtf32 otherwise: three, tf32_split), cuda/conv_pool.cu's k_cpt_forward and
+ * k_cpxt_xgrad (the latter described below). The forward: an implicit GEMM, D[pixel][f] = sum over k = c*9 + tap of
+ * x[c][pixel + tap] w[f][c][tap], in mma.sync.m16n8k8 tiles (TF32 inputs, fp32 sums), with conv_pool_kernels.h's
+ * pool, bias, ReLU and dropout as its epilogue. What one lane computes, in the PTX ISA's fragment layouts for that
+ * shape (lane = 4g + t): A (16 x 8, row major) a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B (8 x 8)
+ * b0 (k t, column g), b1 (k t + 4, column g); C and D (16 x 8) c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3
+ * (g + 8, 2t + 1). Block (n, h): sample n, output channels f0 = h*CPT_F ..; warp p owns pool windows 8p .. 8p + 7,
+ * as the rows of two m16 tiles: tile mt, row g + 8d is window 8p + g's output (2wy + mt, 2wx + d), so each lane
+ * holds whole windows (the pool needs no shuffles): its c0/c2 of both tiles are channel 2t's four outputs of window
+ * 8p + g, c1/c3 channel 2t + 1's, for each n8 tile of channels. Operands are rounded to TF32 as they are staged
+ * (op_tf32, as cvt.rna.tf32.f32 would), or staged whole and split per fragment for 3xTF32.
+ * tests/unit/check_conv_pool.c runs these functions for every lane of every warp, with the mma emulated in that
+ * layout, against the CPU's im2col, GEMM, pool and col2im. */
 #ifndef MNIST_CONV_POOL_TF32_H
 #define MNIST_CONV_POOL_TF32_H
 #include <stdint.h>
@@ -160,11 +162,12 @@ static inline HD void cpt_out(unsigned p, unsigned lane, float acc[2][CPT_NT][4]
         }
     }
 }
+
 /* The input gradient on tensor cores (k_cpxt_xgrad), the transposed convolution as an implicit GEMM:
  * dx[c][i] = sum over k = f*9 + tap of dY[f][i - tap] w[f][c][tap], rows i the input's elements, columns c. Block
  * n: sample n, input channels c0 = h*CPXT_C ..; warp p owns elements 32p .. 32p + 31 (tile mt, row g + 8d:
  * element 32p + 16mt + g + 8d), each lane channels 8j + 2t, + 1 of every n8 tile j; the unpooled gradient staged as
- * cpx_stage stages it, CPXT_FC output channels at a time, in TF32; conv1's ReLU backward its epilogue. */
+ * cpx_stage stages it, CPXT_FC output channels at a time (tf32_stage); conv1's ReLU backward its epilogue. */
 enum {
     CPXT_C = 32,
     CPXT_NT = CPXT_C / 8,
@@ -175,6 +178,7 @@ enum {
     CPXT_THREADS = CPXT_WARPS * 32
 };
 
+/* Whether k_cpxt_xgrad takes the shape (else conv2 direct's fp32 input gradient runs). */
 static inline HD int cpxt_fits(int C, int H, int W, int F, int k, int pad)
 {
     return cp_fits(C, H, W, F, k, pad) && C % CPXT_C == 0 && F % CPXT_FC == 0 && H * W <= CPXT_WARPS * 32;
