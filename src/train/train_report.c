@@ -167,8 +167,8 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
             "\"allreduce_hidden\":%.3f,\"allreduce_early\":%.3f,"
             "\"startup_s\":%.3f,\"data_s\":%.3f,\"eval_s\":%.3f,\"checkpoint_s\":%.3f,\"comm_exposed_s\":%.3f,"
             "\"wall_s\":%.3f,\"kernels_per_step\":%.2f,\"gemms_per_step\":%.2f,\"host_waits_per_step\":%.4f,"
-            "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"model_mib\":%.1f,\"fingerprint\":\"%"
-            "016llx\"%s}",
+            "\"graph_steps\":%ld,\"graph_captures\":%ld,\"peak_rss_mib\":%.1f,\"model_mib\":%.1f,"
+            "\"fingerprint\":\"%016llx\"%s}",
             model_name(r->m), r->be->name, world, epochs, r->step, ev->accuracy, ev->loss, r->times.train_s, total_s,
             ips, 1e3 * cs.blocking_s, 1e3 * exposed, 1e3 * skew, hidden, early, r->times.startup_s, r->times.data_s,
             r->times.eval_s, r->times.ckpt_total_s, cs.exposed_s, clock_now() - r->env->start_s, kps, gps, wps,
