@@ -239,7 +239,8 @@ static inline HD float cpx_padded(const cp_grads *src, const int32_t *arg, int N
         return 0.0f;
     uint32_t oy = y - 2, ox = xq - 2, q = (oy / 2) * (uint32_t)(OW / 2) + ox / 2;
     size_t o = ((size_t)f * (size_t)N + (size_t)n) * (size_t)((OH / 2) * (OW / 2)) + q;
-    return op_window_grad(cp_grad(src, f, n, q), arg[o], (int)(oy * (uint32_t)ld + ox));
+    /* the gradient read only where it lands: once per window */
+    return op_window_hit(arg[o], (int)(oy * (uint32_t)ld + ox)) ? cp_grad(src, f, n, q) : 0.0f;
 }
 
 static inline HD void cpx_stage(unsigned tid, unsigned nt, const cp_grads *src, const int32_t *arg, const float *w,

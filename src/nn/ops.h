@@ -113,8 +113,9 @@ static inline HD float op_maxpool2(const float *plane, int W, int ph, int pw, in
     return op_max4(plane[i], plane[i + 1], plane[i + W], plane[i + W + 1], i, W, arg);
 }
 
-/* A pooled output's gradient g reaches the window element at plane index i only if it was the argmax a. */
-static inline HD float op_window_grad(float g, int32_t a, int i) { return a == i ? g : 0.0f; }
+/* A pooled output's gradient reaches the window element at plane index i only if it was the argmax a. */
+static inline HD int op_window_hit(int32_t a, int i) { return a == i; }
+static inline HD float op_window_grad(float g, int32_t a, int i) { return op_window_hit(a, i) ? g : 0.0f; }
 
 /* 2x2 max-pool backward for output (ph, pw) of a plane: writes the whole window of dx_plane, the
  * gradient at the argmax and 0 elsewhere (windows do not overlap: no atomics, no prior zeroing). */
