@@ -67,33 +67,41 @@ PY
 # A rank held back (SIGSTOP for 2 s mid-run): rank 0 waits for it at the end of backward, and its all-reduce
 # line counts that wait apart from the exchange (at least 1.5 s of its exposed time, over the run's steps).
 # A progress line every 50 steps: a stop between rank 1's sums and its progress-line sum (every step with
-# --log-interval 1) would leave rank 0 waiting there instead.
-mkdir "$TMP/pids"
-# shellcheck disable=SC2016,SC2086
-run_np 2 sh -c 'echo $$ >"$0/$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP/pids" "$MNIST_DDP" $run --max-steps 400 \
-  --log-interval 50 --metrics "$TMP/late.json" >"$TMP/late.out" 2>"$TMP/err" &
-job=$!
-i=0
-until grep -q '"type":"step"' "$TMP/late.json" 2>/dev/null; do
-  i=$((i + 1))
-  [ $i -le 600 ] && kill -0 $job 2>/dev/null || { cat "$TMP/err"; fail "held-back rank: training did not start"; }
-  sleep 0.1
-done
-kill -STOP "$(cat "$TMP/pids/1")"
-at=$(grep '"type":"step"' "$TMP/late.json" | tail -1 | sed 's/.*"global_step":\([0-9]*\).*/\1/')
-sleep 2
-kill -CONT "$(cat "$TMP/pids/1")"
-wait $job || { cat "$TMP/err"; fail "a rank held back for 2 s ended the run"; }
-[ "$at" -lt 340 ] || fail "held-back rank: stopped after step $at of 400, too late to tell"
-grep -q '^all-reduce: .* exposed per step in [0-9]* buckets, [0-9.]* ms of it waiting for the last rank.s backward: ' \
-  "$TMP/late.out" || { cat "$TMP/late.out"; fail "held-back rank: no wait for the last rank in the all-reduce line"; }
-"$PYTHON3" - "$TMP/late.json" <<'PY' || fail "held-back rank: the wait for it not counted apart"
+# --log-interval 1) would leave rank 0 waiting there instead. The stop lands where rank 1 happens to be: in
+# the short window after its backward's stamp and before its share of the sums is done, rank 0 rightly waits
+# inside the exchange (twice in a row in full make check runs of 29 November, code that did not touch the exchange;
+# the same binary alone passed three times). held_back returns 1 then, and one more run decides.
+held_back() {
+  rm -rf "$TMP/pids" "$TMP/late.json"
+  mkdir "$TMP/pids"
+  # shellcheck disable=SC2016,SC2086
+  run_np 2 sh -c 'echo $$ >"$0/$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP/pids" "$MNIST_DDP" $run --max-steps 400 \
+    --log-interval 50 --metrics "$TMP/late.json" >"$TMP/late.out" 2>"$TMP/err" &
+  job=$!
+  i=0
+  until grep -q '"type":"step"' "$TMP/late.json" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -le 600 ] && kill -0 $job 2>/dev/null || { cat "$TMP/err"; fail "held-back rank: training did not start"; }
+    sleep 0.1
+  done
+  kill -STOP "$(cat "$TMP/pids/1")"
+  at=$(grep '"type":"step"' "$TMP/late.json" | tail -1 | sed 's/.*"global_step":\([0-9]*\).*/\1/')
+  sleep 2
+  kill -CONT "$(cat "$TMP/pids/1")"
+  wait $job || { cat "$TMP/err"; fail "a rank held back for 2 s ended the run"; }
+  [ "$at" -lt 340 ] || fail "held-back rank: stopped after step $at of 400, too late to tell"
+  grep -q '^all-reduce: .* exposed per step in [0-9]* buckets, [0-9.]* ms of it waiting for the last rank.s backward: ' \
+    "$TMP/late.out" || { cat "$TMP/late.out"; fail "held-back rank: no wait for the last rank in the all-reduce line"; }
+  "$PYTHON3" - "$TMP/late.json" <<'PY'
 import json, sys
 s = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if r["type"] == "summary"][-1]
 waited = s["allreduce_skew_ms"] * s["steps"] / 1e3
 assert 1.5 <= waited and s["allreduce_skew_ms"] <= s["allreduce_exposed_ms"], s
 print(f"ok: a rank held back 2 s: rank 0 waited {waited:.2f} s for it, apart from the exchange")
 PY
+}
+held_back || { echo "note: held-back rank: the stop fell inside the exchange; once more"; held_back; } ||
+  fail "held-back rank: the wait for it not counted apart"
 # The same with Adadelta, and SGD with momentum and weight decay.
 for opt in "--optimizer adadelta --lr 1" "--optimizer sgd --lr 0.05 --momentum 0.9 --weight-decay 1e-4"; do
   for shm in on off; do
