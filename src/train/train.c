@@ -256,6 +256,35 @@ static void add_counts(const run *r, nn_counts *sum, nn_counts from)
     sum->waits += now.waits - from.waits;
 }
 
+/* MNIST_DDP_STRAGGLER=RANK:STEP:SECONDS (tests, demonstrations): rank RANK sleeps SECONDS before global step
+ * STEP (as the metrics number it, from 1), outside every collective, as a rank slowed by its node would: the
+ * others wait for it at the end of their backward, and the all-reduce line counts that wait apart. */
+static void straggler_setup(run *r)
+{
+    const char *v = getenv("MNIST_DDP_STRAGGLER");
+    if (!v)
+        return;
+    int rank, n = 0;
+    long step;
+    double seconds;
+    if (sscanf(v, "%d:%ld:%lf%n", &rank, &step, &seconds, &n) != 3 || v[n] || rank < 0 || step < 1 ||
+        !(seconds > 0 && seconds <= 3600))
+        die_all(EX_CONFIG,
+                "environment variable MNIST_DDP_STRAGGLER='%s': RANK:STEP:SECONDS expected (a rank from 0, a "
+                "global step from 1, 0 < SECONDS <= 3600)",
+                v);
+    if (rank != world_rank())
+        return;
+    r->straggle_step = step;
+    r->straggle_s = seconds;
+}
+
+static void straggle(const run *r)
+{
+    if (r->step + 1 == r->straggle_step)
+        clock_sleep(r->straggle_s);
+}
+
 /* One epoch; returns 1 when --max-steps was reached, 2 when a signal stopped it. */
 static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
 {
@@ -292,6 +321,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
             images += (double)c;
         }
         w.n0 = batch_ids(r, micro0);
+        straggle(r);
         /* A graph replays only full batches without accumulation (kernel arguments are frozen in it). */
         int replayable = o->accum_steps == 1 && w.shape.total == (uint64_t)r->rc.batch * (uint64_t)r->env->world;
         step_graph_step(r->graph, &w.shape, replayable, r->step, queue_step, &w);
@@ -405,6 +435,7 @@ static void run_setup(run *r, int gpu)
                 "write before that",
                 r->stop.job_end - (double)time(NULL), STOP_SAFETY_S);
     }
+    straggler_setup(r);
     load_data(r);
     r->ckpt = (checkpoint_config){
         .dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep, .timeout_s = o->comm_timeout};

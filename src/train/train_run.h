@@ -72,6 +72,8 @@ typedef struct {
     run_batch batch;
     run_stop stop;
     run_times times;
+    long straggle_step; /* MNIST_DDP_STRAGGLER: the global step this rank sleeps before (0: none), and how long */
+    double straggle_s;
 } run;
 
 /* One epoch's progress reports: the sums since the last line and over the epoch. */
