@@ -140,14 +140,14 @@ void bootstrap_report(const ddp_env *e, const char *device, int threads)
 {
     enum { LINE = 320 };
     char line[LINE];
-    snprintf(line, sizeof line, "%6d  %-24.24s %6d  %-32.32s %7d", world_rank(), e->host, e->local_rank, device,
+    snprintf(line, sizeof line, "%6d  %-24.24s %6d  %-36.36s %7d", world_rank(), e->host, e->local_rank, device,
              threads);
     char *all = world_rank() == 0 ? xmalloc((size_t)e->world * LINE) : NULL;
     MPI_CHECK(MPI_Gather(line, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, MPI_COMM_WORLD));
     if (world_rank() == 0) {
         printf("mnist_ddp %s: %d rank%s on %d node%s (launched by %s)\n", PACKAGE_VERSION, e->world,
                e->world == 1 ? "" : "s", e->nodes, e->nodes == 1 ? "" : "s", e->launcher);
-        printf("%6s  %-24s %6s  %-32s %7s\n", "rank", "host", "local", "device", "threads");
+        printf("%6s  %-24s %6s  %-36s %7s\n", "rank", "host", "local", "device", "threads");
         for (int r = 0; r < e->world; r++)
             printf("%s\n", all + (size_t)r * LINE);
         fflush(stdout);

@@ -371,12 +371,13 @@ const nn_backend *train_cpu_backend(const char *conv, int gemm, char *desc, size
                 conv);
     if (desc && be == &nn_cpu)
         snprintf(desc, len, "cpu, im2col conv");
-    else if (desc)
-        snprintf(desc, len, "cpu, oneDNN %s %s", onednn_version(),
+    else if (desc) /* AVX-512 the usual case: only AVX2 is named */
+        snprintf(desc, len, "cpu, oneDNN %s %s%s", onednn_version(),
                  be == nn_cpu_onednn(WINO_NONE)                      ? "direct"
-                 : !onednn_has_winograd()                            ? "no Winograd"
                  : be == nn_cpu_onednn(WINO_OWN) && wino43_has_cpu() ? "own Winograd"
-                                                                     : "Winograd");
+                 : !onednn_has_winograd()                            ? "no Winograd"
+                                                                     : "Winograd",
+                 be == nn_cpu_onednn(WINO_OWN) && !strcmp(wino43_isa(), "AVX2") ? " AVX2" : "");
     return be;
 }
 

@@ -47,19 +47,26 @@ if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
   expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
 fi
 # --conv onednn, winograd, wino43 and the default, auto (= wino43): oneDNN's convolutions where the build has
-# them (the start-up table says which; "no Winograd": a CPU without AVX-512; "own Winograd": the project's own
-# Winograd forward beside oneDNN's), else 69 on every rank; im2col is always there.
+# them (the start-up table says which; "no Winograd": a CPU without AVX-512, or ONEDNN_MAX_CPU_ISA below it;
+# "own Winograd": the project's own Winograd beside oneDNN's, "own Winograd AVX2" its AVX2 kernels where
+# oneDNN has no Winograd), else 69 on every rank; im2col is always there.
 conv_line() { # the start-up table's backend line of a run with --conv $1, once per rank
   run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv "$1" --epochs 0 >"$TMP/conv.log" 2>&1 \
     && [ "$(grep -Ec 'cpu, (im2col|oneDNN)' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log" >&2; fail "--conv $1"; }
-  grep -Eo 'cpu, (im2col|oneDNN)[a-zA-Z0-9 .]*[a-z]' "$TMP/conv.log" | sort -u
+  grep -Eo 'cpu, (im2col|oneDNN)[a-zA-Z0-9 .]*[a-z]( AVX2)?' "$TMP/conv.log" | sort -u
 }
 if grep -q '^#define HAVE_ONEDNN 1' "$abs_top_builddir/config.h"; then
   line=$(conv_line onednn) && echo "$line" | grep -q '^cpu, oneDNN [0-9.]* direct$' \
     || fail "--conv onednn: start-up table says '$line'"
   line=$(conv_line winograd) && echo "$line" | grep -Eq '^cpu, oneDNN [0-9.]* (no )?Winograd$' \
     || fail "--conv winograd: start-up table says '$line'"
-  if echo "$line" | grep -q 'no Winograd'; then own=$line; else own="${line% Winograd} own Winograd"; fi
+  if ! echo "$line" | grep -q 'no Winograd'; then
+    own="${line% Winograd} own Winograd"
+  elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    own="${line% no Winograd} own Winograd AVX2"
+  else
+    own=$line
+  fi
   line=$(conv_line wino43) && [ "$line" = "$own" ] || fail "--conv wino43: start-up table says '$line', not '$own'"
   [ "$(conv_line auto)" = "$line" ] || fail "--conv auto is not wino43"
 else

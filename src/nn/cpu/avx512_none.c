@@ -1,4 +1,4 @@
-/* wino43.h, wino43_pool.h and conv1_direct.h where the compiler cannot build their AVX-512 kernels (configure:
+/* wino43.h, wino43_pool.h and conv1_direct.h where the compiler cannot build their AVX-512 and AVX2 kernels (configure:
  * not x86-64): no CPU and no shape can take them, so conv_onednn.c never calls the rest, which stops the
  * program if it ever is. */
 #include "nn/cpu/conv1_direct.h"
@@ -11,6 +11,7 @@
 #define NOT_BUILT() die(EX_SOFTWARE, "%s: this build has no AVX-512 kernels", __func__)
 
 int wino43_has_cpu(void) { return 0; }
+const char *wino43_isa(void) { return "none"; }
 int wino43_usable(int C, int F, int H, int W, int k, int pad)
 {
     return (void)C, (void)F, (void)H, (void)W, (void)k, (void)pad, 0;

@@ -5,6 +5,7 @@
 
 #include "base/errors.h"
 #include "base/threads.h"
+#include "nn/cpu/cpu_isa.h"
 #include "nn/cpu/wino43.h"
 
 /* Built for any x86-64; these functions run only where conv1_direct_usable found AVX-512. */
@@ -21,7 +22,7 @@ enum {
 
 int conv1_direct_usable(int H, int W, int F, int k, int pad)
 {
-    return k == 3 && !pad && W - 2 <= 2 * LANES && W >= 3 && H >= 3 && F % FG == 0 && wino43_has_cpu();
+    return k == 3 && !pad && W - 2 <= 2 * LANES && W >= 3 && H >= 3 && F % FG == 0 && cpu_isa_own() == CPU_ISA_AVX512;
 }
 
 /* The lanes of column vector v (0 or 1) that hold output pixels of a row of ow. */
@@ -140,7 +141,7 @@ void conv1_direct_backward(const float *x, const float *dy, float *dw, float *db
 
 int conv1_direct_blocks_usable(int H, int W, int F, int k, int pad)
 {
-    return k == 3 && !pad && H >= 3 && W >= 3 && F % LANES == 0 && wino43_has_cpu();
+    return k == 3 && !pad && H >= 3 && W >= 3 && F % LANES == 0 && cpu_isa_own() == CPU_ISA_AVX512;
 }
 
 enum { PX = 8 }; /* output pixels at a time: independent chains of multiply-adds */

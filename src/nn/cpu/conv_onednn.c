@@ -24,6 +24,9 @@
 typedef struct {
     int C, H, W, F, k, pad, wide, N, winograd; /* the key (winograd: asked for; alg: what oneDNN has) */
     dnnl_alg_kind_t alg;
+    int own; /* wino43.h takes this shape on this CPU (WINO_OWN): the primitives are made for its nChw16c
+              * layouts (oneDNN's reference ones where its own kernels want others: AVX2's nChw8c), and only
+              * their reorders run */
     float *wino_U, *wino_Ub; /* wino43.h's weights when its forward, input gradient replace oneDNN's (WINO_OWN) */
     int wino_parts;          /* then the samples go in parts, one per thread, each with ... */
     float *wino_scratch;     /* ... one sample's blocked tensors (wino43_pool.h) ... */
@@ -63,12 +66,13 @@ static plan_mds plan_descs(const conv_plan *p)
 {
     int OH = conv_out(p->H, p->k, p->pad), OW = conv_out(p->W, p->k, p->pad);
     dnnl_dims_t x = {p->N, p->C, p->H, p->W}, y = {p->N, p->F, OH, OW}, w = {p->F, p->C, p->k, p->k}, b = {p->F};
+    dnnl_format_tag_t any = p->own ? dnnl_nChw16c : dnnl_format_tag_any;
     return (plan_mds){.x = onednn_cnhw_md(p->N, p->C, p->H, p->W, p->W),
                       .y = onednn_cnhw_md(p->N, p->F, OH, OW, conv_ld(p->W, p->k, p->pad, p->wide)),
                       .w = onednn_dense_md(4, w, dnnl_oihw),
                       .b = onednn_dense_md(1, b, dnnl_a),
-                      .any_x = onednn_dense_md(4, x, dnnl_format_tag_any),
-                      .any_y = onednn_dense_md(4, y, dnnl_format_tag_any),
+                      .any_x = onednn_dense_md(4, x, any),
+                      .any_y = onednn_dense_md(4, y, any),
                       .any_w = onednn_dense_md(4, w, dnnl_format_tag_any),
                       .strides = {1, 1},
                       .pad = {p->pad, p->pad}};
@@ -114,8 +118,7 @@ static void plan_forward(conv_plan *p, const plan_mds *m)
     onednn_arg_init(&p->arena_bytes, &p->y, &m->y, onednn_query(p->fwd_pd, dnnl_query_dst_md, 0), 0);
     p->y_pooled = blocked_layout(p, &p->y, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
     p->zero_bias = xcalloc((size_t)p->F, sizeof(float));
-    if (p->winograd == WINO_OWN && p->alg == dnnl_convolution_winograd && p->y_pooled &&
-        wino43_usable(p->C, p->F, p->H, p->W, p->k, p->pad) && blocked_layout(p, &p->x, p->C, p->H, p->W))
+    if (p->own && p->y_pooled && blocked_layout(p, &p->x, p->C, p->H, p->W))
         p->wino_U = xmalloc_aligned(wino43_weights_size(p->C, p->F) * sizeof(float));
     if (p->wino_U) {
         p->wino_parts = omp_get_max_threads();
@@ -157,7 +160,7 @@ static void plan_backward(conv_plan *p, const plan_mds *m)
         p->dy_shared && blocked_layout(p, &p->dyw, p->F, conv_out(p->H, p->k, p->pad), conv_out(p->W, p->k, p->pad));
     p->dx_blocked = blocked_layout(p, &p->dx, p->C, p->H, p->W);
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
-    if (p->wino_U && p->dy_pooled && p->dx_blocked && wino43_backward_usable(p->C, p->F, p->H, p->W, p->k, p->pad))
+    if (p->wino_U && p->dy_pooled && p->dx_blocked)
         p->wino_Ub = xmalloc_aligned(wino43_weights_size(p->C, p->F) * sizeof(float));
     if (p->wino_Ub) /* x is in x.prim's blocks (plan_forward), dy in dyw.prim's */
         p->wino_ws = xmalloc_aligned(p->wino_parts * wino43_wgrad_part_size(p->C, p->F) * sizeof(float));
@@ -224,6 +227,8 @@ static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, in
         if (p->fwd)
             plan_destroy(p);
         *p = key;
+        p->own =
+            winograd == WINO_OWN && wino43_usable(C, F, H, W, k, pad) && wino43_backward_usable(C, F, H, W, k, pad);
         plan_mds m = plan_descs(p);
         plan_forward(p, &m);
     }

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include "nn/cpu/cpu_isa.h"
+
 #define AVX512 __attribute__((target("avx512f,fma")))
 #define INLINE __attribute__((always_inline)) inline
 
@@ -9,11 +11,7 @@
  * flight), or MR rows of A by NB rows of B for the transposed B's dot products. */
 enum { LANES = 16, MR = 4, NV = 6, NB = 6, KC = 2304 };
 
-int gemm_avx512_has_cpu(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-}
+int gemm_avx512_has_cpu(void) { return cpu_isa_own() == CPU_ISA_AVX512; }
 
 static INLINE __mmask16 lanes_below(int n) { return n >= LANES ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 
@@ -147,8 +145,7 @@ AVX512 static void gemm_dot(int m, int n, int k, const float *a, long lda, const
 int gemm_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                 int ldb, float beta, float *c, int ldc)
 {
-    if (!__builtin_cpu_supports("avx512f") || alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || (trans_a && trans_b) ||
-        k < 1)
+    if (!gemm_avx512_has_cpu() || alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || (trans_a && trans_b) || k < 1)
         return 0;
     int add = beta != 0.0f;
     if (trans_b)

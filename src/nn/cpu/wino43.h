@@ -2,15 +2,17 @@
  * blocks of six tiles: the input tiles' transform, the 36 products over the channels and the output transform
  * with the bias run while the block is in L1, so the transformed tensors never reach memory (oneDNN 2.6's
  * jit_wino_4x3 writes and reads them back: docs/performance.md); its weight gradient as F(3x3, 4x4), summed in
- * the transformed space. Blocked layouts of nchw16c.h in and out; AVX-512 only. Its rounding is about oneDNN's
+ * the transformed space. Blocked layouts of nchw16c.h in and out; AVX-512, or AVX2 (the same bits). Its rounding is about oneDNN's
  * Winograd's (wino43.c: the points). */
 #ifndef MNIST_WINO43_H
 #define MNIST_WINO43_H
 #include <stddef.h>
 
-/* Whether this CPU has AVX-512. */
+/* Whether this CPU can run it (cpu_isa.h: AVX-512 or AVX2 with FMA), and with which ("AVX-512", "AVX2",
+ * "none"). */
 int wino43_has_cpu(void);
-/* Whether this CPU and shape can take it: AVX-512, a 3x3 kernel without padding, C a multiple of 16 up to 128,
+const char *wino43_isa(void);
+/* Whether this CPU and shape can take it: AVX-512 or AVX2, a 3x3 kernel without padding, C a multiple of 16 up to 128,
  * F a multiple of 16 up to 128, an output whose sides are multiples of 4. */
 int wino43_usable(int C, int F, int H, int W, int k, int pad);
 /* Floats of the transformed weights U [36][C][F]. */
