@@ -13,6 +13,7 @@
 # - damaged shard sets: a seeded corruption campaign on the reader (shard_load) and the trainer;
 # - durability order (durability.sh): fsync before rename, the directory after, read from the system calls
 #   by an LD_PRELOAD shim (syscall_log.c).
+# - a CPU without AVX-512 (cpu-avx2.sh): the layers, the PyTorch cross-check and a training with the ISA capped.
 integration_scripts = tests/integration/train-options.sh tests/integration/train-launch.sh \
 	tests/integration/train-cli.sh tests/integration/train-invariance.sh tests/integration/train-replicas.sh \
 	tests/integration/train-accuracy.sh tests/integration/train-replay.sh tests/integration/train-resume.sh \
@@ -20,7 +21,8 @@ integration_scripts = tests/integration/train-options.sh tests/integration/train
 	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh tests/integration/shard-corruption.sh \
 	tests/integration/train-progress.sh tests/integration/train-profile.sh tests/integration/plot.sh tests/integration/files-corrupt.sh \
 	tests/integration/files-failures.sh tests/integration/sockets.sh tests/integration/checkpoint-lock.sh \
-	tests/integration/durability.sh tests/integration/stall-names.sh tests/integration/train-gradcomm.sh
+	tests/integration/durability.sh tests/integration/stall-names.sh tests/integration/train-gradcomm.sh \
+	tests/integration/cpu-avx2.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
 check_PROGRAMS += tests/integration/mpi_comm tests/integration/comm_fail tests/integration/shard_load
