@@ -104,6 +104,11 @@ PY
 grep '^OpenBLAS kernels' "$TMP/ddp2.log" |
   sed "s/\$/${bench_coretype:+ (OPENBLAS_CORETYPE=$bench_coretype from the environment)}; the PyTorch peer ran the same/"
 sed -n 's/^ *0 .*  \(cpu, .*[^ ]\)  *[0-9][0-9]*$/convolutions: \1/p' "$TMP/ddp2.log" | head -1
+# The ISA caps a CPU without AVX-512 is measured with on one that has it (both programs, docs/performance.md).
+for v in ONEDNN_MAX_CPU_ISA ATEN_CPU_CAPABILITY; do
+  eval "val=\${$v:-}"
+  [ -z "$val" ] || echo "$v=$val from the environment, for both programs"
+done
 grep '^matrix products' "$TMP/ddp2.log" || true
 echo "where mnist_ddp's epoch went (--profile):"
 sed -n '/^profile: seconds per phase/,/^profile: the training phases/p' "$TMP/ddp2.log"
