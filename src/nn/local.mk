@@ -18,10 +18,12 @@ endif
 if HAVE_ONEDNN
 src_libmnistddp_a_SOURCES += src/nn/cpu/conv_onednn.c src/nn/cpu/onednn_arg.c src/nn/cpu/onednn_arg.h \
 	src/nn/cpu/wino43.h src/nn/cpu/wino43_pool.h src/nn/cpu/conv1_direct.h src/nn/cpu/wino43_stack.h \
-	src/nn/cpu/wino43_kernels.h src/nn/cpu/wino43_v16.h src/nn/cpu/v16_avx512.h src/nn/cpu/v16_avx2.h
+	src/nn/cpu/wino43_kernels.h src/nn/cpu/wino43_v16.h src/nn/cpu/v16_avx512.h src/nn/cpu/v16_avx2.h \
+	src/nn/cpu/conv1_direct_v16.h
 if HAVE_AVX512_KERNELS
 src_libmnistddp_a_SOURCES += src/nn/cpu/wino43.c src/nn/cpu/wino43_pool.c src/nn/cpu/conv1_direct.c \
-	src/nn/cpu/wino43_stack.c src/nn/cpu/wino43_avx512.c src/nn/cpu/wino43_avx2.c
+	src/nn/cpu/wino43_stack.c src/nn/cpu/wino43_avx512.c src/nn/cpu/wino43_avx2.c \
+	src/nn/cpu/conv1_direct_avx512.c src/nn/cpu/conv1_direct_avx2.c
 else
 src_libmnistddp_a_SOURCES += src/nn/cpu/avx512_none.c
 endif

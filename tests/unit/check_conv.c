@@ -363,7 +363,7 @@ START_TEST(test_conv1_direct)
 {
     const nn_backend *be = nn_cpu_onednn(WINO_OWN);
     if (!be || !conv1_direct_usable(28, 28, 32, 3, 0)) {
-        printf("check_conv: no oneDNN or no AVX-512 here: wino43's conv1 does not apply\n");
+        printf("check_conv: no oneDNN or neither AVX-512 nor AVX2 here: wino43's conv1 does not apply\n");
         return;
     }
     static const struct {
@@ -420,7 +420,7 @@ START_TEST(test_conv_stack)
     const nn_backend *be = nn_cpu_onednn(WINO_OWN);
     enum { S = 28, C1 = 32, C2 = 64, S1 = S - 2, S2 = S1 - 2, SP = S2 / 2 };
     if (!be || !conv1_direct_blocks_usable(S, S, C1, 3, 0)) {
-        printf("check_conv: no oneDNN or no AVX-512 here: wino43's convolution stack does not apply\n");
+        printf("check_conv: no oneDNN or neither AVX-512 nor AVX2 here: wino43's convolution stack does not apply\n");
         return;
     }
     static const struct {

@@ -1,6 +1,6 @@
-/* wino43's AVX2 kernels (a CPU without AVX-512: AMD Zen 2 and 3, older Intel) against its AVX-512 ones, bit
- * for bit: the same operations lane for lane (wino43_v16.h), only the product blocks' accumulator counts
- * differ, and those do not change any sum's order. check_conv holds the AVX-512 kernels (and, on a CPU
+/* wino43's and conv1 direct's AVX2 kernels (a CPU without AVX-512: AMD Zen 2 and 3, older Intel) against
+ * their AVX-512 ones, bit for bit: the same operations lane for lane (wino43_v16.h, conv1_direct_v16.h), only
+ * the accumulator counts of a block differ, and those do not change any sum's order. check_conv holds the AVX-512 kernels (and, on a CPU
  * without AVX-512, the AVX2 ones) to the convolution's definition; tests/integration/cpu-avx2.sh runs it and
  * a training with the ISA capped. Built only where the kernels are (oneDNN, x86-64). */
 #include <check.h>
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/cpu/conv1_direct.h"
 #include "nn/cpu/wino43_kernels.h"
 #include "../check_run.h"
 #include "model_testutil.h"
@@ -77,12 +78,57 @@ START_TEST(test_wino43_avx2_bits)
 }
 END_TEST
 
+/* conv1 direct on net's conv1 (28 x 28, 32 filters: rows of 26 pixels, a full and a partial vector) and on a
+ * plane of 20 x 20 with 16 filters: the forward and its blocks, one part's gradient sums of two samples and
+ * of two samples' blocks. */
+START_TEST(test_conv1_avx2_bits)
+{
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+        printf("check_wino43_isa: this CPU lacks AVX-512 (or AVX2): conv1's AVX2 kernels have nothing to be "
+               "compared with; check_conv holds them to the definition here\n");
+        return;
+    }
+    static const int shapes[][2] = {{28, 32}, {20, 16}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        enum { N = 2 };
+        int S = shapes[s][0], F = shapes[s][1], O = S - 2;
+        size_t ny = (size_t)F * N * O * O, nsum = (size_t)F * 10 * 16;
+        float *x = random_floats((size_t)N * S * S, 500 + s, -1, 1), *w = random_floats((size_t)F * 9, 600 + s, -1, 1);
+        float *b = random_floats((size_t)F, 700 + s, -1, 1), *dy = random_floats(ny, 800 + s, -1, 1);
+        const conv1_direct_kernels *k[2] = {&conv1_direct_avx2, &conv1_direct_avx512};
+        float *y[2], *h[2], *sums[2], *part[2];
+        for (int i = 0; i < 2; i++) {
+            y[i] = calloc(ny, sizeof(float)), h[i] = calloc(ny, sizeof(float));
+            sums[i] = calloc(nsum, sizeof(float)), part[i] = calloc(nsum, sizeof(float));
+            for (int n = 0; n < N; n++) {
+                const float *xn = x + (size_t)n * S * S;
+                float *hn = h[i] + (size_t)n * F * O * O;
+                k[i]->forward_sample(xn, w, b, y[i], N, n, S, S, F);
+                k[i]->backward_sample(xn, dy, sums[i], N, n, S, S, F);
+                k[i]->blocks_sample(xn, w, b, hn, S, S, F);
+                k[i]->wgrad_blocks_sample(xn, dy + (size_t)n * F * O * O, hn, part[i], S, S, F);
+            }
+        }
+        same(y[0], y[1], ny, "conv1 y", 1, F);
+        same(h[0], h[1], ny, "conv1 blocks", 1, F);
+        same(sums[0], sums[1], nsum, "conv1 sums", 1, F);
+        same(part[0], part[1], (size_t)F * 10, "conv1 blocks' sums", 1, F);
+        for (int i = 0; i < 2; i++)
+            free(y[i]), free(h[i]), free(sums[i]), free(part[i]);
+        free(x), free(w), free(b), free(dy);
+    }
+    printf("check_wino43_isa: conv1's AVX2 and AVX-512 kernels agree bit for bit on 2 shapes\n");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("wino43_isa");
     TCase *tc = tcase_create("wino43_isa");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_wino43_avx2_bits);
+    tcase_add_test(tc, test_conv1_avx2_bits);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
