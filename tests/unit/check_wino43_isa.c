@@ -39,6 +39,18 @@ static results run(const wino43_kernels *k, const float *x, const float *w, cons
     return r;
 }
 
+/* Whether this CPU runs both ISAs' kernels; says why not. */
+static int both_isas(const char *kernels)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return 1;
+    printf("check_wino43_isa: this CPU lacks AVX-512 (or AVX2): %s AVX2 kernels have nothing to be compared with; "
+           "check_conv holds them to the definition here\n",
+           kernels);
+    return 0;
+}
+
 static void same(const float *a, const float *b, size_t n, const char *what, int C, int F)
 {
     for (size_t i = 0; i < n; i++)
@@ -50,12 +62,8 @@ static void same(const float *a, const float *b, size_t n, const char *what, int
  * with 8 channel blocks, and 16 and 32 outputs (the 1- and 2-vector blocks). */
 START_TEST(test_wino43_avx2_bits)
 {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-        printf("check_wino43_isa: this CPU lacks AVX-512 (or AVX2): nothing to compare the AVX2 kernels with; "
-               "check_conv holds them to the definition here\n");
+    if (!both_isas("wino43's"))
         return;
-    }
     static const int shapes[][3] = {{32, 26, 64}, {128, 10, 128}, {16, 14, 16}, {32, 10, 32}, {64, 18, 48}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int C = shapes[s][0], S = shapes[s][1], F = shapes[s][2], O = S - 2;
@@ -83,12 +91,8 @@ END_TEST
  * of two samples' blocks. */
 START_TEST(test_conv1_avx2_bits)
 {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-        printf("check_wino43_isa: this CPU lacks AVX-512 (or AVX2): conv1's AVX2 kernels have nothing to be "
-               "compared with; check_conv holds them to the definition here\n");
+    if (!both_isas("conv1 direct's"))
         return;
-    }
     static const int shapes[][2] = {{28, 32}, {20, 16}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         enum { N = 2 };
