@@ -72,10 +72,16 @@ V16_TARGET static inline __m256i v16_half_mask(int n)
 }
 V16_TARGET static inline v16 v16_load_first(const float *p, int n)
 {
+    if (n >= 16) /* the usual case: no masks to make */
+        return v16_load(p);
     return (v16){_mm256_maskload_ps(p, v16_half_mask(n)), _mm256_maskload_ps(p + 8, v16_half_mask(n - 8))};
 }
 V16_TARGET static inline void v16_store_first(float *p, int n, v16 a)
 {
+    if (n >= 16) {
+        v16_store(p, a);
+        return;
+    }
     _mm256_maskstore_ps(p, v16_half_mask(n), a.lo);
     _mm256_maskstore_ps(p + 8, v16_half_mask(n - 8), a.hi);
 }
