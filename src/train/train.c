@@ -381,42 +381,52 @@ const nn_backend *train_cpu_backend(const char *conv, int gemm, char *desc, size
     return be;
 }
 
-/* A GPU path behind a switch until the GPU report shows it faster (issue 30): the environment variable
- * var set to `on` gives `bit` (backend.h's NN_CUDA_*), to `on2` (unless NULL) `bit2`; unset, empty or `off`
- * (the default): 0. */
-static unsigned cuda_switch(int gpu, const char *var, const char *off, const char *on, unsigned bit, const char *on2,
-                            unsigned bit2)
+/* One value of a GPU path's switch: its name and the backend.h NN_CUDA_* bits it selects. */
+typedef struct {
+    const char *name;
+    unsigned bits;
+} cuda_value;
+
+/* A GPU path behind a switch (issue 30): the environment variable var names one of values (NULL-ended); unset
+ * or empty gives the first, the default, which the GPU report measured fastest. Another value is the GPU path
+ * only: the CPU stops rather than ignore it. */
+static unsigned cuda_switch(int gpu, const char *var, const cuda_value *values)
 {
     const char *v = getenv(var);
-    if (!v || !*v || strcmp(v, off) == 0)
-        return 0;
-    int second = on2 && strcmp(v, on2) == 0;
-    if (!second && strcmp(v, on) != 0) {
-        if (on2)
-            die_all(EX_CONFIG, "%s=%s: %s (the default), %s or %s", var, v, off, on, on2);
-        die_all(EX_CONFIG, "%s=%s: %s (the default) or %s", var, v, off, on);
+    if (!v || !*v)
+        v = values[0].name;
+    for (const cuda_value *c = values; c->name; c++) {
+        if (strcmp(v, c->name) != 0)
+            continue;
+        if (!gpu && c != values)
+            die_all(EX_CONFIG, "%s=%s: the GPU path only", var, v);
+        return gpu ? c->bits : 0;
     }
-    if (!gpu)
-        die_all(EX_CONFIG, "%s=%s: the GPU path only", var, v);
-    return second ? bit2 : bit;
+    char list[128] = "";
+    for (const cuda_value *c = values + 1; c->name; c++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", c[1].name ? ", " : " or ", c->name);
+    die_all(EX_CONFIG, "%s=%s: %s (the default)%s", var, v, values[0].name, list);
 }
 
 /* MNIST_DDP_CONV1=direct: conv1's forward as one kernel and its gradients as one reduction, instead of
  * im2col, GEMMs and bias passes; MNIST_DDP_HEAD=fused: net's training head, fc1's bias to its output and
- * bias gradients, as one kernel instead of fifteen (src/nn/head.h); MNIST_DDP_POOL=fused: conv2's pool with
- * dropout1 as one kernel, its backward with conv2's bias gradient as one reduction over the pooled gradient,
- * conv1's ReLU backward in conv2's col2im; MNIST_DDP_CONV2=direct: conv2 with its pool as three kernels
- * without a column buffer (src/nn/conv_pool_kernels.h), its forward and input gradient on TF32 tensor cores with
- * --precision tf32; MNIST_DDP_CONV2=3xtf32: the same, and those two in 3xTF32 on tensor cores otherwise
+ * bias gradients, as one kernel instead of fifteen (src/nn/head.h); MNIST_DDP_POOL=fused (the default since an
+ * H200 measured it 2-3% faster; composed: the kernels it fuses): conv2's pool with dropout1 as one kernel, its
+ * backward with conv2's bias gradient as one reduction over the pooled gradient, conv1's ReLU backward in
+ * conv2's col2im; MNIST_DDP_CONV2=direct: conv2 with its pool as three kernels without a column buffer
+ * (src/nn/conv_pool_kernels.h), its forward and input gradient on TF32 tensor cores with --precision tf32;
+ * MNIST_DDP_CONV2=3xtf32: the same, and those two in 3xTF32 on tensor cores otherwise
  * (src/nn/conv_pool_tf32.h). */
 static unsigned cuda_switches(int gpu, const char *precision)
 {
-    return (gpu && strcmp(precision, "tf32") == 0 ? NN_CUDA_TF32 : 0) |
-           cuda_switch(gpu, "MNIST_DDP_CONV1", "im2col", "direct", NN_CUDA_CONV1_DIRECT, NULL, 0) |
-           cuda_switch(gpu, "MNIST_DDP_HEAD", "composed", "fused", NN_CUDA_HEAD_FUSED, NULL, 0) |
-           cuda_switch(gpu, "MNIST_DDP_POOL", "composed", "fused", NN_CUDA_POOL_FUSED, NULL, 0) |
-           cuda_switch(gpu, "MNIST_DDP_CONV2", "im2col", "direct", NN_CUDA_CONV2_DIRECT, "3xtf32",
-                       NN_CUDA_CONV2_DIRECT | NN_CUDA_3XTF32);
+    static const cuda_value conv1[] = {{"im2col", 0}, {"direct", NN_CUDA_CONV1_DIRECT}, {NULL, 0}};
+    static const cuda_value head[] = {{"composed", 0}, {"fused", NN_CUDA_HEAD_FUSED}, {NULL, 0}};
+    static const cuda_value pool[] = {{"fused", NN_CUDA_POOL_FUSED}, {"composed", 0}, {NULL, 0}};
+    static const cuda_value conv2[] = {
+        {"im2col", 0}, {"direct", NN_CUDA_CONV2_DIRECT}, {"3xtf32", NN_CUDA_CONV2_DIRECT | NN_CUDA_3XTF32}, {NULL, 0}};
+    return (gpu && strcmp(precision, "tf32") == 0 ? NN_CUDA_TF32 : 0) | cuda_switch(gpu, "MNIST_DDP_CONV1", conv1) |
+           cuda_switch(gpu, "MNIST_DDP_HEAD", head) | cuda_switch(gpu, "MNIST_DDP_POOL", pool) |
+           cuda_switch(gpu, "MNIST_DDP_CONV2", conv2);
 }
 
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */

@@ -55,7 +55,7 @@ def speed_table(rows):
           "epochs 2 onwards")
     head = ("run", "GPUs", "steady img/s", "s/epoch", "epoch 1 img/s", "start-up s", "wall s", "acc %", "nodes/st",
             "kern/st", "gemm/st", "wait/st", "GPU MiB", "model MiB")
-    widths = (22, 5, 13, 9, 14, 11, 8, 7, 9, 8, 8, 8, 8, 10)
+    widths = (25, 5, 13, 9, 14, 11, 8, 7, 9, 8, 8, 8, 8, 10)
     print("".join(f"{h:<{w}}" if i == 0 else f"{h:>{w}}" for i, (h, w) in enumerate(zip(head, widths))))
     for r in rows:
         s = r.s

@@ -3,13 +3,13 @@
 # the kit's ./run --perf) end to end against the simulated CUDA runtime (tests/gpu/gpu_mock_train), so that
 # the rare session with a GPU never loses it to a script error. No GPU needed; the figures mean nothing here
 # (the simulation times nothing), the structure is checked: strict pre-flight passes, every mnist_ddp run
-# (fp32, tf32 and bf16; graph and eager) gives a row with the same nodes per step, five fewer with
-# MNIST_DDP_CONV1=direct (conv1's forward one kernel, its gradients one reduction), fifteen fewer with
-# MNIST_DDP_HEAD=fused (net's training head one kernel), twenty with both, five fewer with MNIST_DDP_POOL=fused
-# (conv2's pool with dropout1 one kernel, their backward and conv2's bias gradient one reduction, conv1's ReLU
-# backward in col2im), twenty-five with all three, seven fewer with MNIST_DDP_CONV2=direct (conv2 and its pool
+# (fp32, tf32 and bf16; graph and eager) gives a row with the same nodes per step (the default: 35, with
+# MNIST_DDP_POOL=fused), five fewer with MNIST_DDP_CONV1=direct (conv1's forward one kernel, its gradients one
+# reduction), fifteen fewer with MNIST_DDP_HEAD=fused (net's training head one kernel), twenty with both, five
+# more with MNIST_DDP_POOL=composed (conv2's pool and dropout1 two kernels, their backward and conv2's bias
+# gradient four, conv1's ReLU backward its own), four fewer with MNIST_DDP_CONV2=direct (conv2 and its pool
 # three kernels without a column buffer, the model smaller by that and conv2's output: the only switch that
-# shrinks it; in fp32 and tf32, and =3xtf32), twenty-nine with all four, the per-layer table and
+# shrinks it; in fp32 and tf32, and =3xtf32), twenty-four with the other two as well, the per-layer table and
 # the start-up rows are there, and the PyTorch peers' rows where BENCH_GPU_PEERS_DEVICE=cpu runs both peers
 # on the CPU for a few steps. Where the real mnist_ddp finds no GPU, strict pre-flight fails and says why.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
@@ -46,21 +46,22 @@ for prec in ("fp32", "tf32"):
     assert line and int(line.group(2)) - int(line.group(1)) == 5, f"no line comparing {prec}-graph-conv1direct"
 # the head as one kernel: fc1's bias fill and ReLU, dropout, fc2's fill + GEMM, loss (3), fc2's GEMMs (2) and
 # sum_add (2), dropout and ReLU backward, fc1's sum_add (2) -> 1 kernel (15 fewer); with conv1 direct, 20 fewer.
-# the pool with dropout1: forward, pool + flatten_dropout -> 1 kernel; backward, dropout_unflatten, the pool's
-# backward and conv2's bias sum (2) -> 1 reduction, col2im + relu_backward -> 1: 5 fewer; all three, 25 fewer.
-# conv2 direct: forward, im2col + GEMM + pool -> 1 kernel; backward, the pool's backward, sum_add (2), the GEMMs
-# (2), col2im and relu_backward -> 2 kernels: 7 fewer; with the other three (their pool entries give way to it),
-# dropout1's flatten and dropout in its forward's epilogue, the mask in its backward's loads: 29 fewer.
-# conv2 direct: neither conv2's output nor its column buffer in the model (conv1's columns are smaller)
+# the pool composed (the default fuses it): forward, pool and flatten_dropout for the one kernel (1 more);
+# backward, dropout_unflatten, the pool's backward and conv2's bias sum (2) for the one reduction (3 more),
+# col2im and relu_backward for col2im with the ReLU (1 more): 5 more. conv2 direct: forward, im2col + GEMM +
+# the fused pool -> 1 kernel; backward, the fused pool's reduction, the GEMMs (2) and col2im -> 2 kernels: 4
+# fewer; with the other two, 24. conv2 direct: neither conv2's output nor its column buffer in the model
+# (conv1's columns are smaller)
 for name, fewer in (("fp32-graph-headfused", 15), ("tf32-graph-headfused", 15), ("fp32-graph-both", 20),
-                    ("fp32-graph-poolfused", 5), ("tf32-graph-poolfused", 5), ("fp32-graph-all", 25),
-                    ("fp32-graph-conv2direct", 7), ("tf32-graph-conv2direct", 7), ("fp32-graph-all4", 29),
-                    ("tf32-graph-all4", 29), ("fp32-graph-3xtf32", 7), ("fp32-graph-all3x", 29)):
+                    ("fp32-graph-poolcomposed", -5), ("tf32-graph-poolcomposed", -5),
+                    ("fp32-graph-conv2direct", 4), ("tf32-graph-conv2direct", 4), ("fp32-graph-all4", 24),
+                    ("tf32-graph-all4", 24), ("fp32-graph-3xtf32", 4), ("fp32-graph-all3x", 24)):
     line = re.search(rf"^{name}: [0-9.]+x the steady images/s of {name.rsplit('-', 1)[0]}, (\d+) nodes per step "
                      r"against (\d+), the model's ([0-9.]+) MiB against ([0-9.]+)$", out, re.M)
     assert line and int(line.group(2)) - int(line.group(1)) == fewer, f"{name}: {line and line.group(0)}"
     smaller = float(line.group(3)) < float(line.group(4))
     assert smaller == any(k in name for k in ("conv2direct", "all4", "3xtf32", "all3x")), f"{name}: {line.group(0)}"
+assert float(next(iter(nodes))) == 35, f"the default's nodes per step: {nodes}"
 assert re.search(r"^  conv1 backward( +[0-9.]+){5} +[0-9.]+%$", out, re.M), "no per-layer row for every switch"
 assert re.search(r"^  head +- +- +[0-9.]+ +- +- +-$", out, re.M), "no per-layer row for the fused head"
 assert re.search(r"^  LAZY +start-up [0-9.]+ s", out, re.M) and re.search(r"^  EAGER +start-up", out, re.M)
