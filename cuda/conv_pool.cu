@@ -11,6 +11,7 @@
 #include "launch.h"
 extern "C" {
 #include "base/errors.h"
+#include "base/profile.h"
 #include "nn/conv_pool_kernels.h"
 #include "nn/conv_pool_tf32.h"
 }
@@ -219,6 +220,8 @@ int cu_pool_conv_backward(float *dpy, const nn_flat_dropout *fd, const float *py
     cp_grads src = {dpy, fd ? fd->f : NULL, fd ? fd->mask : NULL, py, F, N, ((H - 2) / 2) * ((W - 2) / 2)};
     LAUNCH_SHAPE(k_cp_wgrad, dim3((unsigned)(F / CPW_FG), (unsigned)(C / CPW_CC), (unsigned)slices), CPW_THREADS, in,
                  src, arg, wgrad_part, dw, db, C, N, H, W, ld, F);
+    // --profile: the weight gradient apart from the input gradient (the caller's lap), to tell which is slow.
+    profile_lap("conv-pool weight gradient");
     if (!dx)
         return 1;
     if (MODE == CP_FP32 || !cpxt_fits(C, H, W, F, k, pad))

@@ -15,6 +15,10 @@
 
 #include "base/profile_clock.h"
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA translation units lap too (cuda/conv_pool.cu) */
+#endif
+
 #define PROFILE_MAX_PHASES 40
 #define PROFILE_NAME_LEN   32 /* with its NUL */
 
@@ -61,4 +65,7 @@ double profile_seconds(const char *name);
 void profile_print(const profile_table *t);
 /* The table as a JSON object into buf (for the --metrics summary); returns buf. */
 char *profile_json(const profile_table *t, char *buf, size_t len);
+#ifdef __cplusplus
+}
+#endif
 #endif

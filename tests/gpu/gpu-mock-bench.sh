@@ -64,6 +64,7 @@ for name, fewer in (("fp32-graph-headfused", 15), ("tf32-graph-headfused", 15), 
 assert float(next(iter(nodes))) == 35, f"the default's nodes per step: {nodes}"
 assert re.search(r"^  conv1 backward( +[0-9.]+){5} +[0-9.]+%$", out, re.M), "no per-layer row for every switch"
 assert re.search(r"^  head +- +- +[0-9.]+ +- +- +-$", out, re.M), "no per-layer row for the fused head"
+assert re.search(r"^  conv-pool weight gradient +- +- +- +- +[0-9.]+ +-$", out, re.M), "conv2 direct's weight gradient apart"
 assert re.search(r"^  LAZY +start-up [0-9.]+ s", out, re.M) and re.search(r"^  EAGER +start-up", out, re.M)
 for peer in ("example-fp32", "example-default", "tuned-fp32", "tuned-tf32"):
     assert re.search(rf"^{peer} .*x images/s", out, re.M), f"no row for the peer {peer}"
