@@ -15,11 +15,7 @@ enum {
 };
 
 /* The kernels of the widest ISA this CPU (and ONEDNN_MAX_CPU_ISA) allows, or NULL. */
-static const conv1_direct_kernels *kernels(void)
-{
-    cpu_isa isa = cpu_isa_own();
-    return isa == CPU_ISA_AVX512 ? &conv1_direct_avx512 : isa == CPU_ISA_AVX2 ? &conv1_direct_avx2 : NULL;
-}
+static const conv1_direct_kernels *kernels(void) { return cpu_isa_pick(&conv1_direct_avx512, &conv1_direct_avx2); }
 
 int conv1_direct_usable(int H, int W, int F, int k, int pad)
 {

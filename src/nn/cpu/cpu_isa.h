@@ -5,10 +5,17 @@
  * ALL) leaves the CPU's. */
 #ifndef MNIST_CPU_ISA_H
 #define MNIST_CPU_ISA_H
+#include <stddef.h>
 
 typedef enum { CPU_ISA_NONE, CPU_ISA_AVX2, CPU_ISA_AVX512 } cpu_isa;
 
 cpu_isa cpu_isa_own(void);
 /* What a cap value allows (NULL: no cap); for tests. */
 cpu_isa cpu_isa_cap(const char *value);
+/* Of a kernel set built for AVX-512 and for AVX2, the one cpu_isa_own() allows; NULL: neither. */
+static inline const void *cpu_isa_pick(const void *avx512, const void *avx2)
+{
+    cpu_isa isa = cpu_isa_own();
+    return isa == CPU_ISA_AVX512 ? avx512 : isa == CPU_ISA_AVX2 ? avx2 : NULL;
+}
 #endif

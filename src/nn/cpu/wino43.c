@@ -7,14 +7,14 @@
 #include "nn/cpu/wino43_kernels.h"
 
 /* The kernels of the widest ISA that this CPU (and ONEDNN_MAX_CPU_ISA) allows, or NULL. */
-static const wino43_kernels *kernels(void)
-{
-    cpu_isa isa = cpu_isa_own();
-    return isa == CPU_ISA_AVX512 ? &wino43_avx512 : isa == CPU_ISA_AVX2 ? &wino43_avx2 : NULL;
-}
+static const wino43_kernels *kernels(void) { return cpu_isa_pick(&wino43_avx512, &wino43_avx2); }
 
 int wino43_has_cpu(void) { return kernels() != NULL; }
-const char *wino43_isa(void) { return kernels() ? kernels()->isa : "none"; }
+const char *wino43_isa(void)
+{
+    const wino43_kernels *K = kernels();
+    return K ? K->isa : "none";
+}
 
 int wino43_usable(int C, int F, int H, int W, int k, int pad)
 {
