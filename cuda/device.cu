@@ -273,7 +273,8 @@ extern "C" void gpu_release(void)
 // --profile on the GPU: profile.h's stopwatch as CUDA events on the compute stream (profile_clock.h). Each
 // lap or mark records the next event of a ring; the device time between two consecutive events goes to the
 // later one's phase (a mark's to none), so the phases cover the compute stream's timeline, its idle gaps
-// included (a step the host cannot feed fast enough shows as time in the phase that waited). Events are
+// included. Each step starts with a hold (below), so its work runs back to back and those gaps are not the
+// host's launches: a phase is the GPU's time for its kernels. Events are
 // read only when the host has waited for the compute stream anyway (gpu_wait_compute: the loss read-back of
 // each log interval, a download), so profiling adds no host wait, but one when the ring fills (more than
 // RING laps in a log interval) and the flush at the end. The trainer profiles eager steps only (main.c turns
@@ -296,6 +297,27 @@ static void record(int phase)
 static void lap(int phase) { record(phase); }
 static void mark(void) { record(-1); }
 
+// The hold: one thread spins on the GPU's nanosecond timer while the host queues the step behind it. 1.5 ms is
+// three times the host's time to queue an eager step on an H200 (about 460 us).
+enum { HOLD_NS = 1500000 };
+
+__global__ void k_hold(unsigned long long ns)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    while (t - t0 < ns);
+}
+
+static void hold(void)
+{
+    k_hold<<<1, 1, 0, (cudaStream_t)gpu_compute_stream()>>>(HOLD_NS);
+    gpu_count_kernel(); // one of the step's launches, in its figures as the simulation sees it
+    CUDA_CHECK(cudaGetLastError());
+    mark();
+}
+
 extern "C" void gpu_profile_settled(void)
 {
     for (int i = 1; i < queued; i++) {
@@ -315,7 +337,9 @@ static const profile_clock cuda_clock = {
     .lap = lap,
     .mark = mark,
     .flush = gpu_wait_compute,
-    .about = "GPU time from CUDA events on the compute stream, eager steps (--profile turns CUDA graphs off)",
+    .hold = hold,
+    .about = "GPU time from CUDA events on the compute stream, eager steps (--profile turns CUDA graphs off), each "
+             "held until queued and timed back to back (the holds are in no phase)",
     .name = "cuda-events",
 };
 

@@ -61,6 +61,12 @@ void profile_mark_on(void)
         last = clock_now();
 }
 
+void profile_hold_on(void)
+{
+    if (clk && clk->hold)
+        clk->hold();
+}
+
 void profile_add(int i, double seconds)
 {
     if (i < 0 || i >= nphases)
@@ -81,6 +87,7 @@ void profile_snapshot(profile_table *t)
     memset(t, 0, sizeof *t);
     t->about = clk ? clk->about : NULL;
     t->clock = clk ? clk->name : "host";
+    t->held = clk && clk->hold;
     t->n = nphases;
     for (int i = 0; i < nphases; i++) {
         snprintf(t->name[i], sizeof t->name[i], "%s", phase[i].name);
@@ -108,29 +115,31 @@ void profile_print(const profile_table *t)
 {
     if (t->about)
         say("profile: %s", t->about);
-    say("profile: seconds per phase, max and mean over %d rank%s; share of the mean training time", t->ranks,
-        t->ranks == 1 ? "" : "s");
-    say("  %-26s %9s %9s %7s", "phase", "max", "mean", "share");
     double covered = 0;
     for (int i = 0; i < t->n; i++)
-        if (t->training[i]) {
-            print_row(t->name[i], t->max[i], t->mean[i], t->train_mean);
-            covered += t->mean[i];
-        }
-    print_row("training (trainer's clock)", t->train_max, t->train_mean, t->train_mean);
+        covered += t->training[i] ? t->mean[i] : 0;
+    /* Held steps: the holds are training time in no phase, so shares are of the phases' sum. */
+    double whole = t->held ? covered : t->train_mean;
+    say("profile: seconds per phase, max and mean over %d rank%s; share of the %s", t->ranks, t->ranks == 1 ? "" : "s",
+        t->held ? "training phases' sum" : "mean training time");
+    say("  %-26s %9s %9s %7s", "phase", "max", "mean", "share");
+    for (int i = 0; i < t->n; i++)
+        if (t->training[i])
+            print_row(t->name[i], t->max[i], t->mean[i], whole);
+    print_row("training (trainer's clock)", t->train_max, t->train_mean, t->held ? 0 : whole);
     for (int i = 0; i < t->n; i++)
         if (!t->training[i])
             print_row(t->name[i], t->max[i], t->mean[i], 0);
-    say("profile: the training phases cover %.1f%% of the training time",
-        t->train_mean > 0 ? 100 * covered / t->train_mean : 0);
+    say("profile: the training phases cover %.1f%% of the training time%s",
+        t->train_mean > 0 ? 100 * covered / t->train_mean : 0, t->held ? ", the steps' holds the rest" : "");
 }
 
 char *profile_json(const profile_table *t, char *buf, size_t len)
 {
     size_t at = (size_t)snprintf(buf, len,
-                                 "{\"ranks\":%d,\"clock\":\"%s\",\"train_max_s\":%.6f,\"train_mean_s\":%.6f,"
-                                 "\"phases\":[",
-                                 t->ranks, t->clock, t->train_max, t->train_mean);
+                                 "{\"ranks\":%d,\"clock\":\"%s\",\"held\":%s,\"train_max_s\":%.6f,"
+                                 "\"train_mean_s\":%.6f,\"phases\":[",
+                                 t->ranks, t->clock, t->held ? "true" : "false", t->train_max, t->train_mean);
     for (int i = 0; i < t->n && at < len; i++)
         at +=
             (size_t)snprintf(buf + at, len - at, "%s{\"phase\":\"%s\",\"training\":%s,\"max_s\":%.6f,\"mean_s\":%.6f}",

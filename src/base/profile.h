@@ -42,6 +42,13 @@ static inline void profile_mark(void)
     if (profile_active)
         profile_mark_on();
 }
+/* At a step's start: the device clock's hold (profile_clock.h), nothing on the host's. */
+void profile_hold_on(void);
+static inline void profile_hold(void)
+{
+    if (profile_active)
+        profile_hold_on();
+}
 /* seconds of a phase outside the training loop. */
 void profile_record(const char *name, double seconds);
 
@@ -54,6 +61,7 @@ typedef struct {
     double max[PROFILE_MAX_PHASES], mean[PROFILE_MAX_PHASES];
     double train_max, train_mean;
     const char *about, *clock; /* the clock's (profile_clock), NULL: the host's */
+    int held;                  /* the clock holds each step (profile_clock.h): training time the phases miss */
 } profile_table;
 
 /* This rank's phases into t (names, kinds, the clock; no figures yet), a device clock flushed first; the

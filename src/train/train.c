@@ -308,6 +308,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
     for (uint64_t s = L.first; s < opt_steps && !stop; s++) {
         double t_step = clock_now();
         stall_phase("training", r->step);
+        profile_hold();
         uint64_t micro0 = s * (uint64_t)o->accum_steps;
         uint64_t k = micro_steps - micro0 < (uint64_t)o->accum_steps ? micro_steps - micro0 : (uint64_t)o->accum_steps;
         /* Samples in this optimizer step over all ranks (the gradient of their mean is what we want), and

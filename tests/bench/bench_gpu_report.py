@@ -103,8 +103,8 @@ def profile_table(runs):
     if not runs:
         return
     steps = runs[0].s["steps"]
-    print(f"\nwhere a step goes (fp32, eager, --profile: CUDA events around each phase; {steps} steps; µs per step, "
-          "mean over ranks; share of the first run's training time)")
+    print(f"\nwhere a step goes (fp32, eager, --profile: CUDA events around each phase, each step held until queued "
+          f"and run back to back; {steps} steps; µs per step, mean over ranks; share of the first run's phases)")
     print(f"  {'phase':<28}" + "".join(f"{r.name:>22}" for r in runs) + f"{'share':>8}")
     first = runs[0].s["profile"]
     cols = [{p["phase"]: p["mean_s"] / r.s["steps"] for p in r.s["profile"]["phases"]} for r in runs]
@@ -116,8 +116,10 @@ def profile_table(runs):
             if p["training"] and p["phase"] not in seen:
                 phases.append(dict(p, mean_s=None))
                 seen.add(p["phase"])
+    # Held steps (cuda/device.cu): the holds are training time in no phase, so shares are of the phases' sum.
+    whole = sum(p["mean_s"] for p in first["phases"] if p["training"]) if first.get("held") else first["train_mean_s"]
     for p in phases:
-        share = 100 * p["mean_s"] / first["train_mean_s"] if p["mean_s"] is not None and first["train_mean_s"] else None
+        share = 100 * p["mean_s"] / whole if p["mean_s"] is not None and whole else None
         cells = "".join(f"{fmt(1e6 * c[p['phase']] if p['phase'] in c else None, '.1f'):>22}" for c in cols)
         print(f"  {p['phase']:<28}{cells}{fmt(share, '.1f'):>7}{'%' if share is not None else ''}")
 
