@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cuda_check.h"
+#include "launch.h"
 #include "gpu/gpu.h"
 #include "base/profile_clock.h"
 
@@ -290,7 +291,7 @@ static void record(int phase)
 {
     if (queued == RING)
         gpu_wait_compute(); // reads the ring back, keeping its last event
-    CUDA_CHECK(cudaEventRecord(ring[queued], (cudaStream_t)gpu_compute_stream()));
+    CUDA_CHECK(cudaEventRecord(ring[queued], stream()));
     phase_of[queued++] = phase;
 }
 
@@ -312,9 +313,7 @@ __global__ void k_hold(unsigned long long ns)
 
 static void hold(void)
 {
-    k_hold<<<1, 1, 0, (cudaStream_t)gpu_compute_stream()>>>(HOLD_NS);
-    gpu_count_kernel(); // one of the step's launches, in its figures as the simulation sees it
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_SHAPE(k_hold, 1, 1, (unsigned long long)HOLD_NS); // counted: one of the step's launches
     mark();
 }
 

@@ -1,4 +1,4 @@
-// Launching the layers' kernels (cuda/layers.cu, cuda/head.cu): on the compute stream, each counted for the
+// Launching kernels (the layers', the profile's hold): on the compute stream, each counted for the
 // backend's per-step figures (gpu_count_kernel) and checked at once.
 #ifndef MNIST_CUDA_LAUNCH_H
 #define MNIST_CUDA_LAUNCH_H

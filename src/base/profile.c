@@ -111,15 +111,22 @@ static void print_row(const char *name, double max, double mean, double train_me
     say("  %-26s %9.3f %9.3f%s", name, max, mean, share);
 }
 
+static double training_phases_sum(const profile_table *t)
+{
+    double covered = 0;
+    for (int i = 0; i < t->n; i++)
+        covered += t->training[i] ? t->mean[i] : 0;
+    return covered;
+}
+
+/* What a phase's share is of. Held steps: the holds are training time in no phase, so the phases' sum. */
+static double share_base(const profile_table *t) { return t->held ? training_phases_sum(t) : t->train_mean; }
+
 void profile_print(const profile_table *t)
 {
     if (t->about)
         say("profile: %s", t->about);
-    double covered = 0;
-    for (int i = 0; i < t->n; i++)
-        covered += t->training[i] ? t->mean[i] : 0;
-    /* Held steps: the holds are training time in no phase, so shares are of the phases' sum. */
-    double whole = t->held ? covered : t->train_mean;
+    double covered = training_phases_sum(t), whole = share_base(t);
     say("profile: seconds per phase, max and mean over %d rank%s; share of the %s", t->ranks, t->ranks == 1 ? "" : "s",
         t->held ? "training phases' sum" : "mean training time");
     say("  %-26s %9s %9s %7s", "phase", "max", "mean", "share");
@@ -136,10 +143,11 @@ void profile_print(const profile_table *t)
 
 char *profile_json(const profile_table *t, char *buf, size_t len)
 {
-    size_t at = (size_t)snprintf(buf, len,
-                                 "{\"ranks\":%d,\"clock\":\"%s\",\"held\":%s,\"train_max_s\":%.6f,"
-                                 "\"train_mean_s\":%.6f,\"phases\":[",
-                                 t->ranks, t->clock, t->held ? "true" : "false", t->train_max, t->train_mean);
+    size_t at =
+        (size_t)snprintf(buf, len,
+                         "{\"ranks\":%d,\"clock\":\"%s\",\"held\":%s,\"train_max_s\":%.6f,"
+                         "\"train_mean_s\":%.6f,\"share_of_s\":%.6f,\"phases\":[",
+                         t->ranks, t->clock, t->held ? "true" : "false", t->train_max, t->train_mean, share_base(t));
     for (int i = 0; i < t->n && at < len; i++)
         at +=
             (size_t)snprintf(buf + at, len - at, "%s{\"phase\":\"%s\",\"training\":%s,\"max_s\":%.6f,\"mean_s\":%.6f}",

@@ -116,8 +116,7 @@ def profile_table(runs):
             if p["training"] and p["phase"] not in seen:
                 phases.append(dict(p, mean_s=None))
                 seen.add(p["phase"])
-    # Held steps (cuda/device.cu): the holds are training time in no phase, so shares are of the phases' sum.
-    whole = sum(p["mean_s"] for p in first["phases"] if p["training"]) if first.get("held") else first["train_mean_s"]
+    whole = first["share_of_s"]  # what the trainer's own table takes shares of (base/profile.c)
     for p in phases:
         share = 100 * p["mean_s"] / whole if p["mean_s"] is not None and whole else None
         cells = "".join(f"{fmt(1e6 * c[p['phase']] if p['phase'] in c else None, '.1f'):>22}" for c in cols)

@@ -107,6 +107,11 @@ if (gp.get("clock"), cp.get("clock")) != ("cuda-events", "host"):
     bad.append("clocks %s (GPU), %s (CPU)" % (gp.get("clock"), cp.get("clock")))
 if (gp.get("held"), cp.get("held")) != (True, False):
     bad.append("held %s (GPU), %s (CPU): the GPU's steps start with a hold, the CPU's not" % (gp.get("held"), cp.get("held")))
+for name, p, base in (("GPU", gp, sum(ph["mean_s"] for ph in gp["phases"] if ph["training"])),
+                      ("CPU", cp, cp["train_mean_s"])):
+    if abs(p.get("share_of_s", -1) - base) > 2e-6 + 1e-4 * base:
+        bad.append("%s: shares of %s s, not %.6f s (%s)" % (name, p.get("share_of_s"), base,
+                   "the phases' sum: held steps" if p is gp else "the training time"))
 if "profile: GPU time from CUDA events on the compute stream" not in out:
     bad.append("no line saying what the GPU times are")
 bad += ["%s: max %s, mean %s" % (ph["phase"], ph["max_s"], ph["mean_s"]) for ph in gp["phases"]
