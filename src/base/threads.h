@@ -16,6 +16,8 @@ static inline void openblas_set_num_threads(int n) { (void)n; }
  * PARALLEL_SIMD also vectorises each range. */
 #define PARALLEL_FOR  _Pragma("omp parallel for schedule(static)")
 #define PARALLEL_SIMD _Pragma("omp parallel for simd schedule(static)")
+/* A loop of independent iterations, vectorised in the calling thread (without OpenMP: left to the compiler). */
+#define SIMD          _Pragma("omp simd")
 /* OpenBLAS's own threads for n OpenMP threads: none, gemm.c shares the GEMMs among the OpenMP ones. */
 static inline int blas_threads(int n)
 {
@@ -28,6 +30,7 @@ static inline int omp_get_max_threads(void) { return 1; }
 static inline int omp_get_thread_num(void) { return 0; }
 #define PARALLEL_FOR
 #define PARALLEL_SIMD
+#define SIMD
 static inline int blas_threads(int n) { return n; }
 #endif
 #endif

@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/errors.h"
+#include "base/threads.h"
 #include "comm/stall.h"
 
 enum { MAX_BUCKETS = 256, CTL_BYTES = 4096, PART_ALIGN = 16, SUM_BLOCK = 1024 };
@@ -68,6 +69,7 @@ static void sum_part(grad_shm *g, int b)
         memcpy(s, g->grad[0] + i, m * sizeof *s);
         for (int q = 1; q < g->world; q++) {
             const float *x = g->grad[q] + i;
+            SIMD /* each element's sum still in rank order */
             for (size_t j = 0; j < m; j++)
                 s[j] += x[j];
         }

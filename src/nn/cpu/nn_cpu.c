@@ -501,25 +501,39 @@ long cpu_count_correct(const float *z, const uint8_t *labels, int N, int K)
     return correct;
 }
 
-void cpu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
-                       float rho, float eps, float weight_decay, float *clear)
+/* The optimizer's loops, vectorised: the test for a buffer to clear stays out of them (a store under a
+ * condition kept the loop scalar, 4.6 ms per step of a Zen 5 core for Adadelta's two square roots and a
+ * division per parameter; 1.1 ms in SSE2). Contraction off, so that every clone computes the same bits: the
+ * multiplies and adds as written, square roots and divisions rounded correctly in any ISA. */
+EXACT_WIDE_CLONES void cpu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n,
+                                         float lr, float rho, float eps, float weight_decay, float *clear)
 {
-    PARALLEL_SIMD /* vector square roots need -fno-math-errno too */
-    for (size_t i = 0; i < n; i++) {
-        op_adadelta(param, grad, square_avg, acc_delta, i, lr, rho, eps, weight_decay);
-        if (clear)
+    if (clear) {
+        PARALLEL_SIMD
+        for (size_t i = 0; i < n; i++) {
+            op_adadelta(param, grad, square_avg, acc_delta, i, lr, rho, eps, weight_decay);
             clear[i] = 0.0f;
+        }
+    } else {
+        PARALLEL_SIMD
+        for (size_t i = 0; i < n; i++)
+            op_adadelta(param, grad, square_avg, acc_delta, i, lr, rho, eps, weight_decay);
     }
 }
 
-void cpu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum, float weight_decay,
-                  float *clear)
+EXACT_WIDE_CLONES void cpu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
+                                    float weight_decay, float *clear)
 {
-    PARALLEL_SIMD
-    for (size_t i = 0; i < n; i++) {
-        op_sgd(param, grad, buf, i, lr, momentum, weight_decay);
-        if (clear)
+    if (clear) {
+        PARALLEL_SIMD
+        for (size_t i = 0; i < n; i++) {
+            op_sgd(param, grad, buf, i, lr, momentum, weight_decay);
             clear[i] = 0.0f;
+        }
+    } else {
+        PARALLEL_SIMD
+        for (size_t i = 0; i < n; i++)
+            op_sgd(param, grad, buf, i, lr, momentum, weight_decay);
     }
 }
 

@@ -1,15 +1,7 @@
-/* Vectorisation of the CPU loops over ops.h functions (nn_cpu.c, nchw16c.c). */
+/* Vectorisation of the CPU loops over ops.h functions (nn_cpu.c, nchw16c.c) beyond SIMD (base/threads.h):
+ * clones for wider vectors. */
 #ifndef MNIST_SIMD_H
 #define MNIST_SIMD_H
-
-/* Marks a CPU loop whose iterations are independent, to be vectorised where OpenMP is enabled
- * (without it the loop stays correct, just scalar). The loops shared among threads (PARALLEL_FOR,
- * PARALLEL_SIMD of threads.h) keep every element's arithmetic: the same bits for any --threads. */
-#ifdef _OPENMP
-#define SIMD _Pragma("omp simd")
-#else
-#define SIMD
-#endif
 
 /* A loop that only wider vectors make much cheaper (the dropout generator's 64-bit multiplies, which
  * SSE2 lacks; nchw16c.c's 16-lane transposes) also gets an AVX-512 clone and an AVX2 one (CPUs without
@@ -17,8 +9,12 @@
  * ONEDNN_MAX_CPU_ISA). Integer math, selects, element moves and lone additions only
  * (no multiply to fuse into a multiply-add), so every clone computes the same bits. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) && defined(__linux__)
-#define WIDE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define WIDE_CLONES       __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+/* Floating-point loops in every clone with the same bits: no multiply and add fused into one rounding
+ * (GCC contracts them where the clone's ISA has FMA). */
+#define EXACT_WIDE_CLONES WIDE_CLONES __attribute__((optimize("fp-contract=off")))
 #else
 #define WIDE_CLONES
+#define EXACT_WIDE_CLONES
 #endif
 #endif
