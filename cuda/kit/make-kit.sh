@@ -26,7 +26,8 @@ cp "$build/src/mnist_ddp" "$build/src/mnist2h5" "$k/src/"
 cp "$build/tests/gpu/gpu_backend" "$build/tests/gpu/mpi_gpu_device" "$build/tests/gpu/mpi_gpu_allreduce" "$k/tests/gpu/"
 cp "$src/tests/lib.sh" "$src/tests/run-test" "$k/tests/"
 cp "$src/tests/gpu/gpu-train.sh" "$src/tests/gpu/gpu-proxy.sh" "$k/tests/gpu/"
-cp "$src/tests/bench/bench-gpu.sh" "$src/tests/bench/bench_gpu_report.py" "$k/tests/bench/"
+cp "$src/tests/bench/bench-gpu.sh" "$src/tests/bench/bench_gpu_report.py" "$src/tests/bench/bench.sh" \
+  "$k/tests/bench/"
 # The benchmark's PyTorch peers, for a GPU machine whose Python has PyTorch and h5py.
 cp "$src/tests/reference/pytorch_ddp_mnist.py" "$src/tests/reference/pytorch_tuned_mnist.py" \
   "$src/tests/reference/eval_saved_model.py" "$k/tests/reference/"

@@ -19,8 +19,8 @@ bench_coretype=${OPENBLAS_CORETYPE:-} # a choice the environment made for both p
 rounds=${BENCH_ROUNDS:-5}
 
 t0=$(now)
-run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --log-interval 1000 --profile --metrics "$TMP/ddp2.json" \
-  >"$TMP/ddp2.log" 2>&1 \
+run_np 2 "$MNIST_DDP" --device cpu --data "$MNIST_DATA" --epochs 1 --log-interval 1000 --profile \
+  --metrics "$TMP/ddp2.json" >"$TMP/ddp2.log" 2>&1 \
   || { cat "$TMP/ddp2.log"; fail "mnist_ddp"; }
 wall_ddp=$(ms_since "$t0")
 # The peer's GEMMs run OpenBLAS's kernels too: the same ones, where mnist_ddp replaced OpenBLAS's fallback
@@ -33,8 +33,8 @@ t0=$(now)
 wall_peer=$(ms_since "$t0")
 # One rank, unbound, over $steps steps; the arguments go to mnist_ddp.
 one_rank() {
-  run_np 1 --bind-to none "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
-    "$@" >/dev/null 2>&1
+  run_np 1 --bind-to none "$MNIST_DDP" --device cpu --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" \
+    --log-interval 1000 "$@" >/dev/null 2>&1
 }
 # Each round runs the short trainings back to back, so a slow spell of the VM hits one round's ratios,
 # not one side of every ratio.
@@ -42,7 +42,7 @@ for r in $(seq "$rounds"); do
   for t in 1 2; do
     one_rank --threads "$t" --metrics "$TMP/ddp1t$t.$r.json" || fail "mnist_ddp 1 rank, --threads $t"
   done
-  run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
+  run_np 2 "$MNIST_DDP" --device cpu --data "$MNIST_DATA" --epochs 1 --max-steps "$steps" --log-interval 1000 \
     --metrics "$TMP/ddp2s.$r.json" >/dev/null 2>&1 || fail "mnist_ddp 2 ranks"
   # The machine's own ceiling: two independent 1-rank runs at once (no communication). A synchronous
   # 2-rank step goes at the slower core's pace, so twice the slower of the two is the most 2 ranks can do.
@@ -66,7 +66,9 @@ ceiling = [min(a, b) / o for a, b, o in zip(ips("paira"), ips("pairb"), one)]
 def spread(xs, fmt):
     xs = sorted(xs)
     return fmt(statistics.median(xs)) + (f" (range {fmt(xs[0])}-{fmt(xs[-1])})" if len(xs) > 1 else "")
-print("one epoch, 2 ranks x 1 thread, default model and recipe")
+print("one epoch, 2 ranks x 1 thread, default model and recipe; the peer: PyTorch "
+      f"{peer.get('torch', '?')} (gloo), BLAS_INFO={peer.get('blas', '?')}, CPU capability "
+      f"{peer.get('cpu_capability', '?')}")
 print(f"{'':22}{'mnist_ddp':>12}{'PyTorch DDP':>14}{'ratio':>8}")
 print(f"{'wall clock (s)':22}{wall_ddp:12.1f}{wall_peer:14.1f}{wall_peer / wall_ddp:8.2f}x")
 print(f"{'training (s)':22}{ddp['train_s']:12.1f}{peer['train_s']:14.1f}{peer['train_s'] / ddp['train_s']:8.2f}x")
@@ -101,8 +103,13 @@ isa = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnn
 print(f"host: {info.get('model name', '?')} ({info.get('vendor_id', '?')}, family {info.get('cpu family', '?')} "
       f"model {info.get('model', '?')}), {sys.argv[1]} CPUs; {' '.join(isa) or 'no AVX2'}")
 PY
+# A PyTorch with MKL (pip's wheels) does not run OpenBLAS: OPENBLAS_CORETYPE does not reach its GEMMs.
+case $(sed -n 's/.*"blas": *"\([^"]*\)".*/\1/p' "$TMP/peer.json" | tail -n 1) in
+  mkl) peer_blas="; the PyTorch peer ran MKL's" ;;
+  *) peer_blas="; the PyTorch peer ran the same" ;;
+esac
 grep '^OpenBLAS kernels' "$TMP/ddp2.log" |
-  sed "s/\$/${bench_coretype:+ (OPENBLAS_CORETYPE=$bench_coretype from the environment)}; the PyTorch peer ran the same/"
+  sed "s/\$/${bench_coretype:+ (OPENBLAS_CORETYPE=$bench_coretype from the environment)}$peer_blas/"
 sed -n 's/^ *0 .*  \(cpu, .*[^ ]\)  *[0-9][0-9]*$/convolutions: \1/p' "$TMP/ddp2.log" | head -1
 # The ISA caps a CPU without AVX-512 is measured with on one that has it (both programs, docs/performance.md).
 for v in ONEDNN_MAX_CPU_ISA ATEN_CPU_CAPABILITY; do

@@ -7,7 +7,7 @@
  * and no misuse of the simulated API on the way out. */
 #include "config.h"
 
-#include <check.h>
+#include "../check_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +16,6 @@
 
 #include "gpu/gpu.h"
 #include "gpu_mock.h"
-#include "../check_run.h"
 
 enum { N = 1000 }; /* gradients: two buckets of N / 2 */
 

@@ -3,7 +3,7 @@
  * policies and the race detector see the replay), and the capture errors a trainer must fall back from. */
 #include "config.h"
 
-#include <check.h>
+#include "../check_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +13,6 @@
 #include "gpu/gpu.h"
 #include "gpu_mock.h"
 #include "mock_comm.h"
-#include "../check_run.h"
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
                                cudaStream_t stream);

@@ -20,7 +20,7 @@
  * agreement. */
 #include "config.h"
 
-#include <check.h>
+#include "../check_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +28,6 @@
 #include "gpu/gpu.h"
 #include "gpu_mock.h"
 #include "mock_comm.h"
-#include "../check_run.h"
 
 /* ---- Tests ------------------------------------------------------------------------------------ */
 

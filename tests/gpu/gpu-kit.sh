@@ -4,7 +4,8 @@
 # at /usr/local/cuda/lib64; chroot in a private mount namespace: no /usr/lib, no Open MPI, HDF5 or OpenBLAS
 # of this machine), ./run --cpu-only finds CUDA's libraries and trains on 2 ranks with the kit's own mpirun,
 # plugins and libraries. The GPU part needs a GPU and CUDA on the target: not checked
-# here. Also: the tarball stays within 64 MiB (make-kit.sh refuses more).
+# here. Also: the tarball stays within 64 MiB (make-kit.sh refuses more), and ./run --cpu-bench (the CPU
+# benchmark against the PyTorch peer on a GPU machine's CPU) runs from the unpacked kit.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h" || skip "CPU-only build (the kit holds the GPU build)"
@@ -42,4 +43,14 @@ $ns sh -c '
 cat "$TMP/out"
 grep -q '^PASS: CPU-only training' "$TMP/out" || fail "the kit does not run by itself in a bare root file system"
 grep -q '^summary: test accuracy' "$TMP/out" || fail "no summary line from the kit's training run"
+# ./run --cpu-bench: make bench's benchmark from the unpacked kit, this machine's Python and PyTorch as the
+# peer (on the kit's small shards, one round: the report's structure, not its figures).
+mkdir "$TMP/unpacked" && tar -C "$TMP/unpacked" -xzf "$TMP/kit.tar.gz"
+kit=$TMP/unpacked/mnist_ddp-gpu-kit
+PYTHON3=$PYTHON3 BENCH_CPU_DATA=$kit/data/small BENCH_ROUNDS=1 BENCH_STEPS=4 sh "$kit/run" --cpu-bench "$TMP/cpu.txt" \
+  >"$TMP/cpu.out" 2>&1 || { cat "$TMP/cpu.out"; fail "./run --cpu-bench failed"; }
+for want in '^CPU: .*, [0-9]* CPUs$' '^images/s .*x$' '; the peer: PyTorch [0-9]' '^host: .* CPUs; ' \
+  '^  conv2 backward ' '^PASS: bench.sh'; do
+  grep -q "$want" "$TMP/cpu.txt" || { cat "$TMP/cpu.txt"; fail "./run --cpu-bench: no line matching $want"; }
+done
 echo "ok: the kit trains with nothing but itself and the C library ($(($(wc -c <"$TMP/kit.tar.gz") / 1048576)) MiB)"

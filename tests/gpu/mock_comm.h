@@ -2,7 +2,7 @@
  * initialise a communicator of nranks as rank 0 (the simulated NCCL needs no peer). */
 #ifndef MNIST_MOCK_COMM_H
 #define MNIST_MOCK_COMM_H
-#include <check.h>
+#include "../check_run.h"
 
 #include "gpu/gpu.h"
 

@@ -15,7 +15,7 @@
  *   train-launch.sh runs this suite with a choice preset).
  * Every rank makes the same collective calls before it checks anything, so a failed check on one rank
  * cannot leave the others waiting. The failures that end the job are in tests/comm-failures.sh. */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -23,7 +23,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../check_run.h"
 #include "base/bf16.h"
 #include "base/errors.h"
 #include "comm/bootstrap.h"

@@ -5,6 +5,7 @@ cuda-fp32 (TF32 off everywhere, as mnist_ddp --precision fp32). Prints one JSON 
 peak_rss_mib: the largest peak resident set size of its ranks, as mnist_ddp reports its own."""
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -67,7 +68,12 @@ def worker(rank, world, data, epochs, max_steps, port, device):
     rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], dtype=torch.float64, device=dev)
     dist.all_reduce(rss, op=dist.ReduceOp.MAX)
     if rank == 0:
+        # Which BLAS and vector ISA its CPU kernels use (a pip wheel brings MKL, Debian's its BLAS alternative).
+        config = torch.__config__.show()
+        blas = re.search(r"BLAS_INFO=(\w+)", config)
+        isa = re.search(r"CPU capability usage: (\w+)", config)
         print(json.dumps({"peer": "pytorch-ddp-" + ("nccl-" + device if cuda else "gloo"), "torch": torch.__version__,
+                          "blas": blas.group(1) if blas else "?", "cpu_capability": isa.group(1) if isa else "?",
                           "world": world, "epochs": epochs, "steps": steps, "train_s": round(train_s, 3),
                           "total_s": round(time.time() - t_start, 3),
                           "images_per_s": round(images / train_s, 1),

@@ -3,7 +3,7 @@
  * temporaries of dead writers removed (and only those), and a seal that refuses every damaged byte and
  * every truncation. */
 #define _GNU_SOURCE
-#include <check.h>
+#include "../check_run.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,7 +18,6 @@
 #include "base/atomic_file.h"
 #include "data_testutil.h"
 #include "base/errors.h"
-#include "../check_run.h"
 
 static char *g_dir;
 

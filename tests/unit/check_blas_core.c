@@ -1,11 +1,10 @@
 /* Which OpenBLAS kernels mnist_ddp asks for: only where OpenBLAS fell back to Prescott (a CPU model it
  * does not know) on a CPU with AVX2 or AVX-512, the kernels of that ISA; any core OpenBLAS chose itself,
  * and any CPU without those features, is left alone. */
-#include <check.h>
+#include "../check_run.h"
 #include <stddef.h>
 
 #include "nn/cpu/blas_core.h"
-#include "../check_run.h"
 
 START_TEST(fallback_replaced)
 {

@@ -1,12 +1,11 @@
 /* The pure decisions of the gradient all-reduce (src/comm/comm_plan.c), shared by the MPI and NCCL paths: the
  * bucket rule and the overlap figure. */
-#include <check.h>
+#include "../check_run.h"
 #include <stdint.h>
 #include <string.h>
 
 #include "comm/comm_plan.h"
 #include "base/rng.h"
-#include "../check_run.h"
 
 /* Applies a sequence of ready ranges and the flush; returns the started ranges in order. */
 typedef struct {

@@ -2,7 +2,7 @@
  * wino43.h's forward beside oneDNN's Winograd backward:
  * forward values against the direct definition, backward against central finite differences, as in
  * check_layers (layer_testutil.h). */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,6 @@
 #include "nn/ops.h"
 #include "base/rng.h"
 #include "base/threads.h"
-#include "../check_run.h"
 #include "kernel_testutil.h"
 #include "layer_testutil.h"
 #include "model_testutil.h"

@@ -4,7 +4,7 @@
  * argmaxes and the three gradients within float rounding (the sums run in another order), on shapes wide and not,
  * with several channel groups, stages and sample slices. Then net trained on a CPU backend whose
  * conv_pool_forward and pool_conv_backward are these blocks, against the CPU's own composition. */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,6 @@
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
 #include "base/rng.h"
-#include "../check_run.h"
 #include "kernel_testutil.h"
 #include "model_testutil.h"
 

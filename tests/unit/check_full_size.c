@@ -9,7 +9,7 @@
  *   8 MiB (its last byte flipped), and the stored digest compared in full (it differs in its last digit);
  * - the manifest's source digest against the shards' (shard_read.c) and its self-digest, compared in full
  *   (their last digit changed). */
-#include <check.h>
+#include "../check_run.h"
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +23,6 @@
 #include "data/idx.h"
 #include "data/mnist.h"
 #include "data/shards.h"
-#include "../check_run.h"
 
 enum { FULL = 60000 }; /* MNIST's training set */
 

@@ -8,7 +8,7 @@
  * against the CPU layers it replaces; conv2's pool with dropout1 both ways (kern_pool_flatten_dropout,
  * kern_lane_pool_grad) against the CPU layers they replace; net trained on CPU backends that run the head and
  * these as the GPU does. */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,6 @@
 #include "nn/cpu/nn_cpu.h"
 #include "nn/cpu/nchw16c.h"
 #include "base/rng.h"
-#include "../check_run.h"
 #include "kernel_testutil.h"
 #include "model_testutil.h"
 

@@ -5,7 +5,7 @@
  * double on fc1's three shapes and on shapes with every kind of edge; B not transposed bit for bit as the
  * fused multiply-adds in order the header promises; the same bits on 1, 2 and 3 threads and as the kernels
  * called directly; --gemm blas (gemm_use_own(0)) leaves them out. */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,6 @@
 #include "nn/cpu/gemm_avx512.h"
 #include "base/rng.h"
 #include "base/threads.h"
-#include "../check_run.h"
 
 /* Odd shapes, including degenerate 1s, and leading-dimension padding; the last two are large enough
  * for gemm() to share among threads (by columns, then by rows). */

@@ -4,7 +4,7 @@
  * formulas. */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
-#include <check.h>
+#include "../check_run.h"
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "gpu/gpu_plan.h"
-#include "../check_run.h"
 
 #define ck_assert_contains(hay, needle) \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "'%s' does not contain '%s'", (hay), (needle))

@@ -1,7 +1,7 @@
 /* IDX parsing and SHA-256: good files, and every bad case dies with the right code and a line
  * naming the file and the problem. */
 #define _GNU_SOURCE
-#include <check.h>
+#include "../check_run.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,6 @@
 #include "base/errors.h"
 #include "data/idx.h"
 #include "base/sha256.h"
-#include "../check_run.h"
 
 static char *g_dir; /* created in the parent (unchecked fixture), shared by the forked tests */
 

@@ -3,7 +3,7 @@
  * and must agree with the CPU function bit for bit. Destinations start as an all-ones byte pattern
  * (a NaN for floats, -1 for argmaxes, 0xff for labels) in both copies, so an element either side
  * forgets to write, or writes outside its range, shows up as a mismatch or a leftover sentinel. */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +12,6 @@
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
 #include "base/rng.h"
-#include "../check_run.h"
 #include "model_testutil.h"
 #include "kernel_testutil.h"
 

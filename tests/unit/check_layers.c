@@ -4,7 +4,7 @@
  * step ((x + h) - (x - h) evaluated in double); tolerances are stated per test. Then the whole
  * models, end to end on a tiny batch. The convolutions, the CPU's and oneDNN's, are in check_conv;
  * fd_check in layer_testutil.h. */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,6 @@
 #include "nn/cpu/nn_cpu.h"
 #include "nn/ops.h"
 #include "base/rng.h"
-#include "../check_run.h"
 #include "layer_testutil.h"
 #include "model_testutil.h"
 

@@ -1,10 +1,9 @@
 /* The durations of the progress lines' ETAs: M:SS under an hour, H:MM:SS from an hour, whole seconds
  * rounded, "?" for a time that is not one. */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 
 #include "base/log.h"
-#include "../check_run.h"
 
 static const char *dur(double s)
 {

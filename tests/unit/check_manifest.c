@@ -1,7 +1,7 @@
 /* Shard-set manifests (src/data/manifest.h): what the writer records, its exclusive temporary, and the
  * parser's strictness on manifests whose self-digest is valid but whose content is not (hand-made or
  * hostile). Damaged files and manifests are the corruption campaign's (shard-corruption.sh). */
-#include <check.h>
+#include "../check_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* The model API the trainer relies on: tensor tables and the flat layout, init, gradient hooks,
  * accumulation, batch-split and order invariance, evaluation, normalisation, capacity. */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,6 @@
 #include "nn/model.h"
 #include "nn/cpu/nn_cpu.h"
 #include "base/rng.h"
-#include "../check_run.h"
 #include "model_testutil.h"
 
 enum { NB = 6 };

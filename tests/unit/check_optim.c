@@ -5,7 +5,7 @@
  * and checked by hand for the first steps (comments). The optimizer runs in float, so values match
  * to float rounding: |got - want| <= 1e-6 (1 + |want|), far below any semantic difference (eps
  * inside or outside a square root, momentum dampening, decay order all change digits at 1e-4). */
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -13,7 +13,6 @@
 
 #include "nn/ops.h"
 #include "nn/optim.h"
-#include "../check_run.h"
 
 #define NP 4
 static const float P0[NP] = {1.0f, -2.0f, 0.5f, 0.0f};

@@ -1,6 +1,6 @@
 /* Distributed sampler: disjoint, complete, equal steps on all ranks, deterministic, reshuffled
  * per epoch, the same permutation for any world size, partial last batch. */
-#include <check.h>
+#include "../check_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,6 @@
 
 #include "base/errors.h"
 #include "data/sampler.h"
-#include "../check_run.h"
 
 static int is_permutation(const uint64_t *p, uint64_t n)
 {

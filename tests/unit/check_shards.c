@@ -2,7 +2,7 @@
  * from any number of shards (sampler + reader), and the real MNIST shards. The reader's bad inputs are
  * in check_shards_bad, the writer's failures and interruptions in check_shards_writer. */
 #define _GNU_SOURCE
-#include <check.h>
+#include "../check_run.h"
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,6 @@
 #include "data/sampler.h"
 #include "data/shards.h"
 #include "shards_testutil.h"
-#include "../check_run.h"
 
 /* Compare a read with the expected samples idx[]; plain loops (ck_assert costs a syscall). */
 static void expect_samples(const dataset *d, const uint64_t *idx, size_t n, const uint8_t *im, const uint8_t *lb,

@@ -2,7 +2,7 @@
  * with its exit code and a one-line message naming the file; damage in the data found only where it is
  * read. */
 #define _GNU_SOURCE
-#include <check.h>
+#include "../check_run.h"
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,6 @@
 #include "data/idx.h"
 #include "data/shards.h"
 #include "shards_testutil.h"
-#include "../check_run.h"
 
 /* ------------------------------------------------------------------ bad inputs (reader) */
 

@@ -1,7 +1,7 @@
 /* HDF5 shards, the writer: unwritable outputs and bad arguments refused with nothing created, and its
  * atomicity: no complete-looking set after a failure midway or an interruption by a signal. */
 #define _GNU_SOURCE
-#include <check.h>
+#include "../check_run.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,7 +18,6 @@
 #include "base/errors.h"
 #include "data/shards.h"
 #include "shards_testutil.h"
-#include "../check_run.h"
 
 /* ------------------------------------------------------------------ the writer */
 

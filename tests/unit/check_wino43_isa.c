@@ -3,14 +3,13 @@
  * the accumulator counts of a block differ, and those do not change any sum's order. check_conv holds the AVX-512 kernels (and, on a CPU
  * without AVX-512, the AVX2 ones) to the convolution's definition; tests/integration/cpu-avx2.sh runs it and
  * a training with the ISA capped. Built only where the kernels are (oneDNN, x86-64). */
-#include <check.h>
+#include "../check_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/cpu/conv1_direct.h"
 #include "nn/cpu/wino43_kernels.h"
-#include "../check_run.h"
 #include "model_testutil.h"
 
 typedef struct {

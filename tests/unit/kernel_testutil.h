@@ -3,7 +3,7 @@
  * write, or writes out of range, shows up as a mismatch or a leftover sentinel. */
 #ifndef MNIST_KERNEL_TESTUTIL_H
 #define MNIST_KERNEL_TESTUTIL_H
-#include <check.h>
+#include "../check_run.h"
 #include <stdlib.h>
 #include <string.h>
 

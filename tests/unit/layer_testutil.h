@@ -2,7 +2,7 @@
  * check_layers.c's header comment). */
 #ifndef MNIST_LAYER_TESTUTIL_H
 #define MNIST_LAYER_TESTUTIL_H
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

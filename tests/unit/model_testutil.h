@@ -1,7 +1,7 @@
 /* Random inputs for the model and layer tests. */
 #ifndef MNIST_MODEL_TESTUTIL_H
 #define MNIST_MODEL_TESTUTIL_H
-#include <check.h>
+#include "../check_run.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* The shard suites' fixtures (shards_testutil.h). */
-#include <check.h>
+#include "../check_run.h"
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
