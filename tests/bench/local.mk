@@ -6,14 +6,14 @@ EXTRA_DIST += tests/bench/bench.sh tests/bench/bench-gpu.sh tests/bench/bench_gp
 
 .PHONY: bench bench-gpu gpu-report bench-nodes
 bench: all $(check_DATA)
-	@$(AM_TESTS_ENVIRONMENT) $(SHELL) $(srcdir)/tests/bench/bench.sh
+	@$(run_environment) $(SHELL) $(srcdir)/tests/bench/bench.sh
 bench-gpu: all $(check_DATA)
-	@$(AM_TESTS_ENVIRONMENT) $(SHELL) $(srcdir)/tests/bench/bench-gpu.sh
+	@$(run_environment) $(SHELL) $(srcdir)/tests/bench/bench-gpu.sh
 # A GPU that cannot be used, or a missing library, fails it; the report is written as it runs.
 gpu-report: all $(check_DATA)
 	@report=gpu-report-`hostname`.txt; \
-	{ BENCH_GPU_STRICT=1; export BENCH_GPU_STRICT; $(AM_TESTS_ENVIRONMENT) $(SHELL) $(srcdir)/tests/bench/bench-gpu.sh 2>&1; \
+	{ BENCH_GPU_STRICT=1; export BENCH_GPU_STRICT; $(run_environment) $(SHELL) $(srcdir)/tests/bench/bench-gpu.sh 2>&1; \
 	  echo $$? >$$report.rc; } | tee $$report; \
 	rc=`cat $$report.rc`; rm -f $$report.rc; echo "report: $$report"; exit $$rc
 bench-nodes: all $(check_DATA)
-	@$(AM_TESTS_ENVIRONMENT) $(SHELL) $(srcdir)/tests/bench/bench-nodes.sh
+	@$(run_environment) $(SHELL) $(srcdir)/tests/bench/bench-nodes.sh
