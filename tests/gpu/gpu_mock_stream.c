@@ -10,6 +10,7 @@
  * - Device faults: a faulting kernel sets a sticky error when it runs; from then on nothing runs and every
  *   runtime call returns the error. */
 #include "base/bf16.h"
+#include "base/threads.h"
 #include "../../cuda/comm_kernels.h"
 #include "gpu_mock.h"
 
@@ -45,17 +46,54 @@ static int runnable(const struct CUstream_st *s)
     return 1;
 }
 
+static double gemm_b(const mock_op *o, int p, int j)
+{
+    return o->tb ? o->b[j + (size_t)p * o->ldb] : o->b[p + (size_t)j * o->ldb];
+}
+
+/* C = alpha op(A) op(B) + beta C, each element's sum in double over p in order (float products are exact in
+ * double). Column by column, acc[i] += A(i,p) B(p,j) along a column of A (copied once where A is transposed),
+ * so that the inner loop reads memory in order: the same sums as one dot product per element, 89% of a
+ * simulated training's time when it strode across A. */
 static void gemm_run(const mock_op *o)
 {
-    for (int j = 0; j < o->n; j++)
-        for (int i = 0; i < o->m; i++) {
-            double acc = 0;
-            for (int p = 0; p < o->k; p++)
-                acc += (double)(o->ta ? o->a[p + (size_t)i * o->lda] : o->a[i + (size_t)p * o->lda]) *
-                       (o->tb ? o->b[j + (size_t)p * o->ldb] : o->b[p + (size_t)j * o->ldb]);
-            float *cij = &o->c[i + (size_t)j * o->ldc];
-            *cij = (float)(o->alpha * acc + (o->beta == 0 ? 0.0 : (double)o->beta * *cij));
+    size_t m = (size_t)o->m;
+    float *at = NULL;
+    const float *a = o->a;
+    size_t lda = (size_t)o->lda;
+    if (o->ta) {
+        at = malloc((m ? m : 1) * (size_t)(o->k ? o->k : 1) * sizeof *at);
+        for (int p = 0; p < o->k; p++)
+            for (size_t i = 0; i < m; i++)
+                at[i + p * m] = o->a[p + i * lda];
+        a = at, lda = m;
+    }
+    double *acc = malloc((m ? m : 1) * sizeof *acc);
+    for (int j = 0; j < o->n; j++) {
+        for (size_t i = 0; i < m; i++)
+            acc[i] = 0;
+        int p = 0;
+        for (; p + 4 <= o->k; p += 4) { /* four p at a time, acc[i] held in a register: the same order */
+            const float *a0 = a + (size_t)p * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+            double b0 = gemm_b(o, p, j), b1 = gemm_b(o, p + 1, j), b2 = gemm_b(o, p + 2, j), b3 = gemm_b(o, p + 3, j);
+            SIMD
+            for (size_t i = 0; i < m; i++)
+                acc[i] =
+                    (((acc[i] + (double)a0[i] * b0) + (double)a1[i] * b1) + (double)a2[i] * b2) + (double)a3[i] * b3;
         }
+        for (; p < o->k; p++) {
+            const float *ap = a + (size_t)p * lda;
+            double bp = gemm_b(o, p, j);
+            for (size_t i = 0; i < m; i++)
+                acc[i] += (double)ap[i] * bp;
+        }
+        for (size_t i = 0; i < m; i++) {
+            float *cij = &o->c[i + (size_t)j * o->ldc];
+            *cij = (float)(o->alpha * acc[i] + (o->beta == 0 ? 0.0 : (double)o->beta * *cij));
+        }
+    }
+    free(acc);
+    free(at);
 }
 
 /* The stamps of a replayed step (cuda/comm_kernels.cu), in the simulation's time. */
