@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(CPW_THREADS)
     k_cp_wgrad(const float *x, cp_grads src, const int32_t *arg, float *part, float *dw, float *db, int C, int N, int H,
                int W, int ld, int F)
 {
-    __shared__ float xs[CPW_XS], gs[CPW_FG * CP_THREADS];
-    __shared__ int32_t offs[CPW_FG * CP_THREADS];
+    __shared__ float xs[CPW_XS], gs[CPW_FG * CPW_LDG];
+    __shared__ int32_t offs[CPW_FG * CPW_LDG];
     int f0 = (int)blockIdx.x * CPW_FG, c0 = (int)blockIdx.y * CPW_CC, OP = ((H - 2) / 2) * ((W - 2) / 2);
     unsigned j = threadIdx.x;
     int bias = blockIdx.y == 0 && j % CPW_CC == 0;
@@ -139,8 +139,9 @@ __global__ void __launch_bounds__(CPX_THREADS)
     int n = (int)blockIdx.x, c0 = (int)blockIdx.y * CPX_CG;
     unsigned t = threadIdx.x, active = (unsigned)(H * W) / 2;
     float acc[2][CPX_CG] = {};
+    cpx_clear(t, blockDim.x, ds, H - 2, W - 2); // the borders, apart from what the stages write: no sync needed
     for (int f0 = 0; f0 < F; f0 += CPX_FC) {
-        cpx_stage(t, blockDim.x, &src, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
+        cpx_stage(t, blockDim.x, &src, arg, w, ds, ws, C, H - 2, W - 2, ld, n, c0, f0);
         __syncthreads();
         if (t < active)
             cpx_acc(t, ds, ws, H, W, acc);
@@ -161,8 +162,9 @@ __global__ void __launch_bounds__(CPXT_THREADS)
     uint32_t at[2][2];
     cpxt_rows(p, lane, H, W, at);
     float acc[2][CPXT_NT][4] = {};
+    cpxt_clear(threadIdx.x, blockDim.x, ds, H, W); // as k_cp_xgrad's
     for (int f0 = 0; f0 < F; f0 += CPXT_FC) {
-        cpxt_stage(threadIdx.x, blockDim.x, &src, arg, w, ds, ws, C, N, H, W, ld, n, c0, f0, SPLIT);
+        cpxt_stage(threadIdx.x, blockDim.x, &src, arg, w, ds, ws, C, H, W, ld, n, c0, f0, SPLIT);
         __syncthreads();
         for (int s = 0; s < CPXT_K / 8; s++) {
             uint32_t a[2][4];

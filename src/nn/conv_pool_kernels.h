@@ -15,7 +15,8 @@
  *   each window's argmax has a gradient: a quarter of the products a GEMM over the unpooled gradient makes.
  * - Input gradient: block (n, g), sample n and input channels c0 = g*CPX_CG ..; thread t < H*W/2 owns dx's
  *   elements t and t + H*W/2 of each: the transposed convolution of the unpooled gradient, rebuilt in shared
- *   memory from the pooled one and the argmaxes CPX_FC channels at a time, then through the input's ReLU. */
+ *   memory from the pooled one and the argmaxes CPX_FC channels at a time (a pool window per thread), then
+ *   through the input's ReLU. */
 #ifndef MNIST_CONV_POOL_KERNELS_H
 #define MNIST_CONV_POOL_KERNELS_H
 #include <math.h>
@@ -30,7 +31,10 @@
 /* Tiles. Forward: CP_FG output channels per block, CP_CC input channels per stage, CP_THREADS threads (one per
  * pool window), input planes up to CP_HW_MAX (net's conv2: 26x26). Weight gradient: CPW_FG output and CPW_CC
  * input channels per block, samples in up to CPW_SLICES slices, up to CPW_GROUPS_MAX groups of output channels
- * (device counters) and CPW_C_MAX input channels (the partials' scratch), the staged planes HW + 1 apart.
+ * (device counters) and CPW_C_MAX input channels (the partials' scratch), the staged planes HW + 1 apart and
+ * each channel's staged gradients CPW_LDG (a warp's four channels in four banks). A staged input plane serves
+ * CPW_FG output channels, so the block's CPW_THREADS threads stage CPW_FG * OP gradients and CPW_CC planes per
+ * sample for CPW_FG * CPW_CC * 9 * OP products.
  * Input gradient: CPX_CG input channels per block, CPX_FC output channels per stage, padded planes up to
  * CPX_PAD_MAX. */
 enum {
@@ -38,13 +42,14 @@ enum {
     CP_CC = 8,
     CP_THREADS = 160,
     CP_HW_MAX = 26 * 26,
-    CPW_FG = 4,
-    CPW_CC = 16,
+    CPW_FG = 16,
+    CPW_CC = 8,
     CPW_THREADS = CPW_FG * CPW_CC,
     CPW_SLICES = 16,
-    CPW_GROUPS_MAX = 64,
+    CPW_GROUPS_MAX = 16,
     CPW_C_MAX = 32,
     CPW_XS = CPW_CC * (CP_HW_MAX + 1),
+    CPW_LDG = CP_THREADS + 1,
     CPX_CG = 8,
     CPX_FC = 8,
     CPX_THREADS = 352,
@@ -166,7 +171,7 @@ static inline HD float cp_grad(const cp_grads *s, int c, int n, uint32_t q)
 }
 
 /* Weight gradient, sample n's stage of block (f0, c0, s): xs [CPW_CC][H*W + 1] its input planes c0 .., gs
- * [CPW_FG][OP] the pooled gradients of channels f0 .. (cp_grad), offs their argmaxes' offsets in an input plane
+ * [CPW_FG][CPW_LDG] the pooled gradients of channels f0 .. (cp_grad), offs their argmaxes' offsets in an input plane
  * (rows W long). */
 static inline HD void cpw_stage(unsigned tid, unsigned nt, const float *x, const cp_grads *src, const int32_t *arg,
                                 float *xs, float *gs, int32_t *offs, int N, int H, int W, int OP, int ld, int n, int f0,
@@ -180,8 +185,8 @@ static inline HD void cpw_stage(unsigned tid, unsigned nt, const float *x, const
     for (uint32_t i = tid; i < CPW_FG * (uint32_t)OP; i += nt) {
         uint32_t f = i / (uint32_t)OP, q = i - f * (uint32_t)OP;
         int32_t a = arg[((size_t)(f0 + (int)f) * (size_t)N + (size_t)n) * (size_t)OP + q];
-        gs[i] = cp_grad(src, f0 + (int)f, n, q);
-        offs[i] = a / ld * W + a % ld;
+        gs[f * CPW_LDG + q] = cp_grad(src, f0 + (int)f, n, q);
+        offs[f * CPW_LDG + q] = a / ld * W + a % ld;
     }
 }
 
@@ -193,8 +198,8 @@ static inline HD void cpw_acc(uint32_t j, const float *xs, const float *gs, cons
     uint32_t f = j / CPW_CC, c = j - f * CPW_CC;
     const float *xp = xs + c * (uint32_t)(H * W + 1);
     for (int q = 0; q < OP; q++) {
-        float g = gs[f * (uint32_t)OP + (uint32_t)q];
-        const float *p = xp + offs[f * (uint32_t)OP + (uint32_t)q];
+        float g = gs[f * CPW_LDG + (uint32_t)q];
+        const float *p = xp + offs[f * CPW_LDG + (uint32_t)q];
         HD_UNROLL
         for (int t = 0; t < 9; t++)
             acc[t] = fmaf(g, p[t / 3 * W + t % 3], acc[t]);
@@ -229,27 +234,47 @@ static inline HD void cpw_finish(uint32_t e, const float *part, int slices, floa
 }
 
 /* Input gradient, stage f0 of block (n, c0): ds [CPX_FC][OH+4][OW+4] the convolution's output gradient of
- * channels f0 .. for sample n, 2 zeros around each plane (every tap of every dx element in range): the pooled
- * gradient (cp_grad) at its window's argmax, 0 elsewhere in the window (cpx_padded: channel f's at (y, xq) of
- * its padded plane); ws [CPX_FC][9][CPX_CG] the weights from channels c0 ... */
-static inline HD float cpx_padded(const cp_grads *src, const int32_t *arg, int N, int OH, int OW, int ld, int n, int f,
-                                  uint32_t y, uint32_t xq)
+ * channels f0 .. for sample n, 2 zeros around each plane (every tap of every dx element in range); ws
+ * [CPX_FC][9][CPX_CG] the weights from channels c0 ... A thread stages whole pool windows (cpx_window), so each
+ * window's argmax and gradient are read once; the borders, which no stage writes, are zeroed once per block
+ * (cpx_clear). */
+static inline HD int cpx_border(uint32_t i, uint32_t PW, uint32_t PP, int OH, int OW)
 {
-    if (y < 2 || y >= (uint32_t)OH + 2 || xq < 2 || xq >= (uint32_t)OW + 2)
-        return 0.0f;
-    uint32_t oy = y - 2, ox = xq - 2, q = (oy / 2) * (uint32_t)(OW / 2) + ox / 2;
-    size_t o = ((size_t)f * (size_t)N + (size_t)n) * (size_t)((OH / 2) * (OW / 2)) + q;
-    /* the gradient read only where it lands: once per window */
-    return op_window_hit(arg[o], (int)(oy * (uint32_t)ld + ox)) ? cp_grad(src, f, n, q) : 0.0f;
+    uint32_t r = i % PP, y = r / PW, xq = r - y * PW;
+    return y < 2 || y >= (uint32_t)OH + 2 || xq < 2 || xq >= (uint32_t)OW + 2;
+}
+
+static inline HD void cpx_clear(unsigned tid, unsigned nt, float *ds, int OH, int OW)
+{
+    uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW;
+    for (uint32_t i = tid; i < CPX_FC * PP; i += nt)
+        if (cpx_border(i, PW, PP, OH, OW))
+            ds[i] = 0.0f;
+}
+
+/* Channel f's pool window q of sample n: v[0..3] its 2x2 elements of the convolution's output gradient (rows, then
+ * columns), the pooled gradient (cp_grad) at the argmax and 0 elsewhere; the window's place in a padded plane PW
+ * wide. */
+static inline HD uint32_t cpx_window(const cp_grads *src, const int32_t *arg, int OW, int ld, int n, int f, uint32_t q,
+                                     uint32_t PW, float v[4])
+{
+    uint32_t oy = q / (uint32_t)(OW / 2) * 2, ox = q % (uint32_t)(OW / 2) * 2;
+    int32_t a = arg[((size_t)f * (size_t)src->N + (size_t)n) * (size_t)src->OP + q];
+    float g = cp_grad(src, f, n, q);
+    for (uint32_t e = 0; e < 4; e++)
+        v[e] = op_window_grad(g, a, (int)((oy + e / 2) * (uint32_t)ld + ox + e % 2));
+    return (oy + 2) * PW + ox + 2;
 }
 
 static inline HD void cpx_stage(unsigned tid, unsigned nt, const cp_grads *src, const int32_t *arg, const float *w,
-                                float *ds, cp_w4 *ws, int C, int N, int OH, int OW, int ld, int n, int c0, int f0)
+                                float *ds, cp_w4 *ws, int C, int OH, int OW, int ld, int n, int c0, int f0)
 {
-    uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW;
-    for (uint32_t i = tid; i < CPX_FC * PP; i += nt) {
-        uint32_t f = i / PP, r = i - f * PP, y = r / PW;
-        ds[i] = cpx_padded(src, arg, N, OH, OW, ld, n, f0 + (int)f, y, r - y * PW);
+    uint32_t PW = (uint32_t)OW + 4, PP = ((uint32_t)OH + 4) * PW, OP = (uint32_t)src->OP;
+    for (uint32_t i = tid; i < CPX_FC * OP; i += nt) {
+        uint32_t f = i / OP;
+        float v[4];
+        float *d = ds + f * PP + cpx_window(src, arg, OW, ld, n, f0 + (int)f, i - f * OP, PW, v);
+        d[0] = v[0], d[1] = v[1], d[PW] = v[2], d[PW + 1] = v[3];
     }
     for (uint32_t i = tid; i < CPX_FC * 9 * CPX_CG; i += nt) {
         uint32_t f = i / (9 * CPX_CG), t = (i / CPX_CG) % 9, c = i % CPX_CG;

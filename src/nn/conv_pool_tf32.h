@@ -184,16 +184,28 @@ static inline HD int cpxt_fits(int C, int H, int W, int F, int k, int pad)
     return cp_fits(C, H, W, F, k, pad) && C % CPXT_C == 0 && F % CPXT_FC == 0 && H * W <= CPXT_WARPS * 32;
 }
 
-/* Stage f0 of block (n, c0): ds [CPXT_FC][H+2][W+2] cpx_padded's planes, ws [CPXT_K][CPXT_LDW] the weights from
- * c0 .. (row k = f*9 + tap), both as tf32_stage stages them. */
-static inline HD void cpxt_stage(unsigned tid, unsigned nt, const cp_grads *src, const int32_t *arg, const float *w,
-                                 uint32_t *ds, uint32_t *ws, int C, int N, int H, int W, int ld, int n, int c0, int f0,
-                                 int split)
+/* The padded planes' borders of ds (cpx_clear's): zeros, once per block; no stage writes them. */
+static inline HD void cpxt_clear(unsigned tid, unsigned nt, uint32_t *ds, int H, int W)
 {
     uint32_t PW = (uint32_t)W + 2, PP = ((uint32_t)H + 2) * PW;
-    for (uint32_t i = tid; i < CPXT_FC * PP; i += nt) {
-        uint32_t f = i / PP, r = i - f * PP, y = r / PW;
-        ds[i] = tf32_stage(cpx_padded(src, arg, N, H - 2, W - 2, ld, n, f0 + (int)f, y, r - y * PW), split);
+    for (uint32_t i = tid; i < CPXT_FC * PP; i += nt)
+        if (cpx_border(i, PW, PP, H - 2, W - 2))
+            ds[i] = tf32_stage(0.0f, 0);
+}
+
+/* Stage f0 of block (n, c0): ds [CPXT_FC][H+2][W+2] cpx_stage's planes (a pool window per thread), ws
+ * [CPXT_K][CPXT_LDW] the weights from c0 .. (row k = f*9 + tap), both as tf32_stage stages them. */
+static inline HD void cpxt_stage(unsigned tid, unsigned nt, const cp_grads *src, const int32_t *arg, const float *w,
+                                 uint32_t *ds, uint32_t *ws, int C, int H, int W, int ld, int n, int c0, int f0,
+                                 int split)
+{
+    uint32_t PW = (uint32_t)W + 2, PP = ((uint32_t)H + 2) * PW, OP = (uint32_t)src->OP;
+    for (uint32_t i = tid; i < CPXT_FC * OP; i += nt) {
+        uint32_t f = i / OP;
+        float v[4];
+        uint32_t *d = ds + f * PP + cpx_window(src, arg, W - 2, ld, n, f0 + (int)f, i - f * OP, PW, v);
+        d[0] = tf32_stage(v[0], split), d[1] = tf32_stage(v[1], split);
+        d[PW] = tf32_stage(v[2], split), d[PW + 1] = tf32_stage(v[3], split);
     }
     for (uint32_t i = tid; i < CPXT_K * CPXT_C; i += nt) {
         uint32_t c = i / CPXT_K, k = i - c * CPXT_K, f = k / 9;

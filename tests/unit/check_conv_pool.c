@@ -59,8 +59,8 @@ static int emu_backward(float *dpy, const nn_flat_dropout *fd, const float *py, 
     int ld = wide ? W : W - 2, OP = ((H - 2) / 2) * ((W - 2) / 2), slices = N < CPW_SLICES ? N : CPW_SLICES;
     cp_grads src = {dpy, fd ? fd->f : NULL, fd ? fd->mask : NULL, py, F, N, OP};
     float *part = sentinel(cpw_part_floats() * sizeof(float)), *xs = malloc(CPW_XS * sizeof *xs);
-    float *gs = malloc(CPW_FG * CP_THREADS * sizeof *gs), acc[CPW_THREADS][10];
-    int32_t *offs = malloc(CPW_FG * CP_THREADS * sizeof *offs);
+    float *gs = malloc(CPW_FG * CPW_LDG * sizeof *gs), acc[CPW_THREADS][10];
+    int32_t *offs = malloc(CPW_FG * CPW_LDG * sizeof *offs);
     for (int f0 = 0; f0 < F; f0 += CPW_FG) {
         for (int c0 = 0; c0 < C; c0 += CPW_CC)
             for (int s = 0; s < slices; s++) {
@@ -88,8 +88,9 @@ static int emu_backward(float *dpy, const nn_flat_dropout *fd, const float *py, 
     for (int n = 0; n < N; n++)
         for (int c0 = 0; c0 < C; c0 += CPX_CG) {
             memset(xacc, 0, (size_t)half * sizeof *xacc);
+            cpx_clear(0, 1, ds, H - 2, W - 2);
             for (int f0 = 0; f0 < F; f0 += CPX_FC) {
-                cpx_stage(0, 1, &src, arg, w, ds, ws, C, N, H - 2, W - 2, ld, n, c0, f0);
+                cpx_stage(0, 1, &src, arg, w, ds, ws, C, H - 2, W - 2, ld, n, c0, f0);
                 for (int t = 0; t < half; t++)
                     cpx_acc((uint32_t)t, ds, ws, H, W, xacc[t]);
             }
@@ -225,8 +226,9 @@ static int emu_backward_mma(float *dpy, const nn_flat_dropout *fd, const float *
     for (int n = 0; n < N; n++)
         for (int c0 = 0; c0 < C; c0 += CPXT_C) {
             memset(acc, 0, CPXT_WARPS * CPXT_ACC * sizeof *acc);
+            cpxt_clear(0, 1, ds, H, W);
             for (int f0 = 0; f0 < F; f0 += CPXT_FC) {
-                cpxt_stage(0, 1, &src, arg, w, ds, ws, C, N, H, W, ld, n, c0, f0, split);
+                cpxt_stage(0, 1, &src, arg, w, ds, ws, C, H, W, ld, n, c0, f0, split);
                 for (unsigned p = 0; p < CPXT_WARPS; p++)
                     for (int s = 0; s < CPXT_K / 8; s++) {
                         warp_frags(ds, ws, CPXT_LDW, CPXT_NT, H, W, at[p], s, cpxt_frag_a, a, b);
@@ -463,14 +465,15 @@ END_TEST
 START_TEST(test_conv_pool_fits)
 {
     ck_assert(cp_fits(32, 26, 26, 64, 3, 0));
-    ck_assert(!cp_fits(32, 26, 26, 64, 5, 0)); /* another kernel size */
-    ck_assert(!cp_fits(32, 26, 26, 64, 3, 1)); /* padding */
-    ck_assert(!cp_fits(32, 27, 26, 64, 3, 0)); /* an odd output side: a row in no window */
-    ck_assert(!cp_fits(12, 26, 26, 64, 3, 0)); /* channels in no whole stage */
-    ck_assert(!cp_fits(32, 26, 26, 60, 3, 0)); /* output channels in no whole group */
-    ck_assert(!cp_fits(48, 26, 26, 64, 3, 0)); /* more weight-gradient partials than its scratch holds */
-    ck_assert(!cp_fits(8, 26, 26, 64, 3, 0));  /* input channels in no whole weight-gradient block */
-    ck_assert(!cp_fits(32, 28, 28, 64, 3, 0)); /* a plane over the forward's stage */
+    ck_assert(!cp_fits(32, 26, 26, 64, 5, 0));  /* another kernel size */
+    ck_assert(!cp_fits(32, 26, 26, 64, 3, 1));  /* padding */
+    ck_assert(!cp_fits(32, 27, 26, 64, 3, 0));  /* an odd output side: a row in no window */
+    ck_assert(!cp_fits(12, 26, 26, 64, 3, 0));  /* channels in no whole stage */
+    ck_assert(!cp_fits(32, 26, 26, 60, 3, 0));  /* output channels in no whole group */
+    ck_assert(!cp_fits(48, 26, 26, 64, 3, 0));  /* more weight-gradient partials than its scratch holds */
+    ck_assert(cp_fits(8, 26, 26, 256, 3, 0));   /* one weight-gradient block of input channels, 16 groups */
+    ck_assert(!cp_fits(32, 26, 26, 272, 3, 0)); /* more output-channel groups than the weight gradient counts */
+    ck_assert(!cp_fits(32, 28, 28, 64, 3, 0));  /* a plane over the forward's stage */
     ck_assert(cpt_fits(32, 26, 26, 64, 3, 0));
     ck_assert(!cpt_fits(32, 26, 26, 48, 3, 0)); /* output channels in no whole TF32 block */
     ck_assert(!cpt_fits(32, 28, 26, 64, 3, 0)); /* more windows than its warps own (13 x 12) */
