@@ -101,8 +101,8 @@ __global__ void __launch_bounds__(CPT_THREADS)
     cpt_out(p, lane, acc, b, py, arg, flat ? &fd : NULL, F, N, H - 2, W - 2, ld, n, f0);
 }
 
-// Per group of CPW_FG output channels: its slices done (block_sum.h's last_of).
-__device__ static unsigned cpw_done[CPW_GROUPS_MAX];
+// Per block (f0, c0) of output and input channels: its slices done (block_sum.h's last_of).
+__device__ static unsigned cpw_done[CPW_GROUPS_MAX * (CPW_C_MAX / CPW_CC)];
 
 __global__ void __launch_bounds__(CPW_THREADS)
     k_cp_wgrad(const float *x, cp_grads src, const int32_t *arg, float *part, float *dw, float *db, int C, int N, int H,
@@ -125,9 +125,9 @@ __global__ void __launch_bounds__(CPW_THREADS)
     cpw_part(j, acc, part, C, F, f0, c0, bias, (int)blockIdx.z);
     __threadfence(); // every thread's partials, before thread 0 takes the block's ticket
     __syncthreads();
-    if (last_of(&cpw_done[blockIdx.x], gridDim.y * gridDim.z))
-        for (unsigned e = j; e < CPW_FG * ((unsigned)C * 9 + 1); e += blockDim.x)
-            cpw_finish(e, part, (int)gridDim.z, dw, db, C, F, f0);
+    if (last_of(&cpw_done[blockIdx.x * gridDim.y + blockIdx.y], gridDim.z))
+        for (unsigned e = j; e < cpw_entries(c0); e += blockDim.x)
+            cpw_finish(e, part, (int)gridDim.z, dw, db, C, F, f0, c0);
 }
 
 __global__ void __launch_bounds__(CPX_THREADS)

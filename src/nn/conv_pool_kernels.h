@@ -11,7 +11,7 @@
  *   of the samples; thread (f, c) owns w's 9 taps of f0 + f from c0 + c (and, in blocks h = 0, thread (f, 0) the
  *   bias of f0 + f): sums of each window's pooled gradient (through the ReLU) times the input patch at the
  *   window's argmax, the sample's input planes staged in shared memory one float apart in their banks; one
- *   float partial per slice, the last block of a channel group adding them in slice order (in double). Only
+ *   float partial per slice, the last block of each (g, h) adding them in slice order (in double). Only
  *   each window's argmax has a gradient: a quarter of the products a GEMM over the unpooled gradient makes.
  * - Input gradient: block (n, g), sample n and input channels c0 = g*CPX_CG ..; thread t < H*W/2 owns dx's
  *   elements t and t + H*W/2 of each: the transposed convolution of the unpooled gradient, rebuilt in shared
@@ -31,7 +31,7 @@
 /* Tiles. Forward: CP_FG output channels per block, CP_CC input channels per stage, CP_THREADS threads (one per
  * pool window), input planes up to CP_HW_MAX (net's conv2: 26x26). Weight gradient: CPW_FG output and CPW_CC
  * input channels per block, samples in up to CPW_SLICES slices, up to CPW_GROUPS_MAX groups of output channels
- * (device counters) and CPW_C_MAX input channels (the partials' scratch), the staged planes HW + 1 apart and
+ * and CPW_C_MAX input channels (the partials' scratch, and a device counter per block of both), the staged planes HW + 1 apart and
  * each channel's staged gradients CPW_LDG (a warp's four channels in four banks). A staged input plane serves
  * CPW_FG output channels, so the block's CPW_THREADS threads stage CPW_FG * OP gradients and CPW_CC planes per
  * sample for CPW_FG * CPW_CC * 9 * OP products.
@@ -220,17 +220,24 @@ static inline HD void cpw_part(uint32_t j, const float acc[10], float *part, int
         row[K] = acc[9];
 }
 
-/* The second pass of group f0's entry e < CPW_FG * (C*9 + 1): dw or db += its slices' partials, in slice order. */
-static inline HD void cpw_finish(uint32_t e, const float *part, int slices, float *dw, float *db, int C, int F, int f0)
+/* The entries of block (f0, c0)'s second pass: its CPW_FG * CPW_CC * 9 weights and, where c0 is 0, its CPW_FG
+ * biases. */
+static inline HD uint32_t cpw_entries(int c0) { return CPW_FG * (CPW_CC * 9 + (c0 == 0)); }
+
+/* The second pass of block (f0, c0)'s entry e < cpw_entries(c0), after all its slices: dw or db += the slices'
+ * partials, in slice order. */
+static inline HD void cpw_finish(uint32_t e, const float *part, int slices, float *dw, float *db, int C, int F, int f0,
+                                 int c0)
 {
-    uint32_t K1 = (uint32_t)C * 9 + 1, f = (uint32_t)f0 + e / K1, j = e % K1;
+    uint32_t row = CPW_CC * 9 + (c0 == 0), f = (uint32_t)f0 + e / row, j = e % row, K1 = (uint32_t)C * 9 + 1;
+    uint32_t k = j == CPW_CC * 9 ? K1 - 1 : (uint32_t)c0 * 9 + j; /* its place in a partial's row */
     double s = 0.0;
     for (int sl = 0; sl < slices; sl++)
-        s += part[((size_t)sl * (size_t)F + f) * K1 + j];
-    if (j + 1 == K1)
+        s += part[((size_t)sl * (size_t)F + f) * K1 + k];
+    if (k + 1 == K1)
         db[f] += (float)s;
     else
-        dw[(size_t)f * (K1 - 1) + j] += (float)s;
+        dw[(size_t)f * (K1 - 1) + k] += (float)s;
 }
 
 /* Input gradient, stage f0 of block (n, c0): ds [CPX_FC][OH+4][OW+4] the convolution's output gradient of

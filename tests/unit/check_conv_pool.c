@@ -46,7 +46,7 @@ static int emu_forward(const float *x, const float *w, const float *pb, float *p
     return 1;
 }
 
-/* k_cp_wgrad over its grid (F / CPW_FG, C / CPW_CC, slices), the last block of each channel group finishing it;
+/* k_cp_wgrad over its grid (F / CPW_FG, C / CPW_CC, slices), the last slice of each (f0, c0) finishing it;
  * then k_cp_xgrad over (N, C / CPX_CG). */
 static int emu_backward(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg, const float *x,
                         const float *x_relu, const float *w, float *dw, float *db, float *dx, int N, int C, int H,
@@ -62,7 +62,7 @@ static int emu_backward(float *dpy, const nn_flat_dropout *fd, const float *py, 
     float *gs = malloc(CPW_FG * CPW_LDG * sizeof *gs), acc[CPW_THREADS][10];
     int32_t *offs = malloc(CPW_FG * CPW_LDG * sizeof *offs);
     for (int f0 = 0; f0 < F; f0 += CPW_FG) {
-        for (int c0 = 0; c0 < C; c0 += CPW_CC)
+        for (int c0 = 0; c0 < C; c0 += CPW_CC) {
             for (int s = 0; s < slices; s++) {
                 size_t lo, hi;
                 op_slice((size_t)N, slices, s, &lo, &hi);
@@ -75,8 +75,9 @@ static int emu_backward(float *dpy, const nn_flat_dropout *fd, const float *py, 
                 for (unsigned j = 0; j < CPW_THREADS; j++)
                     cpw_part(j, acc[j], part, C, F, f0, c0, c0 == 0 && j % CPW_CC == 0, s);
             }
-        for (unsigned e = 0; e < CPW_FG * ((unsigned)C * 9 + 1); e++)
-            cpw_finish(e, part, slices, dw, db, C, F, f0);
+            for (unsigned e = 0; e < cpw_entries(c0); e++)
+                cpw_finish(e, part, slices, dw, db, C, F, f0, c0);
+        }
     }
     free(part), free(xs), free(gs), free(offs);
     if (!dx)
