@@ -31,10 +31,10 @@
 /* Tiles. Forward: CP_FG output channels per block, CP_CC input channels per stage, CP_THREADS threads (one per
  * pool window), input planes up to CP_HW_MAX (net's conv2: 26x26). Weight gradient: CPW_FG output and CPW_CC
  * input channels per block, samples in up to CPW_SLICES slices, up to CPW_GROUPS_MAX groups of output channels
- * and CPW_C_MAX input channels (the partials' scratch, and a device counter per block of both), the staged planes HW + 1 apart and
- * each channel's staged gradients CPW_LDG (a warp's four channels in four banks). A staged input plane serves
- * CPW_FG output channels, so the block's CPW_THREADS threads stage CPW_FG * OP gradients and CPW_CC planes per
- * sample for CPW_FG * CPW_CC * 9 * OP products.
+ * and CPW_C_MAX input channels (the partials' scratch, and a device counter per block of both), the staged
+ * planes HW + 1 apart and each channel's staged gradients CPW_LDG (a warp's four channels in four banks). A
+ * staged input plane serves CPW_FG output channels: per sample the block's CPW_THREADS threads stage CPW_FG * OP
+ * gradients and CPW_CC planes for CPW_FG * CPW_CC * 9 * OP products.
  * Input gradient: CPX_CG input channels per block, CPX_FC output channels per stage, padded planes up to
  * CPX_PAD_MAX. */
 enum {
