@@ -73,7 +73,9 @@ _MNIST_EOF
           ["$cuda_real/lib64" "$cuda_real/lib" "$cuda_real/targets/x86_64-linux/lib" "$cuda_real/lib/x86_64-linux-gnu"])
         AS_IF([test -z "$cuda_libdir"], [cuda_libdir=$cuda_real/lib64])
         CUDA_CFLAGS="-I$cuda_dir/include"
-        CUDA_LIBS="MNIST_RPATH([$cuda_libdir]) -lcublas -lcudart -lstdc++"
+        # cuBLAS is not linked: cuda/cublas_dl.c opens it when the GPU path starts (its constructors would
+        # cost every process, CPU runs included, about 0.5 s); the run path above finds it for dlopen too.
+        CUDA_LIBS="MNIST_RPATH([$cuda_libdir]) -lcudart -lstdc++"
         MNIST_CUDA_DRIVER([$cuda_dir/include/cuda.h])
         AC_MSG_NOTICE([CUDA $mnist_cuda_release in $cuda_real needs an NVIDIA driver >= $mnist_cuda_driver on the GPU nodes (nvidia-smi shows theirs; an older one: build with the cluster's matching CUDA module)])
         # NCCL: --with-nccl=DIR, else beside the CUDA libraries, else the system's; lib64 as well as lib.
@@ -88,7 +90,7 @@ _MNIST_EOF
               [NCCL_CFLAGS="-I`cd "$nccl_libdir/../include" && pwd -P`"])
         AS_IF([test -n "$nccl_libdir"], [NCCL_LIBS="MNIST_RPATH([$nccl_libdir]) -lnccl"])
         mnist_save_CPPFLAGS=$CPPFLAGS; mnist_save_LIBS=$LIBS
-        CPPFLAGS="$CPPFLAGS $CUDA_CFLAGS $NCCL_CFLAGS"; LIBS="$NCCL_LIBS $CUDA_LIBS $LIBS"
+        CPPFLAGS="$CPPFLAGS $CUDA_CFLAGS $NCCL_CFLAGS"; LIBS="$NCCL_LIBS -lcublas $CUDA_LIBS $LIBS"
         AC_MSG_CHECKING([whether the CUDA runtime and cuBLAS link])
         AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <cuda_runtime.h>
 #include <cublas_v2.h>]], [[int n; cublasHandle_t h; cudaGetDeviceCount(&n); return cublasCreate(&h) != CUBLAS_STATUS_SUCCESS;]])],
@@ -100,8 +102,13 @@ _MNIST_EOF
               ncclResult_t a; ncclCommGetAsyncError(c, &a); ncclCommAbort(c);]])],
           [AC_MSG_RESULT([yes]); mnist_nccl_ok=yes], [AC_MSG_RESULT([no]); mnist_nccl_ok=no])
         CPPFLAGS=$mnist_save_CPPFLAGS; LIBS=$mnist_save_LIBS
+        # dlopen (to open cuBLAS): in the C library from glibc 2.34, in libdl before (RHEL 8's 2.28).
+        AC_SEARCH_LIBS([dlopen], [dl], [mnist_dl_ok=yes], [mnist_dl_ok=no])
+        AS_CASE([$ac_cv_search_dlopen], [-l*], [CUDA_LIBS="$CUDA_LIBS $ac_cv_search_dlopen"])
+        LIBS=$mnist_save_LIBS
         AS_IF([test "x$mnist_cudart_ok" = xno], [mnist_cuda_fail "CUDA runtime/cuBLAS do not link from $cuda_libdir"],
               [test "x$mnist_nccl_ok" = xno], [mnist_cuda_fail "NCCL (nccl.h, libnccl) not found; use --with-nccl=DIR"],
+              [test "x$mnist_dl_ok" = xno], [mnist_cuda_fail "dlopen not found (to open cuBLAS at run time)"],
               [mnist_cuda=yes
                mnist_cuda_summary="yes ($cuda_real, CUDA $mnist_cuda_release: NVIDIA driver >= $mnist_cuda_driver, $NVCC_GENCODE)"
                mnist_nccl_summary="yes (${nccl_libdir:-the linker's default path})"])

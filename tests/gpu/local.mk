@@ -6,7 +6,7 @@ EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/
 	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh tests/gpu/gpu-proxy.sh \
 	tests/gpu/gpu_backend_models.c tests/gpu/gpu_backend_conv2.c tests/gpu/gpu_backend_util.c tests/gpu/gpu_backend.h \
 	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-graph.sh tests/gpu/gpu-rpath.sh \
-	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh tests/gpu/gpu-mock-bench.sh
+	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh tests/gpu/gpu-mock-bench.sh tests/gpu/check_cublas_dl.c
 
 if HAVE_CUDA
 # The CUDA translation units and their MPI glue against a simulated CUDA runtime, cuBLAS and NCCL
@@ -49,6 +49,12 @@ tests_gpu_check_gpu_errors_LDADD = $(mock_ldadd) $(CHECK_LIBS)
 tests_gpu_check_gpu_graph_SOURCES = tests/gpu/check_gpu_graph.c $(mock_sources)
 tests_gpu_check_gpu_graph_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_gpu_check_gpu_graph_LDADD = $(mock_ldadd) $(CHECK_LIBS)
+# cuBLAS opened at run time (cuda/cublas_dl.c): the real library, and one missing or wrong. No GPU needed.
+check_PROGRAMS += tests/gpu/check_cublas_dl
+TESTS += tests/gpu/check_cublas_dl
+tests_gpu_check_cublas_dl_SOURCES = tests/gpu/check_cublas_dl.c
+tests_gpu_check_cublas_dl_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_gpu_check_cublas_dl_LDADD = src/libmnistddp.a $(CUDA_LIBS) $(CHECK_LIBS)
 endif
 
 # On a GPU machine: 2 ranks each (tests/run-test runs mpi_* under mpirun); exit 77 (SKIP) with a
@@ -75,7 +81,7 @@ gpu_tests = tests/gpu/gpu-mock-host.sh tests/gpu/gpu-mock-steps.sh tests/gpu/gpu
 	tests/gpu/gpu-kit.sh tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/gpu_backend \
 	tests/gpu/gpu-train.sh tests/gpu/gpu-proxy.sh
 if HAVE_CHECK
-gpu_tests += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors tests/gpu/check_gpu_graph
+gpu_tests += tests/gpu/check_gpu_mock tests/gpu/check_gpu_errors tests/gpu/check_gpu_graph tests/gpu/check_cublas_dl
 endif
 endif
 .PHONY: check-gpu
