@@ -155,7 +155,8 @@ PY
 # note_state STATE: appends a job state to $states unless it repeats the last one or is transitional. The
 # first PENDING is left out: a job may be running before the first look.
 note_state() {
-    case $1 in COMPLETING | CONFIGURING | REQUEUED) return ;; esac
+    # Transitional, and SIGNALING: Slurm delivering a signal (the harmless CONT of --signal, sent up to 60 s early).
+    case $1 in COMPLETING | CONFIGURING | REQUEUED | SIGNALING) return ;; esac
     [ -n "$states" ] || [ "$1" != PENDING ] || return
     [ "$1" = "${states##* }" ] || states="$states $1"
 }
