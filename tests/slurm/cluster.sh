@@ -11,6 +11,8 @@
 #   slurm_wait_idle NODE...   wait until every NODE is idle (hard error after 60 s)
 #   slurm_stop PID            SIGTERM, then SIGKILL after 15 s
 #   slurm_cancel_all          cancel every job and wait until the queue is empty
+#   slurm_transitional STATE  whether a polled job state is a passing one, not worth recording
+#   slurm_kill_strays         SIGKILL what is left of this cluster's jobs once its daemons are stopped
 #   slurm_one_node [FIRST]    all of the above for one node on 127.0.0.1, with its cleanup; job IDs from FIRST
 #                             (default 1): two clusters at once must not both run "job 2", whose Open MPI
 #                             shared-memory segments would collide
@@ -122,6 +124,29 @@ slurm_cancel_all() {
     for _ in $(seq 60); do [ -z "$(squeue -h 2> /dev/null)" ] && break; sleep 0.5; done
 }
 
+# COMPLETING, CONFIGURING and REQUEUED pass on their own; SIGNALING is Slurm delivering a signal (USR1, or
+# --signal's harmless CONT, which may come up to 60 s early); '' is a poll between two records.
+slurm_transitional() {
+    case $1 in COMPLETING | CONFIGURING | REQUEUED | SIGNALING | '') return 0 ;; esac
+    return 1
+}
+
+# A cancelled job's slurmstepd and ranks can outlive the queue's last record and the daemons, and would slow
+# every later test: each process whose environment holds this cluster's SLURM_CONF (jobs inherit sbatch's)
+# goes, never one of another cluster or a user's own job. Not this shell: it has SLURM_CONF too.
+slurm_kill_strays() {
+    local p d names=''
+    [ -n "${SLURM_CONF:-}" ] || return 0
+    for d in /proc/[0-9]*; do
+        p=${d#/proc/}
+        [ "$p" != $$ ] && [ "$p" != "$BASHPID" ] || continue
+        grep -qzxF "SLURM_CONF=$SLURM_CONF" "$d/environ" 2> /dev/null || continue
+        names="$names $(cat "$d/comm" 2> /dev/null)[$p]"
+        kill -9 "$p" 2> /dev/null
+    done
+    [ -z "$names" ] || echo "cluster cleanup: killed what outlived the daemons:$names"
+}
+
 daemon_logs() {
     for f in "$tmp"/log/*; do echo "---- $f (last 15 lines)"; tail -n 15 "$f"; done
 }
@@ -163,6 +188,7 @@ slurm_one_node() {
         slurm_stop "$slurmd_pid"
         slurm_stop "$ctld_pid"
         slurm_stop "$munged_pid"
+        slurm_kill_strays
         rm -rf "$tmp"
     }
     trap cleanup EXIT

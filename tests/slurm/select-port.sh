@@ -34,13 +34,26 @@ elo=${eph%%[!0-9]*} ehi=${eph##*[!0-9]}
 echo "ephemeral range: $elo-$ehi"
 
 # ports MIN MAX FILE JOB FIRST LAST [STEP]: into FILE, one line each, the ports of tasks FIRST,
-# FIRST+STEP, ... of array job JOB whose task IDs run FIRST-LAST, with the port range MIN-MAX.
+# FIRST+STEP, ... of array job JOB whose task IDs run FIRST-LAST, with the port range MIN-MAX. The tasks in
+# two halves at once (select-port only reads; ~18 ms a call, some 1,700 calls in all), in order in FILE.
 ports() {
-    local min=$1 max=$2 out=$3 job=$4 first=$5 last=$6 t
-    : > "$out"
-    for t in $(seq "$first" "${7:-1}" "$last"); do
+    local min=$1 max=$2 out=$3 job=$4 first=$5 last=$6 tasks half pid rc=0
+    mapfile -t tasks < <(seq "$first" "${7:-1}" "$last")
+    half=$(((${#tasks[@]} + 1) / 2))
+    ask "${tasks[@]:0:half}" > "$out.1" &
+    pid=$!
+    ask "${tasks[@]:half}" > "$out.2" || rc=1
+    wait "$pid" || rc=1
+    cat "$out.1" "$out.2" > "$out"
+    rm -f "$out.1" "$out.2"
+    return "$rc"
+}
+# ask TASK...: select-port for each task, with ports' range and job.
+ask() {
+    local t
+    for t; do
         MNIST_DDP_PORT_MIN=$min MNIST_DDP_PORT_MAX=$max SLURM_ARRAY_JOB_ID=$job SLURM_ARRAY_TASK_ID=$t \
-            SLURM_ARRAY_TASK_MIN=$first SLURM_ARRAY_TASK_MAX=$last "$sp" >> "$out" || return 1
+            SLURM_ARRAY_TASK_MIN=$first SLURM_ARRAY_TASK_MAX=$last "$sp" || return 1
     done
 }
 

@@ -155,8 +155,7 @@ PY
 # note_state STATE: appends a job state to $states unless it repeats the last one or is transitional. The
 # first PENDING is left out: a job may be running before the first look.
 note_state() {
-    # Transitional, and SIGNALING: Slurm delivering a signal (the harmless CONT of --signal, sent up to 60 s early).
-    case $1 in COMPLETING | CONFIGURING | REQUEUED | SIGNALING) return ;; esac
+    ! slurm_transitional "$1" || return
     [ -n "$states" ] || [ "$1" != PENDING ] || return
     [ "$1" = "${states##* }" ] || states="$states $1"
 }
