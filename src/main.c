@@ -39,6 +39,7 @@ int main(int argc, char **argv)
     ddp_env env;
     options o;
     error_set_program("mnist_ddp");
+    options_info(argc, argv, bootstrap_env_rank());
     blas_core_fix(argv);
     /* A CUDA-aware MPI may create a GPU context inside MPI_Init: on this rank's GPU, not on GPU 0. */
     if (options_device(argc, argv) != DEVICE_CPU)

@@ -25,6 +25,17 @@ static long env_long(const char *name)
     return v;
 }
 
+long bootstrap_env_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        long r = env_long(vars[i]);
+        if (r >= 0)
+            return r;
+    }
+    return -1;
+}
+
 #define PMI_HINT                                                                 \
     "launch with 'srun --mpi=pmix ./mnist_ddp' (see 'srun --mpi=list'), or use " \
     "'mpirun -np %ld ./mnist_ddp' inside the allocation"

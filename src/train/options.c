@@ -262,15 +262,20 @@ static void print_usage(void)
     fputs(usage_tail, stdout);
 }
 
-/* --help and --version: rank 0 prints, every rank leaves cleanly. */
+static void print_info(int help)
+{
+    if (help)
+        print_usage();
+    else
+        fputs("mnist_ddp " PACKAGE_VERSION "\n", stdout);
+}
+
+/* --help and --version after an argument that is not an option (options_info stops there): rank 0 prints,
+ * every rank leaves cleanly. */
 static _Noreturn void print_and_exit(int help)
 {
-    if (world_rank() == 0) {
-        if (help)
-            print_usage();
-        else
-            fputs("mnist_ddp " PACKAGE_VERSION "\n", stdout);
-    }
+    if (world_rank() == 0)
+        print_info(help);
     exit_all(0);
 }
 
@@ -358,6 +363,24 @@ device_choice options_device(int argc, char **argv)
     }
     optind = 0; /* the full parse starts afresh */
     return o.device;
+}
+
+void options_info(int argc, char **argv, long env_rank)
+{
+    struct option longs[NSPECS + 3];
+    long_options(longs);
+    opterr = 0;
+    int c, which = 0;
+    while (!which && (c = getopt_long(argc, argv, "+:", longs, NULL)) != -1)
+        if (c == OPT_HELP || c == OPT_VERSION)
+            which = c;
+    optind = 0; /* the full parse starts afresh */
+    if (!which)
+        return;
+    if (env_rank <= 0)
+        print_info(which == OPT_HELP);
+    fflush(stdout);
+    exit(0);
 }
 
 void options_parse(int argc, char **argv, options *o)

@@ -48,6 +48,10 @@ typedef struct {
     const char *resume; /* "auto", "never" or a checkpoint file */
 } options;
 
+/* Before MPI_Init: where --help or --version comes before the first argument that is not an option, prints it
+ * (where env_rank, bootstrap_env_rank's, is 0 or -1: once per job) and exits 0 without starting MPI: at once,
+ * and on a login node whose MPI cannot start. */
+void options_info(int argc, char **argv, long env_rank);
 /* Parses argv; on --help/--version prints to stdout and exits 0; on a bad value exits 64 naming the
  * option (every rank parses the same argv, so every rank stops the same way). */
 void options_parse(int argc, char **argv, options *o);

@@ -8,6 +8,12 @@ need_data
 "$MNIST_DDP" --help | grep -q -- '--batch-size' || fail "--help does not list the options"
 "$MNIST_DDP" --help | grep -q -- '--profile .*table of where the time went' || fail "--help does not describe --profile"
 "$MNIST_DDP" --version | grep -q '^mnist_ddp ' || fail "--version"
+# Neither starts MPI (a login node's may not start: here a transport that does not exist), and under a
+# launcher only its rank 0 prints.
+OMPI_MCA_pml=no-such-pml "$MNIST_DDP" --help | grep -q -- '--batch-size' || fail "--help needs MPI to start"
+OMPI_MCA_pml=no-such-pml "$MNIST_DDP" --frobnicate --version | grep -q '^mnist_ddp ' ||
+  fail "--version needs MPI to start, or gives way to an unknown option"
+[ "$(run_np 2 "$MNIST_DDP" --help | grep -c '^Usage:')" = 1 ] || fail "mpirun -np 2 --help: not one usage text"
 
 for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs x" "--lr -1" "--lr nan" \
            "--gamma 1e999" "--seed -5" "--log-interval 0" "--model resnet" "--optimizer adam" "--momentum 2" \
