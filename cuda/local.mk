@@ -18,7 +18,7 @@ EXTRA_DIST += cuda/kit/make-kit.sh cuda/kit/run
 CLEANFILES += mnist_ddp-gpu-kit.tar.gz
 .PHONY: gpu-kit
 if HAVE_CUDA
-gpu-kit: all tests/gpu/gpu_backend tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce
+gpu-kit: all tests/gpu/gpu_backend tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/check_cublas_dl
 	@test -d data/mnist || $(MAKE) $(AM_MAKEFLAGS) data
 	PYTHON3=$(PYTHON3) $(SHELL) $(srcdir)/cuda/kit/make-kit.sh $(abs_top_builddir) $(abs_top_srcdir) mnist_ddp-gpu-kit.tar.gz
 else

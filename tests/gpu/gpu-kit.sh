@@ -3,7 +3,8 @@
 # but the kit, the C library, a shell, three coreutils and CUDA's library directory (as a GPU machine has it,
 # at /usr/local/cuda/lib64; chroot in a private mount namespace: no /usr/lib, no Open MPI, HDF5 or OpenBLAS
 # of this machine), ./run --cpu-only finds CUDA's libraries and trains on 2 ranks with the kit's own mpirun,
-# plugins and libraries. The GPU part needs a GPU and CUDA on the target: not checked
+# plugins and libraries, and loads none of another PMIx's plugins where its PMIx searches them too (the H200
+# machine's image had one). The GPU part needs a GPU and CUDA on the target: not checked
 # here. Also: the tarball stays within 64 MiB (make-kit.sh refuses more), and ./run --cpu-bench (the CPU
 # benchmark against the PyTorch peer on a GPU machine's CPU) runs from the unpacked kit.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
@@ -27,6 +28,12 @@ cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
 cp -L /bin/dash "$root/bin/sh"
 cp -L /usr/bin/dirname /usr/bin/cat /usr/bin/env /usr/bin/timeout /usr/bin/date "$root/usr/bin/"
 cp /etc/passwd /etc/group "$root/etc/"
+# Another PMIx's plugin where the kit's PMIx searches whatever its environment says (the H200 machine's image
+# had one): it must not be loaded, or each process prints why it failed.
+pdir=$root/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix
+mkdir -p "$pdir"
+echo 'extern int pmix_output_info; int *pmix_other_version = &pmix_output_info;' |
+  ${CC:-cc} -shared -fPIC -x c -o "$pdir/pmix_mca_pcompress_zlib.so" - || fail "cannot build a stand-in PMIx plugin"
 
 # This machine's CUDA libraries (those mnist_ddp was linked with) stand for the GPU machine's.
 cuda_lib=$(ldd "$abs_top_builddir/src/mnist_ddp" | sed -n 's|.*libcudart\.so[^ ]* => \(.*\)/libcudart.*|\1|p')
@@ -42,7 +49,9 @@ $ns sh -c '
 ' sh "$root" "$cuda_lib" >"$TMP/out" 2>&1 || true
 cat "$TMP/out"
 grep -q '^PASS: CPU-only training' "$TMP/out" || fail "the kit does not run by itself in a bare root file system"
+grep -q '^PASS: cuBLAS opened at run time' "$TMP/out" || fail "the kit's environment does not open cuBLAS"
 grep -q '^summary: test accuracy' "$TMP/out" || fail "no summary line from the kit's training run"
+! grep -q 'component_repository_open' "$TMP/out" || fail "the kit's PMIx loads another PMIx's plugin"
 # ./run --cpu-bench: make bench's benchmark from the unpacked kit, this machine's Python and PyTorch as the
 # peer (on the kit's small shards, one round: the report's structure, not its figures).
 mkdir "$TMP/unpacked" && tar -C "$TMP/unpacked" -xzf "$TMP/kit.tar.gz"
