@@ -39,7 +39,9 @@ int main(int argc, char **argv)
     ddp_env env;
     options o;
     error_set_program("mnist_ddp");
-    options_info(argc, argv, bootstrap_env_rank());
+    int asked = options_info(argc, argv);
+    if (asked) /* --help, --version */
+        return options_print_info(asked, bootstrap_env_rank() <= 0);
     blas_core_fix(argv);
     /* A CUDA-aware MPI may create a GPU context inside MPI_Init: on this rank's GPU, not on GPU 0. */
     if (options_device(argc, argv) != DEVICE_CPU)

@@ -365,7 +365,7 @@ device_choice options_device(int argc, char **argv)
     return o.device;
 }
 
-void options_info(int argc, char **argv, long env_rank)
+int options_info(int argc, char **argv)
 {
     struct option longs[NSPECS + 3];
     long_options(longs);
@@ -375,12 +375,15 @@ void options_info(int argc, char **argv, long env_rank)
         if (c == OPT_HELP || c == OPT_VERSION)
             which = c;
     optind = 0; /* the full parse starts afresh */
-    if (!which)
-        return;
-    if (env_rank <= 0)
-        print_info(which == OPT_HELP);
+    return which == OPT_HELP ? 1 : which == OPT_VERSION ? 2 : 0;
+}
+
+int options_print_info(int which, int print)
+{
+    if (print)
+        print_info(which == 1);
     fflush(stdout);
-    exit(0);
+    return 0;
 }
 
 void options_parse(int argc, char **argv, options *o)

@@ -48,10 +48,11 @@ typedef struct {
     const char *resume; /* "auto", "never" or a checkpoint file */
 } options;
 
-/* Before MPI_Init: where --help or --version comes before the first argument that is not an option, prints it
- * (where env_rank, bootstrap_env_rank's, is 0 or -1: once per job) and exits 0 without starting MPI: at once,
- * and on a login node whose MPI cannot start. */
-void options_info(int argc, char **argv, long env_rank);
+/* Before MPI_Init: 1 where --help, 2 where --version comes before the first argument that is not an option,
+ * else 0; options_print_info prints it where PRINT (one process of a job) and returns main's 0. Neither starts
+ * MPI: at once, and on a login node whose MPI cannot start. */
+int options_info(int argc, char **argv);
+int options_print_info(int which, int print);
 /* Parses argv; on --help/--version prints to stdout and exits 0; on a bad value exits 64 naming the
  * option (every rank parses the same argv, so every rank stops the same way). */
 void options_parse(int argc, char **argv, options *o);
