@@ -348,34 +348,39 @@ static void long_options(struct option longs[NSPECS + 3])
     longs[NSPECS + 2] = (struct option){0};
 }
 
-device_choice options_device(int argc, char **argv)
+/* The quiet scan before MPI_Init, up to the first argument that is not an option: the device as options_parse
+ * reads it (a bad value reads as auto), and into *info 1 or 2 where --help or --version comes first (else 0). */
+static device_choice scan_early(int argc, char **argv, int *info)
 {
     struct option longs[NSPECS + 3];
     long_options(longs);
     options o = {0};
     opterr = 0;
+    *info = 0;
     int c;
     while ((c = getopt_long(argc, argv, "+:", longs, NULL)) != -1) {
         const option_spec *s = &specs[c >= 0 && c < NSPECS ? c : 0];
-        if (c >= 0 && c < NSPECS && s->field == offsetof(options, device) &&
-            (s->kind == ARG_FLAG || parse_choice_quiet(optarg, s->choices)))
+        if ((c == OPT_HELP || c == OPT_VERSION) && !*info)
+            *info = c == OPT_HELP ? 1 : 2;
+        else if (c >= 0 && c < NSPECS && s->field == offsetof(options, device) &&
+                 (s->kind == ARG_FLAG || parse_choice_quiet(optarg, s->choices)))
             set_value(&o, s, optarg, 1);
     }
     optind = 0; /* the full parse starts afresh */
     return o.device;
 }
 
+device_choice options_device(int argc, char **argv)
+{
+    int info;
+    return scan_early(argc, argv, &info);
+}
+
 int options_info(int argc, char **argv)
 {
-    struct option longs[NSPECS + 3];
-    long_options(longs);
-    opterr = 0;
-    int c, which = 0;
-    while (!which && (c = getopt_long(argc, argv, "+:", longs, NULL)) != -1)
-        if (c == OPT_HELP || c == OPT_VERSION)
-            which = c;
-    optind = 0; /* the full parse starts afresh */
-    return which == OPT_HELP ? 1 : which == OPT_VERSION ? 2 : 0;
+    int info;
+    scan_early(argc, argv, &info);
+    return info;
 }
 
 int options_print_info(int which, int print)
