@@ -15,16 +15,17 @@ trap 'rm -rf "$stage"' EXIT
 k=$stage/$name
 ompi=/usr/lib/x86_64-linux-gnu/openmpi   # Debian/Ubuntu layout, prefix /usr
 pmix=/usr/lib/x86_64-linux-gnu/pmix2
-for f in "$build/src/mnist_ddp" "$build/src/mnist2h5" "$build/tests/gpu/gpu_backend" "$build/tests/gpu/mpi_gpu_device" \
-         "$build/tests/gpu/mpi_gpu_allreduce" "$build/tests/gpu/check_cublas_dl" "$build/data/mnist"; do
+gpu_tests="gpu_backend mpi_gpu_device mpi_gpu_allreduce check_cublas_dl" # the GPU test programs the kit runs
+set -- "$build/src/mnist_ddp" "$build/src/mnist2h5" "$build/data/mnist"
+for t in $gpu_tests; do set -- "$@" "$build/tests/gpu/$t"; done
+for f in "$@"; do
   [ -e "$f" ] || { echo "make-kit: $f is missing (configure --with-cuda; make; make data)" >&2; exit 1; }
 done
 [ -d "$ompi/lib/openmpi3" ] || { echo "make-kit: no Open MPI plugins in $ompi/lib/openmpi3" >&2; exit 1; }
 
 mkdir -p "$k/src" "$k/tests/gpu" "$k/tests/bench" "$k/tests/reference" "$k/bin" "$k/lib" "$k/data"
 cp "$build/src/mnist_ddp" "$build/src/mnist2h5" "$k/src/"
-cp "$build/tests/gpu/gpu_backend" "$build/tests/gpu/mpi_gpu_device" "$build/tests/gpu/mpi_gpu_allreduce" \
-  "$build/tests/gpu/check_cublas_dl" "$k/tests/gpu/"
+for t in $gpu_tests; do cp "$build/tests/gpu/$t" "$k/tests/gpu/"; done
 cp "$src/tests/lib.sh" "$src/tests/run-test" "$k/tests/"
 cp "$src/tests/gpu/gpu-train.sh" "$src/tests/gpu/gpu-proxy.sh" "$k/tests/gpu/"
 cp "$src/tests/bench/bench-gpu.sh" "$src/tests/bench/bench_gpu_report.py" "$src/tests/bench/bench.sh" \
