@@ -29,25 +29,33 @@ assert list(a) and list(a) == list(b)
 sys.exit(0 if all(a[k][()].tobytes() == b[k][()].tobytes() for k in a) else 1)
 PY
 }
+# until_log NAME PATTERN: waits (at most a minute) for a line of $TMP/NAME.log to match PATTERN.
+until_log() {
+  i=0
+  until grep -q "$2" "$TMP/$1.log"; do
+    i=$((i + 1)); [ "$i" -lt 3000 ] || { kill "$job"; cat "$TMP/$1.log"; fail "$1: no line '$2'"; }
+    sleep 0.02
+  done
+}
 # interrupt NAME SIGNAL EVERY: starts a run (checkpoints as EVERY says), sends SIGNAL to rank 1 once epoch 2 has
-# begun, waits; exit status in $rc.
+# begun, waits; exit status in $rc. Both ranks are frozen (SIGSTOP) the moment epoch 2 is seen and thawed after
+# the signal, so that a loaded machine cannot let the run finish between the two.
 interrupt() {
   name=$1 sig=$2 every=$3
   # shellcheck disable=SC2086
   timeout -k 10 300 "${MPIEXEC:-mpirun}" --oversubscribe -np 2 "$MNIST_DDP" $common $every --checkpoint-dir "$TMP/$name" \
     --save-model "$TMP/$name.h5" >"$TMP/$name.log" 2>&1 &
   job=$!
-  i=0
-  until grep -q "^epoch 2 step 3/" "$TMP/$name.log"; do
-    i=$((i + 1)); [ "$i" -lt 600 ] || { kill "$job"; fail "$name: epoch 2 never began"; }
-    sleep 0.1
-  done
+  until_log "$name" "^epoch 1 step 1/"
   launcher=$(pgrep -P "$job")
   ranks=$(pgrep -P "$launcher" | tr '\n' ' ')
   # shellcheck disable=SC2086
   set -- $ranks
   [ $# -eq 2 ] || fail "$name: expected 2 rank processes under the launcher, found '$ranks'"
+  until_log "$name" "^epoch 2 step 3/"
+  kill -STOP "$1" "$2"
   kill -s "$sig" "$2"
+  kill -CONT "$1" "$2" 2>/dev/null || true
   set +e
   wait "$job"
   rc=$?
