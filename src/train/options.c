@@ -81,7 +81,7 @@ static const option_spec specs[] = {
     {NULL, "load-model", "PATH", ARG_STRING, F(load_model), 0, 0, NULL, NULL, "",
      "start from a model written by --save-model"},
     {NULL, "metrics", "FILE", ARG_STRING, F(metrics), 0, 0, NULL, NULL, "",
-     "JSON lines: one per logged step and epoch, and a summary"},
+     "JSON lines: the run (settings, start), one per logged step and\nepoch, and a summary"},
     {NULL, "log-interval", "N", ARG_INT, F(log_interval), 1, 1 << 30, NULL, "10", NULL, "steps between progress lines"},
     {"Checkpoints (the full training state: a stopped run resumes exactly where it was):", "checkpoint-dir", "DIR",
      ARG_STRING, F(checkpoint_dir), 0, 0, NULL, NULL, "",

@@ -476,6 +476,7 @@ static void run_setup(run *r, int gpu)
         model_name(r->m), model_num_params(r->m), (double)model_backend_bytes(r->m) / 1048576.0, r->be->name,
         optim_kind_names[r->rc.opt.kind], r->rc.lr, o->gamma, r->rc.batch, world, world == 1 ? "" : "s", o->accum_steps,
         (unsigned long long)per_step, (unsigned long long)steps);
+    report_run(r, steps);
 }
 
 /* One epoch of training, the replica check and the evaluation, with their report. Returns 1 when the run

@@ -1,9 +1,12 @@
+#include "config.h"
+
 #include "train/train_run.h"
 #include "train/replicas.h"
 #include "comm/world.h"
 
 #include <math.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "train/model_file.h"
 #include "base/clock.h"
@@ -180,4 +183,21 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
         model_file_save(o->save_model, r->m, epochs, ev->accuracy);
         say("model saved to %s", o->save_model);
     }
+}
+
+void report_run(const run *r, uint64_t steps_per_epoch)
+{
+    char settings[TS_MAX_SETTINGS * (TS_VALUE_LEN + 40)] = "";
+    size_t n = 0;
+    const checkpoint_identity *id = &r->ckpt.id;
+    /* Names and values are the program's own words, numbers and hex digits: nothing to escape. */
+    for (int i = 0; i < id->n && n < sizeof settings; i++)
+        n += (size_t)snprintf(settings + n, sizeof settings - n, "%s\"%s\":\"%s\"", i ? "," : "", id->s[i].name,
+                              id->s[i].value);
+    metrics("{\"type\":\"run\",\"version\":\"%s\",\"started\":%lld,\"launcher\":\"%s\",\"host\":\"%s\",\"world\":%d,"
+            "\"nodes\":%d,\"device\":\"%s\",\"epochs\":%d,\"steps_per_epoch\":%llu,\"max_steps\":%ld,"
+            "\"start_step\":%ld,\"start_epoch\":%d,\"restarts\":%d,\"settings\":{%s}}",
+            PACKAGE_VERSION, (long long)time(NULL), r->env->launcher, r->env->host, r->env->world, r->env->nodes,
+            r->be->name, r->o->epochs, (unsigned long long)steps_per_epoch, r->o->max_steps, r->start.step,
+            r->start.epoch, r->start.restarts, settings);
 }

@@ -87,4 +87,7 @@ typedef struct {
 void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr);
 /* The end of a run: replicas checked once more, the overlap and summary lines, the saved model. */
 void run_summary(run *r, const eval_result *ev, int epochs, double total_s);
+/* The --metrics file's first record of each process start (a resumed run adds one): what ran, where, from
+ * which step, and the settings its trajectory depends on (the checkpoints' identity). */
+void report_run(const run *r, uint64_t steps_per_epoch);
 #endif

@@ -39,10 +39,26 @@ ckpt() { printf '%s/ckpt-%012d.h5' "$1" "$2"; }
 # Exact resume, Adadelta: stopped after step 10 (epoch 2, 3 of its steps done) and after step 7 (the end of
 # epoch 1), then the same command without --max-steps.
 train full 2 --save-model "$TMP/full.h5"
-train mid1 2 --checkpoint-dir "$TMP/mid" --max-steps 10 --save-model "$TMP/mid-at10.h5"
+train mid1 2 --checkpoint-dir "$TMP/mid" --max-steps 10 --save-model "$TMP/mid-at10.h5" --metrics "$TMP/mid1.jsonl"
 says mid1 "resume: no checkpoint in $TMP/mid, starting from scratch"
-train mid2 2 --checkpoint-dir "$TMP/mid" --save-model "$TMP/mid.h5"
+train mid2 2 --checkpoint-dir "$TMP/mid" --save-model "$TMP/mid.h5" --metrics "$TMP/mid2.jsonl"
 says mid2 "resumed from step 10 (restart 1): $(ckpt "$TMP/mid" 10), epoch 2 after 3 of its steps"
+# The metrics file's first record says what ran and from where: each start's own position, the same settings.
+"$PYTHON3" - "$TMP/mid1.jsonl" "$TMP/mid2.jsonl" <<'PY' || fail "the metrics files' run records"
+import json, sys
+runs = []
+for path in sys.argv[1:]:
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    assert rows[0]["type"] == "run" and sum(r["type"] == "run" for r in rows) == 1, (path, rows[0])
+    runs.append(rows[0])
+a, b = runs
+where = lambda r: (r["start_step"], r["start_epoch"], r["restarts"], r["world"], r["steps_per_epoch"], r["max_steps"])
+assert where(a) == (0, 1, 0, 2, 7, 10) and where(b) == (10, 2, 1, 2, 7, 0), (where(a), where(b))
+assert a["settings"] == b["settings"], (a["settings"], b["settings"])
+s = a["settings"]
+assert (s["model"], s["seed"], s["global_batch"], s["train_samples"]) == ("net", "4", "32", "200"), s
+assert a["device"] == "cpu" and a["version"] and a["launcher"] == "mpirun" and a["nodes"] == 1, a
+PY
 compare "$TMP/full.h5" "$TMP/mid.h5" 0
 # The checkpoint's model part is what --save-model writes at the same step: PyTorch reads both alike.
 compare "$TMP/mid-at10.h5" "$(ckpt "$TMP/mid" 10)" 0
