@@ -410,6 +410,41 @@ static float *ones(size_t n)
     return p;
 }
 
+/* The stack's conv1 output (blocks of 16 channels, channel innermost) holds the composition's (C, N, H, W) bits. */
+static void stack_same_h1(const nn_conv_stack *s, const float *h1)
+{
+    int N = s->N, C1 = s->F1, S1 = s->ld2;
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C1; c++)
+            for (int p = 0; p < S1 * S1; p++) {
+                float e = h1[((size_t)c * N + n) * S1 * S1 + p];
+                float g = s->h1[(((size_t)n * C1 / 16 + c / 16) * S1 * S1 + p) * 16 + c % 16];
+                ck_assert_msg(memcmp(&e, &g, sizeof e) == 0, "stack: h1[%d][%d][%d] = %g, expected %g", c, n, p,
+                              (double)g, (double)e);
+            }
+}
+
+/* conv1's gradients (added to ones) against sums in double of the composition's dh1 (its values are the
+ * stack's): two orders of float sums over N x 676 products of either sign differ by up to ~1e-5 of their
+ * magnitudes. */
+static void stack_conv1_grads(const nn_conv_stack *s, const float *dh1)
+{
+    int N = s->N, C1 = s->F1, S = s->W, S1 = s->ld2;
+    for (int f = 0; f < C1; f++)
+        for (int t = 0; t <= 9; t++) {
+            double ref = 0, mag = 0;
+            for (int n = 0; n < N; n++)
+                for (int p = 0; p < S1 * S1; p++) {
+                    double g = dh1[((size_t)f * N + n) * S1 * S1 + p];
+                    double v = t < 9 ? g * s->x[((size_t)n * S + p / S1 + t / 3) * S + p % S1 + t % 3] : g;
+                    ref += v, mag += fabs(v);
+                }
+            float got = (t < 9 ? s->dw1[f * 9 + t] : s->db1[f]) - 1.0f;
+            ck_assert_msg(fabs(got - ref) <= 1e-5 * mag + 1e-6, "stack: conv1's gradient [%d][%d] = %g, expected %g",
+                          f, t, (double)got, ref);
+        }
+}
+
 /* wino43's convolution stack (conv_stack.h, wino43_stack.h) against the composition of the same backend's layers
  * (conv1's direct forward, conv2 + pool, their backward passes): pooled values, argmaxes and conv2's gradients
  * bit for bit, conv1's output the same bits in its blocks, conv1's gradients (summed in another order) against
@@ -466,31 +501,10 @@ START_TEST(test_conv_stack)
                            NULL, 1, 1);
         same_floats("stack: pooled", py, s.py, np);
         same("stack: argmax", arg, s.arg, np, sizeof(int32_t), 0, np);
-        for (int n = 0; n < N; n++)
-            for (int c = 0; c < C1; c++)
-                for (int p = 0; p < S1 * S1; p++) {
-                    float e = h1[((size_t)c * N + n) * S1 * S1 + p];
-                    float g = s.h1[(((size_t)n * C1 / 16 + c / 16) * S1 * S1 + p) * 16 + c % 16];
-                    ck_assert_msg(memcmp(&e, &g, sizeof e) == 0, "stack: h1[%d][%d][%d] = %g, expected %g", c, n, p,
-                                  (double)g, (double)e);
-                }
+        stack_same_h1(&s, h1);
         same_floats("stack: dw2", dw2, s.dw2, nw2);
         same_floats("stack: db2", db2, s.db2, C2);
-        /* conv1's gradients against sums in double of the composition's dh1 (its values are the stack's): two
-         * orders of float sums over N x 676 products of either sign differ by up to ~1e-5 of their magnitudes. */
-        for (int f = 0; f < C1; f++)
-            for (int t = 0; t <= 9; t++) {
-                double ref = 0, mag = 0;
-                for (int n = 0; n < N; n++)
-                    for (int p = 0; p < S1 * S1; p++) {
-                        double g = dh1[((size_t)f * N + n) * S1 * S1 + p];
-                        double v = t < 9 ? g * x[((size_t)n * S + p / S1 + t / 3) * S + p % S1 + t % 3] : g;
-                        ref += v, mag += fabs(v);
-                    }
-                float got = (t < 9 ? s.dw1[f * 9 + t] : s.db1[f]) - 1.0f;
-                ck_assert_msg(fabs(got - ref) <= 1e-5 * mag + 1e-6,
-                              "stack: conv1's gradient [%d][%d] = %g, expected %g", f, t, (double)got, ref);
-            }
+        stack_conv1_grads(&s, dh1);
         float *bufs[] = {x, w1, b1, w2, b2, dpy, s.h1, s.py, s.dw1, s.db1, s.dw2, s.db2, h1, y, py, dh1, dw2, db2, col};
         for (size_t j = 0; j < sizeof bufs / sizeof *bufs; j++)
             free(bufs[j]);

@@ -166,6 +166,23 @@ static void bad_label(const char *dir)
     free(p);
 }
 
+/* Copies train shard A of AN onto shard B of BN. */
+static void copy_shard(const char *dir, int a, int an, int b, int bn)
+{
+    char *pa = shard_path(dir, "train", a, an), *pb = shard_path(dir, "train", b, bn);
+    tu_copy_file(pa, pb);
+    free(pa);
+    free(pb);
+}
+
+/* Sets attribute NAME of train shard 1 of 3. */
+static void set_shard_attr(const char *dir, const char *name, uint64_t v)
+{
+    char *p = shard_path(dir, "train", 1, 3);
+    set_attr_u64(p, name, v);
+    free(p);
+}
+
 static void damage(const reader_case *c, const char *dir)
 {
     const char *n = c->name;
@@ -189,28 +206,15 @@ static void damage(const reader_case *c, const char *dir)
         remove(p);
         free(p);
     } else if (!strcmp(n, "extra-index")) {
-        char *a = shard_path(dir, "train", 2, 3), *b = shard_path(dir, "train", 3, 3);
-        tu_copy_file(a, b);
-        free(a);
-        free(b);
+        copy_shard(dir, 2, 3, 3, 3);
     } else if (!strcmp(n, "extra-set")) {
-        char *a = shard_path(dir, "train", 0, 3), *b = shard_path(dir, "train", 0, 2);
-        tu_copy_file(a, b);
-        free(a);
-        free(b);
+        copy_shard(dir, 0, 3, 0, 2);
     } else if (!strcmp(n, "duplicate")) {
-        char *a = shard_path(dir, "train", 1, 3), *b = shard_path(dir, "train", 2, 3);
-        tu_copy_file(a, b);
-        free(a);
-        free(b);
+        copy_shard(dir, 1, 3, 2, 3);
     } else if (!strcmp(n, "first-index-gap")) {
-        char *p = shard_path(dir, "train", 1, 3);
-        set_attr_u64(p, "first_index", 101);
-        free(p);
+        set_shard_attr(dir, "first_index", 101);
     } else if (!strcmp(n, "total-mismatch")) {
-        char *p = shard_path(dir, "train", 1, 3);
-        set_attr_u64(p, "total_samples", 301);
-        free(p);
+        set_shard_attr(dir, "total_samples", 301);
     } else if (!strcmp(n, "missing-attribute")) {
         char *p = shard_path(dir, "train", 0, 3);
         hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
