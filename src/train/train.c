@@ -2,6 +2,7 @@
 #include "train/train_run.h"
 #include "train/replicas.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,8 +63,10 @@ static void load_data(run *r)
     double t0 = clock_now();
     const char *dir = r->o->data_dir;
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        die_all(EX_NOINPUT, "--data %s: no such directory; prepare MNIST with 'make data' (or pass --data DIR)", dir);
+    if (stat(dir, &st) != 0)
+        die_all(EX_NOINPUT, "--data %s: %s; prepare MNIST with 'make data' (or pass --data DIR)", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        die_all(EX_NOINPUT, "--data %s: not a directory (a directory of shards, as 'make data' writes)", dir);
     shard_set *train = shards_open(dir, "train");
     shard_set *test = shards_open(dir, "test");
     r->data.n_train = shards_total(train);

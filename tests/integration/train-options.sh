@@ -90,7 +90,9 @@ line=$(conv_line im2col) && echo "$line" | grep -q '^cpu, im2col conv$' || fail 
 expect_fail 64 "--batch-size" run_np 2 "$MNIST_DDP" --batch-size -1
 
 # Inputs.
-expect_fail 66 "no such directory" "$MNIST_DDP" --data "$TMP/nope"
+expect_fail 66 "--data $TMP/nope: No such file or directory" "$MNIST_DDP" --data "$TMP/nope"
+: >"$TMP/afile"
+expect_fail 66 "--data $TMP/afile: not a directory" "$MNIST_DDP" --data "$TMP/afile"
 mkdir "$TMP/empty"
 expect_fail 66 "$TMP/empty" run_np 2 "$MNIST_DDP" --data "$TMP/empty"
 small_mnist "$TMP/small" 100 50
