@@ -68,7 +68,11 @@ typedef struct {
 static ref_batch make_batch(uint64_t seed, int n)
 {
     size_t npix = (size_t)n * 784;
-    ref_batch b = {n, malloc(npix), malloc((size_t)n), malloc((size_t)n * sizeof *b.ids), rng_key(seed, 1003),
+    ref_batch b = {n,
+                   malloc(npix),
+                   malloc((size_t)n),
+                   malloc((size_t)n * sizeof *b.ids),
+                   rng_key(seed, 1003),
                    malloc(npix * sizeof *b.x)};
     for (size_t i = 0; i < npix; i++)
         b.images[i] = (uint8_t)rng_below(rng_key(seed, 1001), i, 256);

@@ -440,8 +440,8 @@ static void stack_conv1_grads(const nn_conv_stack *s, const float *dh1)
                     ref += v, mag += fabs(v);
                 }
             float got = (t < 9 ? s->dw1[f * 9 + t] : s->db1[f]) - 1.0f;
-            ck_assert_msg(fabs(got - ref) <= 1e-5 * mag + 1e-6, "stack: conv1's gradient [%d][%d] = %g, expected %g",
-                          f, t, (double)got, ref);
+            ck_assert_msg(fabs(got - ref) <= 1e-5 * mag + 1e-6, "stack: conv1's gradient [%d][%d] = %g, expected %g", f,
+                          t, (double)got, ref);
         }
 }
 
