@@ -56,10 +56,11 @@ pattern="--save-model $TMP/full/m.h5: writing it failed"
 full 4096 --save-model "$TMP/full/m.h5" # 2 MB, the model is 4.8 MB
 [ ! -e "$TMP/full/m.h5" ] || fail "a failed --save-model left $TMP/full/m.h5"
 pattern="--metrics $TMP/full/m.json: write failed: File too large"
-full 1 --metrics "$TMP/full/m.json" --log-interval 1 # 512 bytes: a line or two
+full 2 --metrics "$TMP/full/m.json" --log-interval 1 # 1 KB: the run record (about 520 bytes) and a step or two
 "$PYTHON3" - "$TMP/full/m.json" <<'PY' || fail "the metrics file of a full disk holds a partial line"
 import json, sys
 text = open(sys.argv[1]).read()
+assert text.startswith('{"type":"run"'), "not the run record first"
 assert text.endswith("\n"), "no newline at its end"
 for line in text.splitlines():
     json.loads(line)
