@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const char *program = "mnist_ddp";
@@ -128,7 +129,11 @@ char *xstrdup(const char *s)
 void *xmalloc_aligned(size_t n)
 {
     void *p = NULL;
-    if (posix_memalign(&p, 64, n ? (n + 63) / 64 * 64 : 64) != 0)
+    enum { HUGE = 2u << 20 };
+    size_t align = n >= 2 * HUGE ? HUGE : 64;
+    if (posix_memalign(&p, align, n ? (n + 63) / 64 * 64 : 64) != 0)
         die(EX_OSERR, "out of memory allocating %zu bytes", n);
+    if (align == HUGE)
+        (void)madvise(p, n / HUGE * HUGE, MADV_HUGEPAGE);
     return p;
 }

@@ -38,6 +38,7 @@ typedef struct nn_backend {
     int chunk;        /* samples per im2col + GEMM in a convolution */
     int keep_col;     /* 1: when one chunk holds the batch, a convolution's backward reuses the column
                        * buffer its forward left (conv_backward with x NULL) instead of redoing im2col */
+    int host_memory;  /* 1: alloc gives host memory, which the host may fill directly (no upload needed) */
     void *(*alloc)(size_t bytes);
     void (*free)(void *p);
     void (*zero)(void *p, size_t bytes);

@@ -49,13 +49,21 @@ static recipe resolve_recipe(const options *o, int world)
     return r;
 }
 
-/* A copy of host data in the backend's memory (all of MNIST is 55 MB: uploaded once, so no step copies
- * images from the host). */
-static void *to_backend(const nn_backend *be, const void *host, size_t bytes)
+/* Samples first .. first+count-1 of a shard set in the backend's memory (all of MNIST is 55 MB: read once, so
+ * no step copies images from the host): read straight into it where it is host memory, else through
+ * stage_images and stage_labels, which hold count samples. */
+static void read_to_backend(const nn_backend *be, shard_set *s, uint64_t first, uint64_t count, uint8_t *stage_images,
+                            uint8_t *stage_labels, uint8_t **images, uint8_t **labels)
 {
-    void *p = be->alloc(bytes ? bytes : 1);
-    be->upload(p, host, bytes);
-    return p;
+    *images = be->alloc(count ? count * MNIST_PIXELS : 1);
+    *labels = be->alloc(count ? count : 1);
+    if (be->host_memory) {
+        shards_read_range(s, first, count, *images, *labels);
+        return;
+    }
+    shards_read_range(s, first, count, stage_images, stage_labels);
+    be->upload(*images, stage_images, count * MNIST_PIXELS);
+    be->upload(*labels, stage_labels, count);
 }
 
 static void load_data(run *r)
@@ -82,16 +90,14 @@ static void load_data(run *r)
     /* Every rank may need any training sample during an epoch: read the set once (47 MB for MNIST). */
     uint64_t first;
     evaluate_share(r->data.n_test, r->env->world, world_rank(), &first, &r->data.test_count);
-    /* One staging buffer for both reads: sized for the larger (a small training subset may sit beside the
-     * full test set). */
+    /* One staging buffer for both reads, where the backend's memory is not the host's: sized for the larger (a
+     * small training subset may sit beside the full test set). */
     uint64_t most = r->data.n_train > r->data.test_count ? r->data.n_train : r->data.test_count;
-    uint8_t *images = xmalloc_aligned(most * MNIST_PIXELS), *labels = xmalloc(most);
-    shards_read_range(train, 0, r->data.n_train, images, labels);
-    r->data.train_images = to_backend(r->be, images, r->data.n_train * MNIST_PIXELS);
-    r->data.train_labels = to_backend(r->be, labels, r->data.n_train);
-    shards_read_range(test, first, r->data.test_count, images, labels);
-    r->data.test_images = to_backend(r->be, images, r->data.test_count * MNIST_PIXELS);
-    r->data.test_labels = to_backend(r->be, labels, r->data.test_count);
+    uint8_t *images = NULL, *labels = NULL;
+    if (!r->be->host_memory)
+        images = xmalloc_aligned(most * MNIST_PIXELS), labels = xmalloc(most);
+    read_to_backend(r->be, train, 0, r->data.n_train, images, labels, &r->data.train_images, &r->data.train_labels);
+    read_to_backend(r->be, test, first, r->data.test_count, images, labels, &r->data.test_images, &r->data.test_labels);
     free(images);
     free(labels);
     say("data: %s: %llu training samples in %d shard%s, %llu test samples", dir, (unsigned long long)r->data.n_train,

@@ -543,6 +543,7 @@ EXACT_WIDE_CLONES void cpu_sgd_step(float *param, const float *grad, float *buf,
 const nn_backend nn_cpu = {
     .name = "cpu",
     .chunk = 1,
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,
