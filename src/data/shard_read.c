@@ -265,8 +265,9 @@ static void agree_with_manifest(const shard_set *s, const manifest *mf)
             s->prefix, s->sha256, mf->path, mf->source_sha256);
 }
 
-/* A loader holds a set at most twice (a staging copy and the backend's), 785 bytes a sample: refuse
- * what this process cannot hold (physical memory, or less under RLIMIT_AS) before anyone allocates it. */
+/* A loader holds one copy of a set in host memory, 785 bytes a sample (the CPU backend's, read straight into it,
+ * or the staging copy a GPU's is uploaded from): refuse what this process cannot hold (physical memory, or less
+ * under RLIMIT_AS) before anyone allocates it. */
 static void check_memory(const shard_set *s)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -274,7 +275,7 @@ static void check_memory(const shard_set *s)
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (uint64_t)rl.rlim_cur < limit)
         limit = (uint64_t)rl.rlim_cur;
-    uint64_t need = 2 * s->total * (MNIST_PIXELS + 1);
+    uint64_t need = s->total * (MNIST_PIXELS + 1);
     if (need > limit)
         die(EX_OSERR,
             "shard set %s/%s-*.h5 holds %llu samples: loading it needs %llu MiB per rank, more than "

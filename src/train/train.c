@@ -51,7 +51,7 @@ static recipe resolve_recipe(const options *o, int world)
 
 /* Samples first .. first+count-1 of a shard set in the backend's memory (all of MNIST is 55 MB: read once, so
  * no step copies images from the host): read straight into it where it is host memory, else through
- * stage_images and stage_labels, which hold count samples. */
+ * stage_images and stage_labels (at least count samples). */
 static void read_to_backend(const nn_backend *be, shard_set *s, uint64_t first, uint64_t count, uint8_t *stage_images,
                             uint8_t *stage_labels, uint8_t **images, uint8_t **labels)
 {

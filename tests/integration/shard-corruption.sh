@@ -163,7 +163,9 @@ add("no-manifest-total-attr", h5set("total-attr", 100, total=1 << 40), 65, [one,
 add("no-manifest-billions", h5set("billions", 3 << 30, total=100), 65, [one, "/images declares 3221225472 samples"])
 add("no-manifest-huge-chunk", h5set("huge-chunk", 100, (100000, 28, 28), (None, 28, 28)), 65,
     [one, "declares chunks [100000,28,28]"])
-add("no-manifest-memory", h5set("memory", 1 << 20), 71, ["/train-*.h5 holds 1048576 samples", "MiB per rank"], 1 << 30)
+# 2 Mi samples are 1.5 GiB, one copy more than 1 GiB allows
+add("no-manifest-memory", h5set("memory", 2 << 20), 71, ["/train-*.h5 holds 2097152 samples", "1570 MiB per rank"],
+    1 << 30)
 
 def limit_as(n):
     return lambda: resource.setrlimit(resource.RLIMIT_AS, (n, n)) if n else None
