@@ -43,49 +43,37 @@ static double conv_loss(void *p)
     return dot(c->r, c->y, conv_out_count(c));
 }
 
-/* Forward against the direct definition (double); backward by finite differences. Inputs and
- * weights in [-1, 1]: L is linear in each of them, so central differences are exact up to
- * rounding: changing one value changes at most F k k outputs of size <= C k k (Winograd: every
- * output of the tiles it is in), whose float rounding (~1e-6 each) over the 2h = 0.5 step gives
- * numeric errors ~1e-4 on gradients ~1-10. tol bounds the error of outputs s relative to 1 + |s|. */
-static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide,
-                         uint64_t seed, double tol)
+/* Forward against the direct definition, in double. */
+static void check_conv_forward(const conv_ctx *c, double tol)
 {
-    conv_ctx c = {be, N, C, H, W, F, k, pad, chunk, wide, NULL, NULL, NULL, NULL, NULL, NULL};
-    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), RW = conv_row(&c);
-    size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * k * k, ny = conv_out_count(&c);
-    c.x = random_floats(nx, rng_key(seed, 1), -1, 1);
-    c.w = random_floats(nw, rng_key(seed, 2), -1, 1);
-    c.b = random_floats(F, rng_key(seed, 3), -1, 1);
-    c.r = random_floats(ny, rng_key(seed, 4), -1, 1);
-    for (size_t i = 0; i < ny; i++) /* the output gradient is zero in junk columns */
-        if ((int)(i % (size_t)RW) >= OW)
-            c.r[i] = 0.0f;
-    c.y = zeros(ny);
-    c.col = zeros(conv_scratch(C, H, W, k, pad, chunk, wide));
-    conv_loss(&c);
+    int N = c->N, C = c->C, H = c->H, W = c->W, F = c->F, k = c->k, pad = c->pad;
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), RW = conv_row(c);
     for (int f = 0; f < F; f++)
         for (int n = 0; n < N; n++)
             for (int oh = 0; oh < OH; oh++)
                 for (int ow = 0; ow < OW; ow++) {
-                    double s = c.b[f];
+                    double s = c->b[f];
                     for (int ch = 0; ch < C; ch++)
                         for (int kh = 0; kh < k; kh++)
                             for (int kw = 0; kw < k; kw++) {
                                 int ih = oh + kh - pad, iw = ow + kw - pad;
                                 if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                                    s += (double)c.w[((f * C + ch) * k + kh) * k + kw] *
-                                         c.x[(((size_t)ch * N + n) * H + ih) * W + iw];
+                                    s += (double)c->w[((f * C + ch) * k + kh) * k + kw] *
+                                         c->x[(((size_t)ch * N + n) * H + ih) * W + iw];
                             }
-                    float y = c.y[(((size_t)f * N + n) * OH + oh) * RW + ow];
+                    float y = c->y[(((size_t)f * N + n) * OH + oh) * RW + ow];
                     ck_assert_msg(fabs(y - s) <= tol * (1 + fabs(s)), "conv y[%d][%d][%d][%d] = %g, expected %g", f, n,
                                   oh, ow, (double)y, s);
                 }
-    float *dw = zeros(nw), *db = zeros(F), *dx = zeros(nx);
-    conv_backward(be, c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk, wide);
-    /* The element functions a GPU thread calls give the same col and input gradient as the CPU
-     * loops: forward through op_im2col and a double-precision product, backward through w^T r
-     * (double) and op_col2im. */
+}
+
+/* The element functions a GPU thread calls give the same col and input gradient as the CPU
+ * loops: forward through op_im2col and a double-precision product, backward through w^T r
+ * (double) and op_col2im. */
+static void check_conv_elements(const conv_ctx *c, const float *dx, double tol)
+{
+    int N = c->N, C = c->C, H = c->H, W = c->W, F = c->F, k = c->k, pad = c->pad;
+    int OH = conv_out(H, k, pad), OW = conv_out(W, k, pad), RW = conv_row(c);
     size_t K = (size_t)C * k * k, P = (size_t)OH * OW, ld = (size_t)N * P;
     float *col = zeros(K * ld), *dcol = zeros(K * ld);
     for (int ch = 0; ch < C; ch++)
@@ -95,20 +83,20 @@ static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F
                     for (int oh = 0; oh < OH; oh++)
                         for (int ow = 0; ow < OW; ow++)
                             col[((size_t)(ch * k + kh) * k + kw) * ld + n * P + (size_t)oh * OW + ow] =
-                                op_im2col(c.x + ((size_t)ch * N + n) * H * W, H, W, pad, kh, kw, oh, ow);
+                                op_im2col(c->x + ((size_t)ch * N + n) * H * W, H, W, pad, kh, kw, oh, ow);
     for (int f = 0; f < F; f++)
         for (size_t j = 0; j < ld; j++) {
-            double s = c.b[f];
+            double s = c->b[f];
             for (size_t r = 0; r < K; r++)
-                s += (double)c.w[f * K + r] * col[r * ld + j];
-            float y = c.y[f * N * (size_t)OH * RW + j / OW * RW + j % OW]; /* j = (n * OH + oh) * OW + ow */
+                s += (double)c->w[f * K + r] * col[r * ld + j];
+            float y = c->y[f * N * (size_t)OH * RW + j / OW * RW + j % OW]; /* j = (n * OH + oh) * OW + ow */
             ck_assert_msg(fabs(y - s) <= tol * (1 + fabs(s)), "op_im2col: y[%d][%zu]", f, j);
         }
     for (size_t r = 0; r < K; r++)
         for (size_t j = 0; j < ld; j++) {
             double s = 0;
             for (int f = 0; f < F; f++)
-                s += (double)c.w[f * K + r] * c.r[f * N * (size_t)OH * RW + j / OW * RW + j % OW];
+                s += (double)c->w[f * K + r] * c->r[f * N * (size_t)OH * RW + j / OW * RW + j % OW];
             dcol[r * ld + j] = (float)s;
         }
     for (int ch = 0; ch < C; ch++)
@@ -121,18 +109,21 @@ static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F
                                   n, ih, iw, (double)got, (double)g);
                 }
     free(col), free(dcol);
-    fd_check("conv dx", conv_loss, &c, c.x, dx, nx, 40, 0.25f, 1e-4, 1e-3, rng_key(seed, 5));
-    fd_check("conv dw", conv_loss, &c, c.w, dw, nw, 40, 0.25f, 1e-4, 1e-3, rng_key(seed, 6));
-    fd_check("conv db", conv_loss, &c, c.b, db, F, 0, 0.25f, 1e-4, 1e-3, 0);
-    /* Without dx: the same parameter gradients, added to what is there; the same bias gradient bit for bit,
-     * except where wino43's conv1 sums the gradients directly without dx (conv1_direct.h): there up to the
-     * rounding of another order over N x 676 products of either sign (1.4e-5 apart on a |dw| of 0.3 seen with
-     * OpenBLAS's Haswell kernels on the GEMM side). */
-    int direct1 = be == nn_cpu_onednn(WINO_OWN) && C == 1 && !wide && conv1_direct_usable(H, W, F, k, pad);
+}
+
+/* Without dx: the same parameter gradients, added to what is there; the same bias gradient bit for bit,
+ * except where wino43's conv1 sums the gradients directly without dx (conv1_direct.h): there up to the
+ * rounding of another order over N x 676 products of either sign (1.4e-5 apart on a |dw| of 0.3 seen with
+ * OpenBLAS's Haswell kernels on the GEMM side). */
+static void check_conv_without_dx(const conv_ctx *c, const float *dw, const float *db)
+{
+    int N = c->N, C = c->C, H = c->H, W = c->W, F = c->F, k = c->k, pad = c->pad, chunk = c->chunk, wide = c->wide;
+    size_t nw = (size_t)F * C * k * k;
+    int direct1 = c->be == nn_cpu_onednn(WINO_OWN) && C == 1 && !wide && conv1_direct_usable(H, W, F, k, pad);
     float *dw2 = zeros(nw), *db2 = zeros(F);
     for (size_t i = 0; i < nw; i++)
         dw2[i] = 1.0f;
-    conv_backward(be, c.x, c.w, c.r, dw2, db2, NULL, N, C, H, W, F, k, pad, c.col, chunk, wide);
+    conv_backward(c->be, c->x, c->w, c->r, dw2, db2, NULL, N, C, H, W, F, k, pad, c->col, chunk, wide);
     for (size_t i = 0; i < nw; i++)
         ck_assert_float_eq_tol(dw2[i] - 1.0f, dw[i], (direct1 ? 1e-4f : 1e-5f) * (1.0f + fabsf(dw[i])));
     if (direct1)
@@ -140,8 +131,39 @@ static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F
             ck_assert_float_eq_tol(db2[f], db[f], 1e-5f * (1.0f + fabsf(db[f])));
     else
         ck_assert_mem_eq(db, db2, (size_t)F * sizeof *db);
-    free(c.x), free(c.w), free(c.b), free(c.r), free(c.y), free(c.col), free(dw), free(db), free(dx), free(dw2),
-        free(db2);
+    free(dw2), free(db2);
+}
+
+/* Forward against the direct definition (double); backward by finite differences. Inputs and
+ * weights in [-1, 1]: L is linear in each of them, so central differences are exact up to
+ * rounding: changing one value changes at most F k k outputs of size <= C k k (Winograd: every
+ * output of the tiles it is in), whose float rounding (~1e-6 each) over the 2h = 0.5 step gives
+ * numeric errors ~1e-4 on gradients ~1-10. tol bounds the error of outputs s relative to 1 + |s|. */
+static void conv_case_on(const nn_backend *be, int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide,
+                         uint64_t seed, double tol)
+{
+    conv_ctx c = {be, N, C, H, W, F, k, pad, chunk, wide, NULL, NULL, NULL, NULL, NULL, NULL};
+    int OW = conv_out(W, k, pad), RW = conv_row(&c);
+    size_t nx = (size_t)C * N * H * W, nw = (size_t)F * C * k * k, ny = conv_out_count(&c);
+    c.x = random_floats(nx, rng_key(seed, 1), -1, 1);
+    c.w = random_floats(nw, rng_key(seed, 2), -1, 1);
+    c.b = random_floats(F, rng_key(seed, 3), -1, 1);
+    c.r = random_floats(ny, rng_key(seed, 4), -1, 1);
+    for (size_t i = 0; i < ny; i++) /* the output gradient is zero in junk columns */
+        if ((int)(i % (size_t)RW) >= OW)
+            c.r[i] = 0.0f;
+    c.y = zeros(ny);
+    c.col = zeros(conv_scratch(C, H, W, k, pad, chunk, wide));
+    conv_loss(&c);
+    check_conv_forward(&c, tol);
+    float *dw = zeros(nw), *db = zeros(F), *dx = zeros(nx);
+    conv_backward(be, c.x, c.w, c.r, dw, db, dx, N, C, H, W, F, k, pad, c.col, chunk, wide);
+    check_conv_elements(&c, dx, tol);
+    fd_check("conv dx", conv_loss, &c, c.x, dx, nx, 40, 0.25f, 1e-4, 1e-3, rng_key(seed, 5));
+    fd_check("conv dw", conv_loss, &c, c.w, dw, nw, 40, 0.25f, 1e-4, 1e-3, rng_key(seed, 6));
+    fd_check("conv db", conv_loss, &c, c.b, db, F, 0, 0.25f, 1e-4, 1e-3, 0);
+    check_conv_without_dx(&c, dw, db);
+    free(c.x), free(c.w), free(c.b), free(c.r), free(c.y), free(c.col), free(dw), free(db), free(dx);
 }
 
 static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chunk, int wide, uint64_t seed)
