@@ -6,6 +6,7 @@
 #include "nn/cpu/blas_core.h"
 #include "nn/cpu/gemm.h"
 #include "comm/bootstrap.h"
+#include "comm/cpu_fit.h"
 #include "comm/world.h"
 #include "base/errors.h"
 #include "gpu/gpu.h"
@@ -65,6 +66,7 @@ int main(int argc, char **argv)
     }
     int threads = bootstrap_threads(&env, o.threads);
     bootstrap_report(&env, device, threads);
+    cpu_fit_check(&env, threads);
     if (gpu) {
         gpu_report(&env, &info);
         gpu_blas_init(o.precision);

@@ -79,7 +79,8 @@ for POLICY in compute comm; do
     fail "$POLICY: $(graph_steps graph-$POLICY) graph steps, expected 23 (26 but the first and the 2 partial)"
   same eager-$POLICY graph-$POLICY
   msg=$(check_steps "$TMP/graph-$POLICY.rep") || { cat "$TMP/graph-$POLICY.rep" >&2; fail "$POLICY: $msg"; }
-  ! grep -q "warning:" "$TMP/graph-$POLICY.out" || fail "$POLICY: a capture warning without a failure"
+  ! grep "warning:" "$TMP/graph-$POLICY.out" | grep -qv "take turns" || # (src/comm/cpu_fit.c's: the machine's)
+    fail "$POLICY: a capture warning without a failure"
   echo "ok: $POLICY schedule: graph run = eager run; per step one graph launch, no kernel launch, no allocation"
 done
 POLICY=compute

@@ -132,7 +132,8 @@ expect_fail 65 "--load-model $TMP/lastformat-model.h5: not a model file written 
 # shellcheck disable=SC2086
 run_np 2 "$MNIST_DDP" $common --epochs 0 --load-model "$TMP/m.h5" >"$TMP/log" 2>&1 ||
   { cat "$TMP/log"; fail "the intact model file does not load"; }
-! grep -q "warning" "$TMP/log" || { cat "$TMP/log"; fail "a warning for a sealed model file"; }
+# (but the threads' fit to the CPUs, which depends on the machine: src/comm/cpu_fit.c)
+! grep "warning" "$TMP/log" | grep -qv "take turns" || { cat "$TMP/log"; fail "a warning for a sealed model file"; }
 
 # --resume auto: a damaged newest checkpoint (cut short) is skipped for the previous one, with a warning.
 cp -r "$TMP/ck" "$TMP/auto"

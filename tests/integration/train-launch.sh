@@ -112,3 +112,38 @@ kernels_are() {
 run_np 2 -x CK_FORK=no -x OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 "$abs_top_builddir/tests/integration/mpi_comm" \
   >"$TMP/out" 2>&1 || { cat "$TMP/out" >&2; fail "a preset coll_libnbc_iallreduce_algorithm=1 did not stand"; }
 echo "ok: a preset coll_libnbc_iallreduce_algorithm stands"
+
+# Threads against the CPUs they may run on (src/comm/cpu_fit.c): where they take turns, rank 0 warns once per
+# kind, with the fix for the launcher. cpus: the CPUs this machine has online.
+cpus=$(getconf _NPROCESSORS_ONLN)
+# fit_warns PATTERN CMD...: CMD succeeds and warns once that threads take turns, in words matching PATTERN
+# (a basic regular expression); PATTERN "": no such warning.
+fit_warns() {
+  want=$1; shift
+  "$@" >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "'$*' failed"; }
+  got=$(grep 'take turns' "$TMP/err" || true)
+  if [ -z "$want" ]; then
+    [ -z "$got" ] || fail "'$*': a warning where the threads fit: $got"
+  elif [ "$(printf '%s\n' "$got" | grep -c .)" != 1 ] || ! printf '%s\n' "$got" | grep -q -- "$want"; then
+    cat "$TMP/err" >&2
+    fail "'$*': not one warning matching '$want'"
+  fi
+  echo "ok: ${got:-no warning}: $*"
+}
+pinned() { taskset -c 0 timeout -k 10 120 "${MPIEXEC:-mpirun}" --oversubscribe --bind-to none "$@"; }
+# shellcheck disable=SC2086
+{
+  fit_warns "" run_np 1 --bind-to none $run --threads 1
+  fit_warns "runs $((cpus + 1)) threads (1 rank) on its $cpus CPUs: they take turns; --threads $cpus fits" \
+    run_np 1 --bind-to none $run --threads $((cpus + 1))
+  if [ "$cpus" -ge 2 ]; then
+    fit_warns "^mnist_ddp: warning: --threads 2: rank 0 on .* may run on 1 CPU (its affinity mask), so its threads take \
+turns; mpirun binds each rank .*'mpirun --map-by slot:PE=2' gives each rank 2 cores of its own" pinned -np 1 $run --threads 2
+    fit_warns "runs 2 threads (2 ranks) on 1 of its $cpus CPUs, the ranks' affinity masks overlapping" pinned -np 2 $run
+    fit_warns "rank 0 on .* may run on 1 CPU .*'srun --cpus-per-task=2' gives each rank 2 CPUs" \
+      srun_like 1 1 0 taskset -c 0 $run --threads 2
+    fit_warns "rank 0 on .* may run on 1 CPU .*the process's affinity (taskset" taskset -c 0 $run --threads 2
+  else
+    echo "skip: one CPU online: no affinity mask narrower than the machine to test"
+  fi
+}
