@@ -478,13 +478,16 @@ static void run_setup(run *r, int gpu)
 
     int world = r->env->world;
     uint64_t per_step = (uint64_t)r->rc.batch * (uint64_t)world * (uint64_t)o->accum_steps;
-    uint64_t steps =
-        (sampler_steps(r->data.n_train, world, r->rc.batch) + (uint64_t)o->accum_steps - 1) / (uint64_t)o->accum_steps;
+    uint64_t micro = sampler_steps(r->data.n_train, world, r->rc.batch);
+    uint64_t steps = (micro + (uint64_t)o->accum_steps - 1) / (uint64_t)o->accum_steps;
+    if ((uint64_t)o->accum_steps > micro && world_rank() == 0)
+        warn("--accum-steps %d: an epoch holds %llu batches per rank, so each epoch is one optimizer step over them",
+             o->accum_steps, (unsigned long long)micro);
     say("model %s: %zu parameters (%.1f MiB on %s with activations and scratch); optimizer %s lr %g gamma %g; "
-        "batch %d per rank x %d rank%s x %d accum = %llu per step; %llu steps per epoch",
+        "batch %d per rank x %d rank%s x %d accum = %llu per step; %llu step%s per epoch",
         model_name(r->m), model_num_params(r->m), (double)model_backend_bytes(r->m) / 1048576.0, r->be->name,
         optim_kind_names[r->rc.opt.kind], r->rc.lr, o->gamma, r->rc.batch, world, world == 1 ? "" : "s", o->accum_steps,
-        (unsigned long long)per_step, (unsigned long long)steps);
+        (unsigned long long)per_step, (unsigned long long)steps, steps == 1 ? "" : "s");
     report_run(r, steps);
 }
 

@@ -153,4 +153,9 @@ expect_fail 74 "--metrics /dev/full: write failed" run_np 2 "$MNIST_DDP" --data 
 one_error
 ls "$TMP"/no 2>/dev/null && fail "a failed run created output"
 [ -z "$(find "$TMP" -name '*.tmp*')" ] || fail "temporary files left behind"
+# More accumulation than an epoch has batches: allowed (one optimizer step per epoch), but said, once.
+run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 1 --accum-steps 1000 >"$TMP/out" 2>"$TMP/err" ||
+  { cat "$TMP/err"; fail "--accum-steps 1000 did not run"; }
+[ "$(grep -c 'warning: --accum-steps 1000: an epoch holds [0-9]* batches per rank, so each epoch is one optimizer step' \
+  "$TMP/err")" = 1 ] && grep -q '; 1 step per epoch$' "$TMP/out" || { cat "$TMP/out" "$TMP/err"; fail "--accum-steps 1000"; }
 echo "all bad-input cases behave"
