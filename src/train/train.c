@@ -461,9 +461,10 @@ static void run_setup(run *r, int gpu)
     r->ckpt = (checkpoint_config){
         .dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep, .timeout_s = o->comm_timeout};
     describe_run(r);
-    int capacity = r->rc.batch > o->test_batch_size ? r->rc.batch : o->test_batch_size;
-    if (capacity > 256 && capacity > r->rc.batch)
-        capacity = 256; /* bounds evaluation memory: activations of 256 images are ~240 MB */
+    /* The training batch, or evaluation's chunks where larger: those at most 256 images, whose activations are
+     * ~240 MB (evaluation runs a test batch in chunks of the capacity, with the same results). */
+    int eval_chunk = o->test_batch_size < 256 ? o->test_batch_size : 256;
+    int capacity = r->rc.batch > eval_chunk ? r->rc.batch : eval_chunk;
     r->m = model_create_on(r->be, o->model, capacity);
     comm_start(r);
     r->opt = optim_create_on(r->be, &r->rc.opt, model_num_params(r->m));

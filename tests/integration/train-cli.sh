@@ -83,3 +83,11 @@ train progress20 $sgd --max-steps 2 --comm-progress 20
 for run in sgd2 progress20; do
   ! grep -q 'progress thread' "$TMP/$run.log" || fail "$run: a progress thread on one node"
 done
+
+# A training batch above evaluation's chunk of 256 with a larger --test-batch-size: the model holds the
+# training batch (it once held 256 there, and such a run stopped at its first step, or crashed).
+small_mnist "$TMP/wide" 600 300
+run_np 2 "$MNIST_DDP" --data "$TMP/wide" --batch-size 300 --test-batch-size 1000 --epochs 1 >"$TMP/wide.log" 2>&1 ||
+  { cat "$TMP/wide.log"; fail "--batch-size 300 --test-batch-size 1000"; }
+grep -q '^epoch 1: .*test accuracy [0-9.]*% ([0-9]*/300)' "$TMP/wide.log" || { cat "$TMP/wide.log"; fail "no evaluation"; }
+echo "ok: --batch-size 300 --test-batch-size 1000 trains and evaluates"
