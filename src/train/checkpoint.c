@@ -33,8 +33,11 @@ void checkpoint_identity_add(checkpoint_identity *id, const char *name, const ch
     vsnprintf(id->s[id->n].value, TS_VALUE_LEN, fmt, ap);
     va_end(ap);
     id->s[id->n].absent = NULL;
+    id->s[id->n].hint = NULL;
     id->s[id->n++].name = name;
 }
+
+void checkpoint_identity_hint(checkpoint_identity *id, const char *hint) { id->s[id->n - 1].hint = hint; }
 
 void checkpoint_identity_add_newer(checkpoint_identity *id, const char *name, const char *absent, const char *value)
 {
@@ -294,6 +297,26 @@ static int read_position(hid_t f, checkpoint_position *p)
     return 0;
 }
 
+/* A setting's value as a reader takes it: a number stored with all 17 digits (0.00020000000000000001) in
+ * fewer where those still tell it from the other value (0.0002 against 0.0001); anything else as it is. */
+static const char *shown(const char *v, char *buf, size_t len, const char *other)
+{
+    char *end, *oend;
+    double a = strtod(v, &end), b = strtod(other, &oend);
+    if (end == v || *end || oend == other || *oend)
+        return v;
+    char mine[32], theirs[32];
+    for (int digits = 6; digits < 17; digits++) {
+        snprintf(mine, sizeof mine, "%.*g", digits, a);
+        snprintf(theirs, sizeof theirs, "%.*g", digits, b);
+        if (strcmp(mine, theirs) != 0 && strlen(mine) < len) {
+            strcpy(buf, mine);
+            return buf;
+        }
+    }
+    return v;
+}
+
 /* The file's identity against id; why gets the first setting that differs from id (LOAD_MISMATCH). */
 static int read_identity(hid_t f, const checkpoint_identity *id, char *why, size_t len)
 {
@@ -308,8 +331,12 @@ static int read_identity(hid_t f, const checkpoint_identity *id, char *why, size
             return LOAD_CORRUPT;
         }
         if (rc == LOAD_OK && strcmp(v, id->s[i].value) != 0) {
-            snprintf(why, len, "it was written with %s %s, this run has %s %s", id->s[i].name, v, id->s[i].name,
-                     id->s[i].value);
+            char file[32], here[32];
+            int n = snprintf(why, len, "it was written with %s %s, this run has %s %s", id->s[i].name,
+                             shown(v, file, sizeof file, id->s[i].value), id->s[i].name,
+                             shown(id->s[i].value, here, sizeof here, v));
+            if (id->s[i].hint && n > 0 && (size_t)n < len)
+                snprintf(why + n, len - (size_t)n, "; %s", id->s[i].hint);
             rc = LOAD_MISMATCH;
         }
         free(v);

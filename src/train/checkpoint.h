@@ -28,12 +28,16 @@ typedef struct {
         const char *name;
         char value[TS_VALUE_LEN];
         const char *absent; /* what a file written before the setting existed had; NULL: required */
+        const char *hint;   /* said after the values where a file's differs, or NULL */
     } s[TS_MAX_SETTINGS];
 } checkpoint_identity;
 
 /* Adds one setting, its value formatted by printf. */
 void checkpoint_identity_add(checkpoint_identity *id, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* What a file whose value of the setting last added differs is told (the fix, where the difference is no other
+ * run's). */
+void checkpoint_identity_hint(checkpoint_identity *id, const char *hint);
 /* A setting newer than the file format: a checkpoint without it was written with `absent`. */
 void checkpoint_identity_add_newer(checkpoint_identity *id, const char *name, const char *absent, const char *value);
 

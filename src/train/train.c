@@ -158,6 +158,9 @@ static void describe_run(run *r)
     checkpoint_identity_add(id, "model", "%s", model_kind_names[o->model]);
     checkpoint_identity_add(id, "optimizer", "%s", optim_kind_names[r->rc.opt.kind]);
     checkpoint_identity_add(id, "lr", "%.17g", r->rc.lr);
+    if (o->lr < 0 && model_recipe_of(o->model)->lr_times_world)
+        checkpoint_identity_hint(id, "this model's default lr scales with the ranks: --lr with the file's value "
+                                     "resumes it on as many as this run has");
     checkpoint_identity_add(id, "gamma", "%.17g", o->gamma);
     checkpoint_identity_add(id, "momentum", "%.9g", (double)r->rc.opt.momentum);
     checkpoint_identity_add(id, "weight_decay", "%.9g", (double)r->rc.opt.weight_decay);

@@ -98,6 +98,14 @@ refuse "written with model net, this run has model convnet" 2 --model convnet
 refuse "written with optimizer adadelta, this run has optimizer sgd" 2 --optimizer sgd
 refuse "written with lr 1, this run has lr 0.5" 2 --lr 0.5
 refuse "written with global_batch 32, this run has global_batch 48" 3
+# convnet's default lr is 1e-4 x the ranks, so another world size is another lr: said in the digits that tell
+# the two apart (stored with 17), with the fix; the file's lr given resumes it.
+train cn2 2 --model convnet --checkpoint-dir "$TMP/cn" --max-steps 2
+# shellcheck disable=SC2086
+expect_fail 65 "written with lr 0.0002, this run has lr 0.0004; this model's default lr scales with the ranks: --lr \
+with the file's value" run_np 4 "$MNIST_DDP" $common --batch-size 8 --model convnet --checkpoint-dir "$TMP/cn"
+train cn4 4 --batch-size 8 --model convnet --checkpoint-dir "$TMP/cn" --max-steps 3 --lr 0.0002
+says cn4 "resumed from step 2 (restart 1)"
 small_mnist "$TMP/data190" 190 50
 refuse "written with train_samples 200, this run has train_samples 190" 2 --data "$TMP/data190"
 # Settings that differ in their last character only, and in the last setting checked (the training set's
