@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/atomic_file.h"
@@ -19,9 +20,13 @@ void model_file_check_writable(const char *option, const char *value, const char
 {
     int err = 0;
     if (world_rank() == 0) {
-        /* The probe is the temporary the real write will make: the same directory, flags and name. */
+        /* The probe is the temporary the real write will make: the same directory, flags and name. The rename
+         * at the end would fail on a directory of that name. */
         atomic_file a;
-        if ((err = af_open(&a, path)) == 0) {
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            err = EISDIR;
+        else if ((err = af_open(&a, path)) == 0) {
             af_abort(&a);
             af_remove_stale(path);
         }

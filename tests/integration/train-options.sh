@@ -146,6 +146,11 @@ one_error
 expect_fail 73 "--save-model" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 \
   --save-model "$TMP/no/such/dir/m.h5"
 expect_fail 73 "--metrics" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --metrics "$TMP/no/such/m.json"
+# A directory where the model file should go (it once trained the whole run, then failed to rename onto it).
+mkdir "$TMP/a-dir"
+expect_fail 73 "--save-model $TMP/a-dir: cannot create a file there: Is a directory" run_np 2 "$MNIST_DDP" \
+  --data "$TMP/small" --batch-size 10 --save-model "$TMP/a-dir"
+! grep -q "^epoch 1" "$TMP/out" || fail "--save-model DIR: trained before refusing"
 # A metrics file that stops taking lines mid-run (a full disk): 74 at the first line lost, not success.
 [ -c /dev/full ] || fail "/dev/full is missing: it stands for a full disk here"
 expect_fail 74 "--metrics /dev/full: write failed" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 \
