@@ -7,6 +7,7 @@
 #include "nn/cpu/gemm.h"
 #include "comm/bootstrap.h"
 #include "comm/cpu_fit.h"
+#include "comm/preempt.h"
 #include "comm/world.h"
 #include "base/errors.h"
 #include "gpu/gpu.h"
@@ -44,6 +45,8 @@ int main(int argc, char **argv)
     if (asked) /* --help, --version */
         return options_print_info(asked, bootstrap_env_rank() <= 0);
     blas_core_fix(argv);
+    if (options_checkpoints(argc, argv)) /* from the first moment: start-up (MPI, data) takes seconds */
+        preempt_install();
     /* A CUDA-aware MPI may create a GPU context inside MPI_Init: on this rank's GPU, not on GPU 0. */
     if (options_device(argc, argv) != DEVICE_CPU)
         gpu_choose_early();

@@ -348,40 +348,39 @@ static void long_options(struct option longs[NSPECS + 3])
     longs[NSPECS + 2] = (struct option){0};
 }
 
-/* The quiet scan before MPI_Init, up to the first argument that is not an option: the device as options_parse
- * reads it (a bad value reads as auto), and into *info 1 or 2 where --help or --version comes first (else 0). */
-static device_choice scan_early(int argc, char **argv, int *info)
+/* What the quiet scan before MPI_Init finds, up to the first argument that is not an option. */
+typedef struct {
+    device_choice device; /* as options_parse reads it (a bad value reads as auto) */
+    int info;             /* 1 or 2 where --help or --version comes first, else 0 */
+    int checkpoints;      /* --checkpoint-dir is given */
+} early_scan;
+
+static early_scan scan_early(int argc, char **argv)
 {
     struct option longs[NSPECS + 3];
     long_options(longs);
     options o = {0};
+    early_scan e = {0};
     opterr = 0;
-    *info = 0;
     int c;
     while ((c = getopt_long(argc, argv, "+:", longs, NULL)) != -1) {
         const option_spec *s = &specs[c >= 0 && c < NSPECS ? c : 0];
-        if ((c == OPT_HELP || c == OPT_VERSION) && !*info)
-            *info = c == OPT_HELP ? 1 : 2;
+        if ((c == OPT_HELP || c == OPT_VERSION) && !e.info)
+            e.info = c == OPT_HELP ? 1 : 2;
         else if (c >= 0 && c < NSPECS && s->field == offsetof(options, device) &&
                  (s->kind == ARG_FLAG || parse_choice_quiet(optarg, s->choices)))
             set_value(&o, s, optarg, 1);
+        else if (c >= 0 && c < NSPECS && s->field == offsetof(options, checkpoint_dir))
+            e.checkpoints = 1;
     }
     optind = 0; /* the full parse starts afresh */
-    return o.device;
+    e.device = o.device;
+    return e;
 }
 
-device_choice options_device(int argc, char **argv)
-{
-    int info;
-    return scan_early(argc, argv, &info);
-}
-
-int options_info(int argc, char **argv)
-{
-    int info;
-    scan_early(argc, argv, &info);
-    return info;
-}
+device_choice options_device(int argc, char **argv) { return scan_early(argc, argv).device; }
+int options_info(int argc, char **argv) { return scan_early(argc, argv).info; }
+int options_checkpoints(int argc, char **argv) { return scan_early(argc, argv).checkpoints; }
 
 int options_print_info(int which, int print)
 {

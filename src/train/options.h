@@ -59,4 +59,7 @@ void options_parse(int argc, char **argv, options *o);
 /* Before MPI_Init, whose CUDA-aware kind may create a GPU context: --device or --no-cuda as options_parse
  * reads them, from the same table; a bad value reads as auto here and stops the run in options_parse. */
 device_choice options_device(int argc, char **argv);
+/* Before MPI_Init: whether --checkpoint-dir is given, so that a preemption signal during start-up is caught
+ * (and the run stops with 75 at its first step) instead of ending the process. */
+int options_checkpoints(int argc, char **argv);
 #endif

@@ -452,8 +452,7 @@ static void run_setup(run *r, int gpu)
     if (o->save_model)
         model_file_check_writable("--save-model", o->save_model, o->save_model);
     if (o->checkpoint_dir) {
-        checkpoint_prepare_dir(o->checkpoint_dir);
-        preempt_install();
+        checkpoint_prepare_dir(o->checkpoint_dir); /* the signal handlers are main's, from its start */
         if ((r->stop.job_end = preempt_job_end()))
             say("the job ends in %.0f s: stopping with a checkpoint %.0f s plus a few steps and a checkpoint "
                 "write before that",

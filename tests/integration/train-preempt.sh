@@ -89,3 +89,43 @@ train kill-again $every8 --checkpoint-dir "$TMP/kill" --save-model "$TMP/kill.h5
 grep -q "resumed from step [0-9]* (restart 1): $last" "$TMP/kill-again.log" || { cat "$TMP/kill-again.log"; fail "not resumed from $last"; }
 same "$TMP/full.h5" "$TMP/kill.h5"
 echo "ok: SIGKILL of rank 1 -> resumed from $last, bit-identical"
+
+# A signal during start-up (MPI_Init, the data): caught from main's first moment, so the run stops at its first
+# step with exit 75, not killed by the signal's default action. Rank 0 or 1 (whichever the launcher forked first)
+# is frozen as soon as it exists, so the other cannot get through MPI_Init; once that one runs mnist_ddp and
+# catches SIGUSR1 (/proc's SigCgt, bit 10), it gets the signal there, and its peer is thawed.
+# shellcheck disable=SC2086
+timeout -k 10 300 "${MPIEXEC:-mpirun}" --oversubscribe -np 2 "$MNIST_DDP" $common $never --checkpoint-dir "$TMP/early" \
+  --save-model "$TMP/early.h5" >"$TMP/early.log" 2>&1 &
+job=$!
+i=0
+until ranks=$(pgrep -P "$(pgrep -P "$job" | head -n 1)" 2>/dev/null | tr '\n' ' ') && [ "$(echo $ranks | wc -w)" -eq 2 ]; do
+  i=$((i + 1)); [ "$i" -lt 3000 ] || { kill "$job"; cat "$TMP/early.log"; fail "early: no 2 rank processes"; }
+  sleep 0.01
+done
+# shellcheck disable=SC2086
+set -- $ranks
+kill -STOP "$1"
+catches_usr1() { # catches_usr1 PID: PID runs mnist_ddp and has a handler for SIGUSR1
+  [ "$(cat "/proc/$1/comm" 2>/dev/null)" = mnist_ddp ] || return 1
+  mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$1/status")
+  [ $((0x$mask >> 9 & 1)) -eq 1 ]
+}
+i=0
+until catches_usr1 "$2"; do
+  i=$((i + 1)); [ "$i" -lt 2000 ] || { kill -CONT "$1"; kill "$job"; cat "$TMP/early.log"; fail "early: a rank in start-up does not catch SIGUSR1"; }
+  sleep 0.01
+done
+! grep -q '^data:' "$TMP/early.log" || fail "early: the data was read with a rank frozen"
+kill -USR1 "$2"
+kill -CONT "$1"
+set +e
+wait "$job"
+rc=$?
+set -e
+[ "$rc" -eq 75 ] || { cat "$TMP/early.log"; fail "SIGUSR1 in start-up: exit $rc, expected 75"; }
+grep -q "^stopped by SIGUSR1 at step 1: checkpoint written, exit 75" "$TMP/early.log" || { cat "$TMP/early.log"; fail "early: no stop at step 1"; }
+train early-again $never --checkpoint-dir "$TMP/early" --save-model "$TMP/early.h5"
+[ "$rc" -eq 0 ] || { cat "$TMP/early-again.log"; fail "the run resumed after a start-up signal failed"; }
+same "$TMP/full.h5" "$TMP/early.h5"
+echo "ok: SIGUSR1 during start-up -> stop at step 1, exit 75, resumed bit-identical"
