@@ -464,7 +464,7 @@ static void run_setup(run *r, int gpu)
         .dir = o->checkpoint_dir, .resume = o->resume, .keep = o->checkpoint_keep, .timeout_s = o->comm_timeout};
     describe_run(r);
     /* The training batch, or evaluation's chunks where larger: those at most 256 images, whose activations are
-     * ~240 MB (evaluation runs a test batch in chunks of the capacity, with the same results). */
+     * ~240 MB (evaluation runs the test set in chunks of the capacity, whatever --test-batch-size says). */
     int eval_chunk = o->test_batch_size < 256 ? o->test_batch_size : 256;
     int capacity = r->rc.batch > eval_chunk ? r->rc.batch : eval_chunk;
     r->m = model_create_on(r->be, o->model, capacity);
