@@ -112,6 +112,14 @@ void *xmalloc(size_t n)
     return p;
 }
 
+void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        die(EX_OSERR, "out of memory allocating %zu bytes", n);
+    return q;
+}
+
 void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);

@@ -57,6 +57,7 @@ MNIST_NORETURN void exit_all(int code);
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 /* Aligned for SIMD and cuBLAS-friendly host copies; free with free(). */
 void *xmalloc_aligned(size_t n);

@@ -68,9 +68,7 @@ __attribute__((format(printf, 4, 5))) static void append(char **buf, size_t *len
             return;
         }
         *cap = 2 * *cap + (size_t)k;
-        *buf = realloc(*buf, *cap);
-        if (!*buf)
-            die(EX_OSERR, "out of memory writing a manifest");
+        *buf = xrealloc(*buf, *cap);
     }
 }
 

@@ -99,9 +99,7 @@ int shard_scan_dir(const char *dir, const char *prefix, int lenient, shard_entry
                 e->d_name, dir, prefix, SHARDS_MAX);
         }
         if (n == cap)
-            v = realloc(v, (cap *= 2) * sizeof *v);
-        if (!v)
-            die(EX_OSERR, "out of memory listing '%s'", dir);
+            v = xrealloc(v, (cap *= 2) * sizeof *v);
         v[n].name = xstrdup(e->d_name);
         v[n].index = index;
         v[n].count = count;

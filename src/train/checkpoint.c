@@ -109,9 +109,7 @@ static int list_checkpoints(const char *dir, long **steps)
         if (strspn(s + 5, "0123456789") != NAME_DIGITS)
             continue;
         if (n == cap)
-            *steps = realloc(*steps, (size_t)(cap *= 2) * sizeof **steps);
-        if (!*steps)
-            die(EX_OSERR, "out of memory listing %s", dir);
+            *steps = xrealloc(*steps, (size_t)(cap *= 2) * sizeof **steps);
         long v = strtol(s + 5, NULL, 10);
         int i = n++;
         for (; i > 0 && (*steps)[i - 1] < v; i--) /* insertion: newest first */
