@@ -45,7 +45,8 @@ static recipe resolve_recipe(const options *o, int world)
                         .eps = 1e-6f,
                         .momentum = (float)o->momentum,
                         .weight_decay = (float)o->weight_decay};
-    r.lr = o->lr >= 0 ? o->lr : d->lr_times_world ? d->lr * world : d->lr;
+    r.lr_per_rank = o->lr < 0 && d->lr_times_world;
+    r.lr = o->lr >= 0 ? o->lr : r.lr_per_rank ? d->lr * world : d->lr;
     return r;
 }
 
@@ -158,7 +159,7 @@ static void describe_run(run *r)
     checkpoint_identity_add(id, "model", "%s", model_kind_names[o->model]);
     checkpoint_identity_add(id, "optimizer", "%s", optim_kind_names[r->rc.opt.kind]);
     checkpoint_identity_add(id, "lr", "%.17g", r->rc.lr);
-    if (o->lr < 0 && model_recipe_of(o->model)->lr_times_world)
+    if (r->rc.lr_per_rank)
         checkpoint_identity_hint(id, "this model's default lr scales with the ranks: --lr with the file's value "
                                      "resumes it on as many as this run has");
     checkpoint_identity_add(id, "gamma", "%.17g", o->gamma);

@@ -19,6 +19,7 @@ typedef struct {
     int batch;
     optim_cfg opt;
     double lr;
+    int lr_per_rank; /* lr is the model's default times the world size (convnet) */
 } recipe;
 
 /* The data set in the device's memory, and its identity. */
