@@ -7,6 +7,7 @@
 #include "nn/cpu/gemm.h"
 #include "comm/bootstrap.h"
 #include "comm/cpu_fit.h"
+#include "comm/lifeline.h"
 #include "comm/preempt.h"
 #include "comm/world.h"
 #include "base/errors.h"
@@ -47,9 +48,11 @@ int main(int argc, char **argv)
     blas_core_fix(argv);
     if (options_checkpoints(argc, argv)) /* from the first moment: start-up (MPI, data) takes seconds */
         preempt_install();
+    lifeline_start(options_checkpoints(argc, argv));
     /* A CUDA-aware MPI may create a GPU context inside MPI_Init: on this rank's GPU, not on GPU 0. */
     if (options_device(argc, argv) != DEVICE_CPU)
         gpu_choose_early();
+    world_set_deadline(options_comm_timeout(argc, argv), "--comm-timeout");
     bootstrap_init(&argc, &argv, &env);
     options_parse(argc, argv, &o);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our own one-line messages instead of HDF5's stack dumps */

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/watchdog.h"
+
 static const char *program = "mnist_ddp";
 static void (*exit_hook)(int code);
 static int dying; /* die() is ending the process (or, in a harness, its hook took over) */
@@ -47,6 +49,21 @@ static void print_line(const char *kind, const char *file, int line, const char 
     fflush(stderr);
 }
 
+/* Arms the watchdog for MPI's last call (what), after which the process ends with code all the same. */
+static void bye(double seconds, int code, const char *what)
+{
+    char line[512], host[256] = "?";
+    int rank = 0, size = 1;
+    gethostname(host, sizeof host - 1);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    snprintf(line, sizeof line,
+             "%s: note: %s did not return within %g s (the launcher or a peer is unreachable): exiting with "
+             "status %d [rank %d/%d on %s]",
+             program, what, seconds, code, rank, size, host);
+    watchdog_arm(seconds, code, line);
+}
+
 void die_at(const char *file, int line, int code, const char *fmt, ...)
 {
     va_list ap;
@@ -59,6 +76,9 @@ void die_at(const char *file, int line, int code, const char *fmt, ...)
     if (mpi_running()) {
         int size = 1;
         MPI_Comm_size(MPI_COMM_WORLD, &size);
+        /* MPI_Abort waits for the launcher, which a lost node's daemon may never answer: the process ends
+         * anyway, so srun --kill-on-bad-exit or mpirun sees its status and no rank outlives the job. */
+        bye(size > 1 ? ABORT_GRACE_S : FINALIZE_GRACE_S, code, size > 1 ? "MPI_Abort" : "MPI_Finalize");
         if (size > 1)
             MPI_Abort(MPI_COMM_WORLD, code);
         MPI_Finalize();
@@ -79,8 +99,10 @@ void exit_all(int code)
     fflush(stdout);
     if (exit_hook)
         exit_hook(code);
-    if (mpi_running())
+    if (mpi_running()) {
+        bye(FINALIZE_GRACE_S, code, "MPI_Finalize");
         MPI_Finalize();
+    }
     exit(code);
 }
 

@@ -20,6 +20,9 @@ extern "C" {
 #define MNIST_NORETURN _Noreturn
 #endif
 
+/* How long MPI_Abort and MPI_Finalize may take on the way out before the process ends by itself. */
+enum { ABORT_GRACE_S = 3, FINALIZE_GRACE_S = 10 };
+
 /* Name printed in front of every message ("mnist_ddp", "mnist2h5"). */
 void error_set_program(const char *name);
 

@@ -10,7 +10,9 @@
 #include "base/clock.h"
 #include "base/errors.h"
 #include "base/threads.h"
+#include "base/watchdog.h"
 #include "comm/stall.h"
+#include "comm/world.h"
 
 /* -1 when unset; dies on a value that is not a non-negative integer (a corrupted environment). */
 static long env_long(const char *name)
@@ -99,6 +101,20 @@ static void check_pmi(void)
  * OMPI_MCA_...) stands; other MPI libraries ignore the variable. */
 static void mpi_defaults(void) { setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0); /* 3: rabenseifner */ }
 
+/* What MPI cannot wait for within a deadline of its own: the watchdog ends the process at the deadline. */
+static void blocking_begin(const char *what)
+{
+    const char *option;
+    double s = world_deadline(&option);
+    char line[512], host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    snprintf(line, sizeof line,
+             "mnist_ddp: error: %s did not complete within %s %g s: a peer rank is frozen or dead, or the launcher "
+             "does not answer [pid %d on %s]",
+             what, option, s, (int)getpid(), host);
+    watchdog_arm(s, EX_UNAVAILABLE, line);
+}
+
 void bootstrap_init(int *argc, char ***argv, ddp_env *e)
 {
     double t0 = clock_now();
@@ -107,14 +123,18 @@ void bootstrap_init(int *argc, char ***argv, ddp_env *e)
     mpi_defaults();
     /* SERIALIZED: BLAS/OpenMP threads compute; the main thread calls MPI, and the all-reduce's progress
      * thread (progress.h) under a lock while the main thread makes no other MPI call. */
+    blocking_begin("MPI start-up (MPI_Init)");
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+    watchdog_disarm();
     /* Failed MPI calls come back to MPI_CHECK (our one line and exit status), not Open MPI's abort banner. */
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     memset(e, 0, sizeof *e);
     e->start_s = t0;
     e->mpi_thread = provided;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &e->world));
+    blocking_begin("the node's communicator (MPI_Comm_split_type)");
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &e->local));
+    watchdog_disarm();
     MPI_CHECK(MPI_Comm_set_errhandler(e->local, MPI_ERRORS_RETURN));
     MPI_CHECK(MPI_Comm_rank(e->local, &e->local_rank));
     MPI_CHECK(MPI_Comm_size(e->local, &e->local_size));
@@ -124,14 +144,16 @@ void bootstrap_init(int *argc, char ***argv, ddp_env *e)
 
     /* Node count: one leader (local rank 0) per node. */
     int leader = e->local_rank == 0, min_local, max_local;
-    MPI_CHECK(MPI_Allreduce(&leader, &e->nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
-    MPI_CHECK(MPI_Allreduce(&e->local_size, &min_local, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    MPI_CHECK(MPI_Allreduce(&e->local_size, &max_local, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    world_allreduce_on(MPI_COMM_WORLD, &leader, &e->nodes, 1, MPI_INT, MPI_SUM);
+    world_allreduce_on(MPI_COMM_WORLD, &e->local_size, &min_local, 1, MPI_INT, MPI_MIN);
+    world_allreduce_on(MPI_COMM_WORLD, &e->local_size, &max_local, 1, MPI_INT, MPI_MAX);
     if (min_local != max_local && world_rank() == 0)
         warn("uneven ranks per node (%d to %d on %d nodes): with '--ntasks=N' Slurm may pack tasks unevenly; "
              "'--nodes=K --ntasks-per-node=M' gives every node M ranks (one per GPU), which GPU jobs need",
              min_local, max_local, e->nodes);
-    stall_init(e->host);
+    const char *option;
+    double timeout_s = world_deadline(&option);
+    stall_init(e->host, timeout_s, option);
 }
 
 int bootstrap_threads(const ddp_env *e, int requested)
@@ -154,7 +176,7 @@ void bootstrap_report(const ddp_env *e, const char *device, int threads)
     snprintf(line, sizeof line, "%6d  %-24.24s %6d  %-36.36s %7d", world_rank(), e->host, e->local_rank, device,
              threads);
     char *all = world_rank() == 0 ? xmalloc((size_t)e->world * LINE) : NULL;
-    MPI_CHECK(MPI_Gather(line, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, MPI_COMM_WORLD));
+    world_gather(line, all, LINE);
     if (world_rank() == 0) {
         printf("mnist_ddp %s: %d rank%s on %d node%s (launched by %s)\n", PACKAGE_VERSION, e->world,
                e->world == 1 ? "" : "s", e->nodes, e->nodes == 1 ? "" : "s", e->launcher);
@@ -168,7 +190,13 @@ void bootstrap_report(const ddp_env *e, const char *device, int threads)
 
 void bootstrap_finalize(ddp_env *e)
 {
+    long step;
+    stall_phase_now(&step);
+    stall_phase("shutdown", step);
+    world_barrier_on(MPI_COMM_WORLD); /* a peer frozen now is named here, not waited for in MPI_Finalize */
     stall_finalize();
     MPI_Comm_free(&e->local);
+    blocking_begin("MPI_Finalize");
     MPI_Finalize();
+    watchdog_disarm();
 }

@@ -11,6 +11,7 @@
 #include "comm/grad_shm.h"
 #include "comm/progress.h"
 #include "comm/stall.h"
+#include "comm/world.h"
 
 enum { MAX_BUCKETS = 256 };
 
@@ -30,47 +31,12 @@ struct grad_comm {
     comm_progress *progress; /* NULL: MPI moves the buckets only inside this file's calls */
 };
 
-/* The first of n requests not complete: the bucket a gradient wait is stuck on. */
-static int first_open(MPI_Request *req, int n)
-{
-    for (int i = 0; i < n; i++) {
-        int done = 0;
-        if (MPI_Test(&req[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
-            return i;
-    }
-    return n - 1;
-}
-
-/* Waits for requests with a deadline, so a dead or stalled peer ends the job instead of hanging it, naming
- * it (stall.h); bucketed: the requests are the gradient buckets. option names the deadline. */
-static void wait_within(MPI_Request *req, int n, int bucketed, double timeout, const char *option, const char *what,
-                        long step)
-{
-    double start = clock_now();
-    stall_wait_begin(what, step);
-    for (long spins = 0;; spins++) {
-        int done = 0;
-        MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
-        if (done)
-            break;
-        if ((spins & 1023) == 1023) {
-            double waited = clock_now() - start;
-            if (waited > timeout || stall_poll()) {
-                stall_wait w = {what, step, bucketed ? first_open(req, n) : -1, n, waited, timeout, option};
-                stall_die(&w, NULL);
-            }
-            nanosleep(&(struct timespec){0, 20000}, NULL);
-        }
-    }
-    stall_wait_end();
-}
-
 void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double timeout_s, const char *option,
                            const char *what, long step)
 {
     MPI_Request req;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, comm, &req));
-    wait_within(&req, 1, 0, timeout_s, option, what, step);
+    stall_wait_all(&req, 1, 0, timeout_s, option, what, step);
 }
 
 /* MPI's user operation on bfloat16 (MPI has no such type): each sum in fp32, rounded once. Commutative. */
@@ -120,13 +86,13 @@ static double time_blocking(MPI_Comm comm, size_t n, int bf16)
     uint16_t *wire = bf16 ? xcalloc(n, sizeof *wire) : NULL;
     double best = 1e30;
     for (int i = 0; i < 3; i++) {
-        MPI_CHECK(MPI_Barrier(comm));
+        world_barrier_on(comm);
         double t = clock_now();
         MPI_Request req;
         post(comm, scratch, wire, 0, n, &req);
-        MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        world_wait(&req, 1, "all-reduce timing");
         t = clock_now() - t;
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm));
+        world_allreduce_on(comm, MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX);
         best = t < best ? t : best;
     }
     free(scratch);
@@ -256,7 +222,7 @@ void grad_comm_finish(grad_comm *g)
         launch(g, start, count);
     const char *option;
     double timeout = comm_wait_deadline(g->timeout_s, g->step_timeout_s, g->stats.reductions, &option);
-    wait_within(g->req, g->nreq, 1, timeout, option, "gradient all-reduce", g->step);
+    stall_wait_all(g->req, g->nreq, 1, timeout, option, "gradient all-reduce", g->step);
     for (size_t i = 0; g->wire && i < g->n; i++)
         g->grads[i] = float_from_bf16(g->wire[i]);
     g->stats.exposed_s += clock_now() - t;
@@ -316,7 +282,7 @@ void comm_check_replicas(MPI_Comm comm, const float *p, size_t n, const char *wh
         return;
     uint64_t mine = buffer_fingerprint(p, n);
     uint64_t *all = xmalloc((size_t)world * sizeof *all);
-    MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, comm));
+    world_allgather_on(comm, &mine, all, sizeof mine);
     char list[512] = "";
     int bad = 0;
     for (int r = 1; r < world; r++)
@@ -340,7 +306,7 @@ void comm_average(MPI_Comm comm, float *p, size_t n)
     MPI_CHECK(MPI_Comm_size(comm, &world));
     if (world == 1 || n == 0)
         return;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, (int)n, MPI_FLOAT, MPI_SUM, comm));
+    world_allreduce_on(comm, MPI_IN_PLACE, p, (int)n, MPI_FLOAT, MPI_SUM);
     for (size_t i = 0; i < n; i++)
         p[i] /= (float)world;
 }
@@ -379,7 +345,7 @@ static void *mpi_create(const ddp_env *env, const comm_config *cfg, float *grads
     mpi_state *s = xcalloc(1, sizeof *s);
     /* A communicator of its own: a rank a step ahead or behind waits here while the others wait in another
      * collective, a stall the deadline names (stall.h), instead of matching their messages. */
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->comm));
+    world_dup_on(MPI_COMM_WORLD, &s->comm);
     if (cfg->shm && env->nodes == 1 && env->world > 1 && !cfg->wire_bf16)
         s->shm = grad_shm_create(s->comm, n, cfg->bucket_bytes, cfg->timeout_s, cfg->step_timeout_s);
     if (!s->shm)
@@ -447,7 +413,7 @@ static void mpi_destroy(void *state)
 static void mpi_broadcast(void *state, float *p, size_t n, const char *what)
 {
     (void)what;
-    MPI_CHECK(MPI_Bcast(p, (int)n, MPI_FLOAT, 0, ((mpi_state *)state)->comm));
+    world_bcast_on(((mpi_state *)state)->comm, p, (int)n, MPI_FLOAT, 0);
 }
 
 static void mpi_average(void *state, float *p, size_t n, const char *what)

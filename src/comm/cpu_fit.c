@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/errors.h"
+#include "comm/world.h"
 
 /* What each rank tells rank 0. A CPU count of 0 is unknown (an affinity mask wider than cpu_set_t). */
 typedef struct {
@@ -25,10 +26,10 @@ typedef struct {
 static void node_fit(const ddp_env *e, const cpu_set_t *mine, cpu_fit *f)
 {
     cpu_set_t *all = xmalloc((size_t)e->local_size * sizeof *all), joined;
-    MPI_CHECK(MPI_Allgather(mine, sizeof *mine, MPI_BYTE, all, sizeof *mine, MPI_BYTE, e->local));
+    world_allgather_on(e->local, mine, all, sizeof *mine);
     int least;
-    MPI_CHECK(MPI_Allreduce(&f->cpus, &least, 1, MPI_INT, MPI_MIN, e->local));
-    MPI_CHECK(MPI_Allreduce(&f->threads, &f->node_threads, 1, MPI_INT, MPI_SUM, e->local));
+    world_allreduce_on(e->local, &f->cpus, &least, 1, MPI_INT, MPI_MIN);
+    world_allreduce_on(e->local, &f->threads, &f->node_threads, 1, MPI_INT, MPI_SUM);
     CPU_ZERO(&joined);
     for (int i = 0; i < e->local_size; i++)
         CPU_OR(&joined, &joined, &all[i]);
@@ -127,7 +128,7 @@ void cpu_fit_check(const ddp_env *e, int threads)
     snprintf(f.host, sizeof f.host, "%.63s", e->host);
     node_fit(e, &mine, &f);
     cpu_fit *all = world_rank() == 0 ? xmalloc((size_t)e->world * sizeof *all) : NULL;
-    MPI_CHECK(MPI_Gather(&f, sizeof f, MPI_BYTE, all, sizeof f, MPI_BYTE, 0, MPI_COMM_WORLD));
+    world_gather(&f, all, sizeof f);
     if (all)
         report(e, all);
     free(all);

@@ -16,6 +16,7 @@
 #include "base/errors.h"
 #include "base/threads.h"
 #include "comm/stall.h"
+#include "comm/world.h"
 
 enum { MAX_BUCKETS = 256, CTL_BYTES = 4096, PART_ALIGN = 16, SUM_BLOCK = 1024 };
 
@@ -259,7 +260,7 @@ static int map_peer(grad_shm *g, const char *name, int q)
 static int agree(grad_shm *g, int err, const char *doing)
 {
     int worst[2] = {err, err ? g->rank : -1}, all[2];
-    MPI_CHECK(MPI_Allreduce(worst, all, 2, MPI_INT, MPI_MAX, g->comm));
+    world_allreduce_on(g->comm, worst, all, 2, MPI_INT, MPI_MAX);
     if (all[0] && g->rank == 0)
         warn("gradient all-reduce through shared memory: %s failed (%s, rank %d; %.1f MiB per rank in /dev/shm): "
              "MPI's all-reduce instead",
@@ -270,7 +271,7 @@ static int agree(grad_shm *g, int err, const char *doing)
 static int map_all(grad_shm *g)
 {
     long tag = (long)getpid() * 1000 + (long)(clock_now() * 1e3) % 1000;
-    MPI_CHECK(MPI_Bcast(&tag, 1, MPI_LONG, 0, g->comm));
+    world_bcast_on(g->comm, &tag, 1, MPI_LONG, 0);
     char name[64];
     segment_name(name, sizeof name, tag, g->rank);
     int ok = agree(g, create_own(g, name), "creating a segment"), err = 0;
@@ -299,13 +300,13 @@ static void time_blocking(grad_shm *g)
 {
     double best = 1e30;
     for (int i = 0; i < 3; i++) {
-        MPI_CHECK(MPI_Barrier(g->comm));
+        world_barrier_on(g->comm);
         double t = clock_now();
         grad_shm_arm(g, 1, 0);
         publish(g, 0, g->n);
         wait_all(g);
         t = clock_now() - t;
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, g->comm));
+        world_allreduce_on(g->comm, MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX);
         best = t < best ? t : best;
     }
     g->stats = (comm_stats){.blocking_s = best};

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "comm/comm.h"
 #include "base/errors.h"
+#include "comm/world.h"
 
 static volatile sig_atomic_t caught;
 static struct timespec caught_at; /* written before caught is set, read only after */
@@ -22,6 +23,8 @@ static void on_signal(int sig)
         caught = sig;
     }
 }
+
+void preempt_raise(int sig) { on_signal(sig); }
 
 void preempt_install(void)
 {
@@ -95,7 +98,7 @@ double preempt_job_end(void)
             end = 0;
         }
     }
-    MPI_CHECK(MPI_Bcast(&end, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    world_bcast(&end, sizeof end, 0);
     return end > 0 ? end : 0;
 }
 
@@ -113,9 +116,10 @@ int preempt_agree(double *age, int time_up, double timeout_s, const char *option
 
 const char *preempt_name(int sig)
 {
-    return sig == PREEMPT_TIME_LIMIT ? "the job's time limit"
-           : sig == SIGUSR1          ? "SIGUSR1"
-           : sig == SIGTERM          ? "SIGTERM"
-           : sig == SIGINT           ? "SIGINT"
-                                     : "a signal";
+    return sig == PREEMPT_TIME_LIMIT      ? "the job's time limit"
+           : sig == PREEMPT_LAUNCHER_GONE ? "the launcher's exit"
+           : sig == SIGUSR1               ? "SIGUSR1"
+           : sig == SIGTERM               ? "SIGTERM"
+           : sig == SIGINT                ? "SIGINT"
+                                          : "a signal";
 }

@@ -5,7 +5,7 @@
 #define MNIST_PREEMPT_H
 
 /* The "signal" of a run that stopped itself before the Slurm job's time limit (preempt_agree). */
-enum { PREEMPT_TIME_LIMIT = 1000 };
+enum { PREEMPT_TIME_LIMIT = 1000, PREEMPT_LAUNCHER_GONE = 1001 };
 
 /* Collective: the job's end, in seconds since the epoch, or 0 when unknown; rank 0 finds it and broadcasts
  * it. From MNIST_DDP_JOB_END (epoch seconds; for tests only), else SLURM_JOB_END_TIME, else the EndTime of
@@ -18,6 +18,8 @@ void preempt_install(void);
  * caught (0: none), else PREEMPT_TIME_LIMIT when time_up on any rank; *age gets the seconds since the
  * first signal. */
 int preempt_agree(double *age, int time_up, double timeout_s, const char *option, long step);
+/* A stop as by a signal, from code (lifeline.h): sig is a PREEMPT_* value. */
+void preempt_raise(int sig);
 /* "SIGUSR1", ... */
 const char *preempt_name(int sig);
 #endif

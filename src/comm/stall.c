@@ -86,17 +86,20 @@ static void on_dump(int sig)
     errno = saved_errno;
 }
 
-void stall_init(const char *host)
+void stall_init(const char *host, double timeout_s, const char *option)
 {
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     /* A communicator of its own: a notice never matches another collective's message. */
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    MPI_Request req;
+    MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &comm, &req));
+    stall_wait_all(&req, 1, 0, timeout_s, option, "starting", 0);
     MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     peer mine = {.pid = (int32_t)getpid()};
     snprintf(mine.host, sizeof mine.host, "%s", host);
     peers = xmalloc((size_t)world * sizeof *peers);
-    MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, peers, sizeof mine, MPI_BYTE, comm));
+    MPI_CHECK(MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, peers, sizeof mine, MPI_BYTE, comm, &req));
+    stall_wait_all(&req, 1, 0, timeout_s, option, "starting", 0);
     snprintf(dump_prefix, sizeof dump_prefix, "mnist_ddp: status: rank %d/%d on %s (pid %d): ", me, world, mine.host,
              (int)mine.pid);
     phase_since = clock_now();
@@ -122,6 +125,12 @@ void stall_phase(const char *what, long step)
     phase = what;
 }
 
+const char *stall_phase_now(long *step)
+{
+    *step = phase_step;
+    return phase;
+}
+
 void stall_wait_begin(const char *what, long step)
 {
     saved_phase = phase;
@@ -145,6 +154,39 @@ int stall_poll(void)
     if (comm != MPI_COMM_NULL && world > 1)
         MPI_Iprobe(MPI_ANY_SOURCE, TAG, comm, &flag, MPI_STATUS_IGNORE); /* an error: no notice */
     return flag;
+}
+
+/* The first of n requests not complete: the bucket a gradient wait is stuck on. */
+static int first_open(MPI_Request *req, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int done = 0;
+        if (MPI_Test(&req[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
+            return i;
+    }
+    return n - 1;
+}
+
+void stall_wait_all(MPI_Request *req, int n, int bucketed, double timeout_s, const char *option, const char *what,
+                    long step)
+{
+    double start = clock_now();
+    stall_wait_begin(what, step);
+    for (long spins = 0;; spins++) {
+        int done = 0;
+        MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
+        if (done)
+            break;
+        if ((spins & 1023) == 1023) {
+            double waited = clock_now() - start;
+            if (waited > timeout_s || stall_poll()) {
+                stall_wait w = {what, step, bucketed ? first_open(req, n) : -1, n, waited, timeout_s, option};
+                stall_die(&w, NULL);
+            }
+            nanosleep(&(struct timespec){0, 20000}, NULL);
+        }
+    }
+    stall_wait_end();
 }
 
 /* ---- The exchange at a missed deadline ------------------------------------------------------------- */
@@ -344,8 +386,9 @@ void stall_die_at(const char *file, int line, const stall_wait *w, const char *s
     while (!answered[speaker])
         speaker++;
     /* One line for the job: the lowest rank that answered speaks, and its MPI_Abort ends the others while
-     * they wait here; should it be gone too, each says it after the wait. */
+     * they wait here; should it not reach them (a partition), each says it after the wait and ends within
+     * ABORT_GRACE_S: the whole job ends within the deadline + 15 s. */
     if (speaker != me)
-        nanosleep(&(struct timespec){2 * STALL_WINDOW_S, 0}, NULL);
+        clock_sleep(STALL_WINDOW_S + 1);
     die_at(file, line, EX_UNAVAILABLE, "%s%s%s", msg, suffix ? "; " : "", suffix ? suffix : "");
 }

@@ -18,16 +18,27 @@ extern "C" {
 
 enum { STALL_WINDOW_S = 5 };
 
-/* Collective (bootstrap_init calls it): the host and pid table, the communicator, the SIGUSR2 handler. */
-void stall_init(const char *host);
+/* Collective (bootstrap_init calls it): the host and pid table, the communicator, the SIGUSR2 handler; its
+ * waits end at timeout_s (option names it). */
+void stall_init(const char *host, double timeout_s, const char *option);
 void stall_finalize(void);
 /* What this rank does now (a string that lives for the run: "training", "evaluation"), from step on. */
 void stall_phase(const char *phase, long step);
+/* The phase now (and its step): what names a wait that has no name of its own (world_wait). */
+const char *stall_phase_now(long *step);
 /* A wait begins in the collective what; stall_wait_end() gives back the phase it interrupted. */
 void stall_wait_begin(const char *what, long step);
 void stall_wait_end(void);
 /* Nonzero when a peer has announced a missed deadline: the caller joins with stall_die at once. */
 int stall_poll(void);
+
+/* Waits for req[0 .. n) within timeout_s, else ends the job naming the culprits (stall_die): what and step say
+ * where ("gradient all-reduce", 12); bucketed: the requests are gradient buckets, the first open one is named.
+ * The one way comm/ waits (world.h's collectives, the gradient buckets). */
+#ifndef __CUDACC__ /* the CUDA units see no MPI */
+void stall_wait_all(MPI_Request *req, int n, int bucketed, double timeout_s, const char *option, const char *what,
+                    long step);
+#endif
 
 /* Where the calling rank waits, for stall_die. bucket < 0: not known (one wait for everything). */
 typedef struct {

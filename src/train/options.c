@@ -353,14 +353,23 @@ typedef struct {
     device_choice device; /* as options_parse reads it (a bad value reads as auto) */
     int info;             /* 1 or 2 where --help or --version comes first, else 0 */
     int checkpoints;      /* --checkpoint-dir is given */
+    double comm_timeout;  /* --comm-timeout where valid, else its default */
 } early_scan;
+
+/* s as a number in [lo, hi], else fallback (the full parse says what is wrong). */
+static double quiet_double(const char *s, double lo, double hi, double fallback)
+{
+    char *end;
+    double v = s ? strtod(s, &end) : 0;
+    return s && *s && !*end && v >= lo && v <= hi ? v : fallback;
+}
 
 static early_scan scan_early(int argc, char **argv)
 {
     struct option longs[NSPECS + 3];
     long_options(longs);
     options o = {0};
-    early_scan e = {0};
+    early_scan e = {.comm_timeout = 300};
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "+:", longs, NULL)) != -1) {
@@ -372,6 +381,8 @@ static early_scan scan_early(int argc, char **argv)
             set_value(&o, s, optarg, 1);
         else if (c >= 0 && c < NSPECS && s->field == offsetof(options, checkpoint_dir))
             e.checkpoints = 1;
+        else if (c >= 0 && c < NSPECS && s->field == offsetof(options, comm_timeout))
+            e.comm_timeout = quiet_double(optarg, s->lo, s->hi, e.comm_timeout);
     }
     optind = 0; /* the full parse starts afresh */
     e.device = o.device;
@@ -381,6 +392,7 @@ static early_scan scan_early(int argc, char **argv)
 device_choice options_device(int argc, char **argv) { return scan_early(argc, argv).device; }
 int options_info(int argc, char **argv) { return scan_early(argc, argv).info; }
 int options_checkpoints(int argc, char **argv) { return scan_early(argc, argv).checkpoints; }
+double options_comm_timeout(int argc, char **argv) { return scan_early(argc, argv).comm_timeout; }
 
 int options_print_info(int which, int print)
 {

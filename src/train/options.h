@@ -62,4 +62,6 @@ device_choice options_device(int argc, char **argv);
 /* Before MPI_Init: whether --checkpoint-dir is given, so that a preemption signal during start-up is caught
  * (and the run stops with 75 at its first step) instead of ending the process. */
 int options_checkpoints(int argc, char **argv);
+/* --comm-timeout as given (its default where absent or malformed): the deadline of MPI's start-up. */
+double options_comm_timeout(int argc, char **argv);
 #endif

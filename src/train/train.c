@@ -369,7 +369,9 @@ static eval_result run_evaluate(run *r)
 {
     double t0 = clock_now();
     stall_phase("evaluation", r->step);
+    narrow_deadline(r, 1);
     eval_result ev = evaluate(r->m, r->data.test_images, r->data.test_labels, r->data.test_count, r->batch.x);
+    narrow_deadline(r, 0);
     r->times.eval_s += clock_now() - t0;
     return ev;
 }

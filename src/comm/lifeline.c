@@ -1,0 +1,58 @@
+#define _POSIX_C_SOURCE 200809L
+#include "comm/lifeline.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/errors.h"
+#include "comm/bootstrap.h"
+#include "comm/preempt.h"
+
+static pid_t launcher;
+static int with_checkpoints;
+
+/* The line and the exit, from this thread: MPI's calls belong to the main thread, which may be stuck. */
+static void end_now(const char *why)
+{
+    char line[512], host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    snprintf(line, sizeof line, "mnist_ddp: error: the launcher (pid %d) is gone: %s [rank %d on %s, pid %d]\n",
+             (int)launcher, why, world_rank(), host, (int)getpid());
+    ssize_t w = write(STDERR_FILENO, line, strlen(line));
+    (void)w;
+    _exit(EX_UNAVAILABLE);
+}
+
+static void *watch(void *arg)
+{
+    (void)arg;
+    while (getppid() == launcher)
+        clock_sleep(LIFELINE_POLL_S);
+    /* Its pipes are gone with it: a line to a closed stdout must not kill the rank before its checkpoint. */
+    signal(SIGPIPE, SIG_IGN);
+    if (!with_checkpoints)
+        end_now("stopping (no --checkpoint-dir to save the run in)");
+    preempt_raise(PREEMPT_LAUNCHER_GONE);
+    clock_sleep(LIFELINE_GRACE_S);
+    end_now("no checkpoint could be agreed within 10 s: stopping without one");
+    return NULL;
+}
+
+void lifeline_start(int checkpoints)
+{
+    if (bootstrap_env_rank() < 0)
+        return;
+    launcher = getppid();
+    with_checkpoints = checkpoints;
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, watch, NULL) != 0)
+        warn("cannot start the thread that watches the launcher: a rank may outlive a killed launcher");
+    pthread_attr_destroy(&a);
+}
