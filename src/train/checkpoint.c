@@ -270,7 +270,8 @@ void checkpoint_save(const checkpoint_config *c, model *m, optim *opt, const che
         file_path(path, sizeof path, c->dir, p->step), clock_now() - t0);
 }
 
-enum { LOAD_OK, LOAD_CORRUPT, LOAD_MISMATCH };
+/* LOAD_FORMAT: intact, but of a format this version does not resume (an unsealed checkpoint). */
+enum { LOAD_OK, LOAD_CORRUPT, LOAD_MISMATCH, LOAD_FORMAT };
 
 static int read_long(hid_t loc, const char *name, long *v)
 {
@@ -315,14 +316,18 @@ static const char *shown(const char *v, char *buf, size_t len, const char *other
     return v;
 }
 
-/* The file's identity against id; why gets the first setting that differs from id (LOAD_MISMATCH). */
-static int read_identity(hid_t f, const checkpoint_identity *id, char *why, size_t len)
+/* The file's identity against id; why gets the first setting that differs from id (LOAD_MISMATCH). held gets
+ * the settings the file has: its writer's digest covered those only, not the newer ones it lacks. */
+static int read_identity(hid_t f, const checkpoint_identity *id, checkpoint_identity *held, char *why, size_t len)
 {
     int rc = LOAD_OK;
     char name[64];
+    held->n = 0;
     for (int i = 0; i < id->n; i++) {
         char *v = model_file_read_string_attr(f, strcat(strcpy(name, "setting."), id->s[i].name));
-        if (!v && id->s[i].absent)
+        if (v)
+            held->s[held->n++] = id->s[i];
+        else if (id->s[i].absent)
             v = xstrdup(id->s[i].absent);
         if (!v) {
             snprintf(why, len, "setting '%s' is missing", id->s[i].name);
@@ -376,29 +381,38 @@ static int read_tensors(hid_t f, const model *m, host_state *h, char *why, size_
 static int load_file(const char *path, const checkpoint_config *c, const model *m, host_state *h,
                      checkpoint_position *p, char *why, size_t len)
 {
-    /* Only mnist_ddp writes checkpoints: one without its seal is as damaged as one with a wrong seal. */
+    /* HDF5 must not parse a file the seal has not checked. Unsealed ones are earlier versions' checkpoints or
+     * other tools' rewrites: refused as a format, not as damage. */
     int sealed = af_verify(path, why, len);
     if (sealed != AF_SEALED) {
-        if (sealed == AF_UNSEALED)
-            snprintf(why, len, "no mnist_ddp checksum header (not written by mnist_ddp, or damaged)");
-        return LOAD_CORRUPT;
+        if (sealed != AF_UNSEALED)
+            return LOAD_CORRUPT;
+        snprintf(why, len,
+                 "no mnist_ddp checksum header: checkpoint format '%s' unsealed, as mnist_ddp wrote it before "
+                 "seal format 1 (or a file rewritten by another tool); this version resumes sealed checkpoints only",
+                 state_format);
+        return LOAD_FORMAT;
     }
     hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
     if (f < 0) {
         snprintf(why, len, "not a readable HDF5 file");
         return LOAD_CORRUPT;
     }
+    /* The first sealed checkpoints name the format attribute "checkpoint_format" (tests/fixtures). */
     char *fmt = model_file_read_string_attr(f, "model_file_format"), *sum = model_file_read_string_attr(f, "sha256");
+    if (!fmt)
+        fmt = model_file_read_string_attr(f, "checkpoint_format");
+    checkpoint_identity held;
     int rc = LOAD_CORRUPT;
     if (!fmt || strcmp(fmt, state_format) != 0 || !sum)
         snprintf(why, len, "not a mnist_ddp checkpoint (no '%s' format attribute and checksum)", state_format);
     else if (read_position(f, p) != 0)
         snprintf(why, len, "its position attributes are missing");
-    else if ((rc = read_identity(f, &c->id, why, len)) == LOAD_OK) {
+    else if ((rc = read_identity(f, &c->id, &held, why, len)) == LOAD_OK) {
         char hex[SHA256_HEX_LEN + 1];
         if (read_tensors(f, m, h, why, len))
             rc = LOAD_CORRUPT;
-        else if (digest(h, p, &c->id, hex), strcmp(hex, sum) != 0) {
+        else if (digest(h, p, &held, hex), strcmp(hex, sum) != 0) {
             snprintf(why, len, "checksum mismatch: the file says %.12s..., its content hashes to %.12s...", sum, hex);
             rc = LOAD_CORRUPT;
         }
@@ -428,12 +442,11 @@ static decision choose_in_dir(const checkpoint_config *c, const model *m, host_s
         if (rc == LOAD_OK) {
             d.code = 1;
             snprintf(d.msg, sizeof d.msg, "%s", path);
-        } else if (rc == LOAD_MISMATCH) {
+        } else if (rc != LOAD_CORRUPT) {
             d.code = EX_DATAERR;
             snprintf(d.msg, sizeof d.msg,
-                     "--checkpoint-dir %s: %s: %s (another run's checkpoint: use another "
-                     "--checkpoint-dir, or --resume never)",
-                     c->dir, path, why);
+                     "--checkpoint-dir %s: %s: %s (%suse another --checkpoint-dir, or --resume never)", c->dir, path,
+                     why, rc == LOAD_MISMATCH ? "another run's checkpoint: " : "");
         } else {
             warn("skipping corrupt checkpoint %s: %s", path, why);
             size_t used = strlen(skipped);
