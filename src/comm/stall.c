@@ -41,6 +41,8 @@ static volatile double phase_since;
 static const char *saved_phase;
 static double saved_since;
 static char dump_prefix[HOST + 96];
+static int freeze_rank = -1; /* MNIST_DDP_FREEZE's rank and phase (stall.h) */
+static char freeze_phase[32];
 
 /* ---- The live dump: async-signal-safe formatting (no stdio in a handler) ---------------------------- */
 
@@ -86,15 +88,41 @@ static void on_dump(int sig)
     errno = saved_errno;
 }
 
+/* MNIST_DDP_FREEZE=RANK:PHASE: read once; a malformed value stops every rank alike. */
+static void freeze_setup(void)
+{
+    const char *v = getenv("MNIST_DDP_FREEZE");
+    int n = 0;
+    if (!v)
+        return;
+    if (sscanf(v, "%d:%n", &freeze_rank, &n) != 1 || n == 0 || freeze_rank < 0 || !v[n] ||
+        strlen(v + n) >= sizeof freeze_phase)
+        die_all(EX_CONFIG, "environment variable MNIST_DDP_FREEZE='%s': RANK:PHASE expected (a test setting)", v);
+    snprintf(freeze_phase, sizeof freeze_phase, "%s", v + n);
+}
+
+/* The test's fault: this rank stops (SIGSTOP) as it enters the phase, as a rank frozen by its node would. */
+static void freeze_here(const char *what)
+{
+    if (me != freeze_rank || strcmp(what, freeze_phase) != 0)
+        return;
+    freeze_rank = -1;
+    fprintf(stderr, "mnist_ddp: test: rank %d frozen in %s (MNIST_DDP_FREEZE)\n", me, what);
+    fflush(stderr);
+    raise(SIGSTOP);
+}
+
 void stall_init(const char *host, double timeout_s, const char *option)
 {
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     /* A communicator of its own: a notice never matches another collective's message. */
     MPI_Request req;
-    MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &comm, &req));
+    MPI_Comm dup; /* not comm until complete: stall_poll probes comm while the wait runs */
+    MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &dup, &req));
     stall_wait_all(&req, 1, 0, timeout_s, option, "starting", 0);
-    MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN));
+    comm = dup;
     peer mine = {.pid = (int32_t)getpid()};
     snprintf(mine.host, sizeof mine.host, "%s", host);
     peers = xmalloc((size_t)world * sizeof *peers);
@@ -107,6 +135,8 @@ void stall_init(const char *host, double timeout_s, const char *option)
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGUSR2, &sa, NULL) != 0)
         die(EX_OSERR, "cannot install the handler of SIGUSR2 (the live status line)");
+    freeze_setup();
+    stall_phase("starting", 0);
 }
 
 void stall_finalize(void)
@@ -123,6 +153,7 @@ void stall_phase(const char *what, long step)
     phase_step = step;
     phase_since = clock_now();
     phase = what;
+    freeze_here(what);
 }
 
 const char *stall_phase_now(long *step)

@@ -22,7 +22,10 @@ enum { STALL_WINDOW_S = 5 };
  * waits end at timeout_s (option names it). */
 void stall_init(const char *host, double timeout_s, const char *option);
 void stall_finalize(void);
-/* What this rank does now (a string that lives for the run: "training", "evaluation"), from step on. */
+/* What this rank does now (a string that lives for the run: "training", "evaluation"), from step on.
+ * MNIST_DDP_FREEZE=RANK:PHASE (tests): rank RANK stops itself (SIGSTOP) as it enters PHASE the first time,
+ * saying so on stderr: "starting", "training", "stop agreement", "checkpoint write", "replica check",
+ * "evaluation", "shutdown". */
 void stall_phase(const char *phase, long step);
 /* The phase now (and its step): what names a wait that has no name of its own (world_wait). */
 const char *stall_phase_now(long *step);

@@ -54,9 +54,11 @@ void world_barrier_on(MPI_Comm comm)
 void world_dup_on(MPI_Comm comm, MPI_Comm *dup)
 {
     MPI_Request req;
-    MPI_CHECK(MPI_Comm_idup(comm, dup, &req));
+    MPI_Comm d; /* *dup only once complete */
+    MPI_CHECK(MPI_Comm_idup(comm, &d, &req));
     world_wait(&req, 1, NULL);
-    MPI_CHECK(MPI_Comm_set_errhandler(*dup, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN));
+    *dup = d;
 }
 
 void world_verdict(void *verdict, size_t bytes) { world_bcast(verdict, bytes, 0); }

@@ -250,6 +250,7 @@ static int preempted(run *r, int epoch, uint64_t epoch_step)
         return 0;
     const char *option;
     double timeout = wait_deadline(r, &option);
+    stall_phase("stop agreement", r->step);
     if (!(r->stop.signal = preempt_agree(&r->stop.signal_age, time_up(r), timeout, option, r->step)))
         return 0;
     r->stop.signal_seen = clock_now();

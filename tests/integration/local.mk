@@ -2,13 +2,15 @@
 # - the trainer: options and bad input, launcher environments, options reaching the run, world-size
 #   invariance, identical replicas, accuracy after one epoch cross-checked by PyTorch, whole short runs
 #   replayed by a PyTorch DDP reference, checkpoints and resume (exact, elastic, refusals), preemption by
-#   a signal or a killed rank;
+#   a signal or a killed rank; checkpoints and model files of earlier versions (tests/fixtures) resumed or
+#   refused by format (checkpoint-versions);
 # - the output files: damaged model files and checkpoints refused before HDF5 parses them (files-corrupt);
 #   their modes and failure paths: full disk, read-only directory, a killed writer's temporaries
 #   (files-failures); no listening socket of the trainer's own (sockets);
 # - the CPU collectives (src/comm/comm_mpi.c): a Check suite on 2 ranks (tests/run-test; also passes on 3 with
 #   MPI_NP=3), and comm_fail's scenarios that end the job, driven by comm-failures.sh and, for a stalled
-#   job's named culprits and the SIGUSR2 status line, stall-names.sh;
+#   job's named culprits and the SIGUSR2 status line, stall-names.sh; a rank frozen in each phase of a run
+#   (stall-phases.sh) and a killed launcher (launcher-lost.sh) end the job in time;
 # - the data tools: mnist2h5 and data/fetch-mnist;
 # - damaged shard sets: a seeded corruption campaign on the reader (shard_load) and the trainer;
 # - durability order (durability.sh): fsync before rename, the directory after, read from the system calls
@@ -21,10 +23,16 @@ integration_scripts = tests/integration/train-options.sh tests/integration/train
 	tests/integration/mnist2h5.sh tests/integration/fetch-mnist.sh tests/integration/shard-corruption.sh \
 	tests/integration/train-progress.sh tests/integration/train-profile.sh tests/integration/plot.sh tests/integration/files-corrupt.sh \
 	tests/integration/files-failures.sh tests/integration/sockets.sh tests/integration/checkpoint-lock.sh \
-	tests/integration/durability.sh tests/integration/stall-names.sh tests/integration/train-gradcomm.sh \
-	tests/integration/cpu-avx2.sh
+	tests/integration/durability.sh tests/integration/stall-names.sh tests/integration/stall-phases.sh \
+	tests/integration/launcher-lost.sh tests/integration/train-gradcomm.sh \
+	tests/integration/cpu-avx2.sh tests/integration/checkpoint-versions.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
+# Files written by earlier versions, one per format (tests/fixtures/README.md says how each was made).
+EXTRA_DIST += tests/fixtures/README.md tests/fixtures/ckpt-f80537a-unsealed.h5 \
+	tests/fixtures/ckpt-249fecd-checkpoint_format.h5 tests/fixtures/ckpt-f745d2a-no-grad_comm.h5 \
+	tests/fixtures/ckpt-5036e7d-grad_comm.h5 tests/fixtures/model-f80537a-unsealed.h5 \
+	tests/fixtures/model-5036e7d-sealed.h5
 check_PROGRAMS += tests/integration/mpi_comm tests/integration/comm_fail tests/integration/shard_load
 tests_integration_mpi_comm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_integration_mpi_comm_LDADD = $(LDADD) $(CHECK_LIBS)
