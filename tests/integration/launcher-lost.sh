@@ -35,7 +35,7 @@ ranks_end() {
   while :; do
     alive=
     for p in "$TMP"/pids/*; do # a zombie has ended: only its new parent has not reaped it yet
-      state=$(awk '/^State:/ {print $2}' "/proc/$(cat "$p")/status" 2>/dev/null)
+      state=$(awk '/^State:/ {print $2}' "/proc/$(cat "$p")/status" 2>/dev/null || true)
       [ -z "$state" ] || [ "$state" = Z ] || alive="$alive $(cat "$p")"
     done
     [ -n "$alive" ] || break

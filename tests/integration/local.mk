@@ -10,7 +10,8 @@
 # - the CPU collectives (src/comm/comm_mpi.c): a Check suite on 2 ranks (tests/run-test; also passes on 3 with
 #   MPI_NP=3), and comm_fail's scenarios that end the job, driven by comm-failures.sh and, for a stalled
 #   job's named culprits and the SIGUSR2 status line, stall-names.sh; a rank frozen in each phase of a run
-#   (stall-phases.sh) and a killed launcher (launcher-lost.sh) end the job in time;
+#   (stall-phases.sh) and a killed launcher (launcher-lost.sh) end the job in time; a seeded soak of faults
+#   over restarts of one run ends bit for bit as an uninterrupted run (fault-soak.sh; 'make soak': longer);
 # - the data tools: mnist2h5 and data/fetch-mnist;
 # - damaged shard sets: a seeded corruption campaign on the reader (shard_load) and the trainer;
 # - durability order (durability.sh): fsync before rename, the directory after, read from the system calls
@@ -24,7 +25,7 @@ integration_scripts = tests/integration/train-options.sh tests/integration/train
 	tests/integration/train-progress.sh tests/integration/train-profile.sh tests/integration/plot.sh tests/integration/files-corrupt.sh \
 	tests/integration/files-failures.sh tests/integration/sockets.sh tests/integration/checkpoint-lock.sh \
 	tests/integration/durability.sh tests/integration/stall-names.sh tests/integration/stall-phases.sh \
-	tests/integration/launcher-lost.sh tests/integration/train-gradcomm.sh \
+	tests/integration/launcher-lost.sh tests/integration/fault-soak.sh tests/integration/train-gradcomm.sh \
 	tests/integration/cpu-avx2.sh tests/integration/checkpoint-versions.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
@@ -49,6 +50,14 @@ EXTRA_DIST += tests/integration/syscall_log.c
 # The full recipe (14 epochs, ~7 minutes on 2 cores): not in make check, whose short runs check what it
 # stands for (the StepLR schedule and the per-epoch reshuffle in train-replay.sh, one epoch's accuracy in
 # train-accuracy.sh).
+# The fault soak at length, beside the fuzzers: 40 faulted starts, a fresh seed each time (printed, so that
+# SOAK_SEED=N make soak replays a failure).
+SOAK_ROUNDS = 40
+.PHONY: soak
+soak: all
+	@seed=$${SOAK_SEED:-$$(date +%s)}; $(AM_TESTS_ENVIRONMENT) SOAK_SEED=$$seed SOAK_ROUNDS=$(SOAK_ROUNDS) \
+	  $(SHELL) $(srcdir)/tests/integration/fault-soak.sh
+
 .PHONY: check-long
 check-long:
 	$(MAKE) $(AM_MAKEFLAGS) check TESTS='tests/integration/train-14epochs.sh'

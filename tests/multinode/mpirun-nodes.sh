@@ -5,7 +5,8 @@
 # each and agrees with Open MPI's own variables; the MPI progress thread runs; the result equals 4 ranks on
 # one node (no thread there); replicas stay
 # identical; uneven ranks per node are named; --bootstrap-addr node1:PORT is accepted on node1, refused from
-# node2 and when taken; a frozen node2 is named by rank 0 (ranks, host, pids); losing node2 mid-run ends the
+# node2 and when taken; a frozen node2 is named by rank 0 (ranks, host, pids); a network partition ends every
+# process on both sides, each naming the other (with the README's TCP keepalive); losing node2 mid-run ends the
 # job on node1 within the step deadline, and the same command on a replacement node2 resumes from the last
 # checkpoint and ends where an uninterrupted run ends.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
@@ -17,10 +18,12 @@ small_mnist "$TMP/data" 2048 256
 cd "$TMP"
 
 # Each rank notes what Open MPI told it, then becomes mnist_ddp.
+# RANK_ERR=1: its stderr goes to a file of its own (a partitioned node's lines cannot reach mpirun).
 cat >"$TMP/rank-env.sh" <<'EOF'
 #!/bin/sh
 echo "$OMPI_COMM_WORLD_RANK $(hostname) $OMPI_COMM_WORLD_LOCAL_RANK $OMPI_COMM_WORLD_LOCAL_SIZE" >"$RANK_ENV_DIR/$OMPI_COMM_WORLD_RANK"
 echo $$ >"$RANK_ENV_DIR/$OMPI_COMM_WORLD_RANK.pid"
+[ -z "${RANK_ERR:-}" ] || exec "$@" 2>"$RANK_ENV_DIR/$OMPI_COMM_WORLD_RANK.err"
 exec "$@"
 EOF
 chmod +x "$TMP/rank-env.sh"
@@ -139,6 +142,66 @@ named="ranks 2 (node2, pid $p2), 3 (node2, pid $p3) did not answer"
 grep ': error: ' frozen.err | grep -F -e "$named" | grep -qF '[rank 0/4 on node1, ' ||
   { cat frozen.err; fail "frozen node2: no line from rank 0 saying '$named'"; }
 echo "ok: frozen node2 named in $took s: $(grep -m1 ': error: ' frozen.err)"
+
+# --- A network partition ------------------------------------------------------------------------------
+# node2's link taken down mid-run, every process left alive. mnist_ddp: each side names the other's ranks
+# (node2's line stays in its own file) and every rank ends within the deadline + 15 s. Open MPI: mpirun and
+# node2's daemon then wait for each other, beyond any bound, unless TCP keepalive on their link is shorter
+# than --step-timeout (the README's advice): then they end the whole job first, naming node2.
+# partition NAME: starts the job (more options in $extra), takes node2's link down after step 5; took: seconds
+# from the partition until mpirun ended (or until $1 s passed), $rc its status.
+partition() {
+  rm -f "$TMP"/env/*.pid "$TMP"/env/*.err
+  # shellcheck disable=SC2086
+  RANK_ERR=1 on_node1 node1:2,node2:2 --max-steps 100000 --batch-size 16 --log-interval 1 $extra >partition.out \
+    2>partition.err &
+  job=$!
+  for _ in $(seq 600); do
+    grep -q 'step 5/' partition.out && [ -s "$TMP/env/2.pid" ] && [ -s "$TMP/env/3.pid" ] && break
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "step 5/" partition.out || { cat partition.out partition.err "$TMP"/env/*.err; fail "the job to partition did not start"; }
+  start=$(date +%s)
+  nsenter -t "$multinode_switch" --net ip link set p2 down
+  while kill -0 "$job" 2>/dev/null && [ $(($(date +%s) - start)) -lt "$1" ]; do sleep 0.2; done
+  took=$(($(date +%s) - start))
+}
+# left NAMES: how many processes of these names (a regular expression) run on the nodes (zombies do not count).
+left() {
+  for n in node1 node2; do
+    for p in $(node_pids $n); do
+      [ "$(awk '/^State:/ {print $2}' "/proc/$p/status" 2>/dev/null)" = Z ] || cat "/proc/$p/comm" 2>/dev/null
+    done
+  done | grep -c -E "^($1)\$" || true
+}
+# Open MPI's defaults: the ranks end by themselves, the launcher does not.
+extra="--step-timeout 3" partition 18
+[ "$(left mnist_ddp)" -eq 0 ] || fail "partition: $(left mnist_ddp) ranks still run $took s after it (deadline 3 s)"
+for i in 0 2; do
+  grep -q "did not complete within --step-timeout 3 s: ranks $((2 - i)) (node$((2 - i / 2)), pid [0-9]*), $((3 - i)) (node$((2 - i / 2)), pid [0-9]*) did not answer" "$TMP/env/$i.err" ||
+    { cat "$TMP"/env/*.err; fail "partition: rank $i does not name the other side's ranks"; }
+done
+echo "ok: partition: each side named the other's ranks and every rank ended; mpirun still waits after $took s"
+for p in $(node_pids node1); do grep -q -x -E 'mpirun|timeout' "/proc/$p/comm" 2>/dev/null && kill -9 "$p"; done
+wait "$job" 2>/dev/null || true
+node_kill node2 # its daemon waits too: a fresh node2
+node_add 2
+# With keepalive (idle 2 s, 2 probes 1 s apart) shorter than the deadline (8 s): everything ends.
+export OMPI_MCA_oob_tcp_keepalive_time=2 OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=2
+extra="--step-timeout 8" partition 30
+unset OMPI_MCA_oob_tcp_keepalive_time OMPI_MCA_oob_tcp_keepalive_intvl OMPI_MCA_oob_tcp_keepalive_probes
+set +e
+wait "$job"
+rc=$?
+set -e
+[ "$took" -le 15 ] && [ "$rc" -ne 0 ] || { cat partition.err; fail "partition with keepalive: mpirun ran $took s after it (exit $rc)"; }
+grep -q 'Remote daemon: .* on node node2' partition.err || { cat partition.err; fail "partition: mpirun does not name node2"; }
+for _ in $(seq 50); do [ "$(left 'mnist_ddp|orted|mpirun')" -eq 0 ] && break; sleep 0.2; done
+[ "$(left 'mnist_ddp|orted|mpirun')" -eq 0 ] || fail "partition with keepalive: processes left on the nodes"
+node_kill node2
+node_add 2
+echo "ok: partition with keepalive: mpirun ended in $took s (exit $rc), naming node2; no process left"
 
 # --- Losing node2 mid-run -----------------------------------------------------------------------------
 ckpt="--checkpoint-dir $TMP/ckpt --checkpoint-every 2 --step-timeout 10 --comm-timeout 30"

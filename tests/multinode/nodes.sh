@@ -64,7 +64,9 @@ node_add() {
     --net --uts --mount ||
     fail "cannot start $name: $(cat "$MULTINODE_DIR/holder.log")"
   echo "$multinode_pid" >"$MULTINODE_DIR/$name.pid"
+  # A replaced node's old link may outlive its namespace for a moment: deleted first.
   nsenter -t "$multinode_switch" --net sh -e -c "
+    ip link del p$1 2>/dev/null || true
     ip link add p$1 type veth peer name eth0 netns $multinode_pid
     ip link set p$1 master br0 up" || fail "cannot link $name to the switch"
   nsenter -t "$multinode_pid" --net sh -e -c "
