@@ -100,6 +100,16 @@ need_data() {
   [ -d "$MNIST_DATA" ] || fail "no MNIST shards in $MNIST_DATA (make check runs 'make data' first)"
 }
 
+# same_model A B: the two model files (--save-model) hold the same tensors, bit for bit.
+same_model() {
+  "$PYTHON3" - "$1" "$2" <<'PY'
+import sys, h5py
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+assert list(a) and list(a) == list(b)
+sys.exit(0 if all(a[k][()].tobytes() == b[k][()].tobytes() for k in a) else 1)
+PY
+}
+
 # A value of the JSON line of TYPE in a metrics file: json_field FILE TYPE KEY
 json_field() {
   "$PYTHON3" - "$@" <<'PY'

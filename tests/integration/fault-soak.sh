@@ -53,12 +53,8 @@ start() {
 
 # finished: the run ended; its parameters are the uninterrupted run's, and the next run starts afresh.
 finished() {
-  "$PYTHON3" - "$TMP/whole.h5" "$TMP/resumed.h5" <<'PY' || fail "run $runs: its parameters differ from the uninterrupted run's (replay: SOAK_SEED=$seed)"
-import sys, h5py
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-assert list(a) and list(a) == list(b)
-sys.exit(0 if all(a[k][()].tobytes() == b[k][()].tobytes() for k in a) else 1)
-PY
+  same_model "$TMP/whole.h5" "$TMP/resumed.h5" ||
+    fail "run $runs: its parameters differ from the uninterrupted run's (replay: SOAK_SEED=$seed)"
   echo "run $runs finished: its parameters equal the uninterrupted run's"
   runs=$((runs + 1))
   rm -rf "$TMP/ckpt" "$TMP/resumed.h5"

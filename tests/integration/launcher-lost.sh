@@ -65,10 +65,5 @@ set -e
 from=$(sed -n 's/^resumed from step \([0-9]*\) .*/\1/p' "$TMP/resumed.log")
 [ -n "$from" ] && [ "$from" -ge 40 ] && [ "$from" -lt 125 ] ||
   { cat "$TMP/resumed.log"; fail "the restart did not resume from a step the stop wrote (step '$from')"; }
-"$PYTHON3" - "$TMP/whole.h5" "$TMP/resumed.h5" <<'PY' || fail "the resumed run's parameters differ from the uninterrupted run's"
-import sys, h5py
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-assert list(a) and list(a) == list(b)
-sys.exit(0 if all(a[k][()].tobytes() == b[k][()].tobytes() for k in a) else 1)
-PY
+same_model "$TMP/whole.h5" "$TMP/resumed.h5" || fail "the resumed run's parameters differ from the uninterrupted run's"
 echo "ok: resumed from step $from, the checkpoint the stop wrote; the parameters equal the uninterrupted run's"

@@ -54,7 +54,8 @@ stalled 4 stall 3 0 "\$CULPRITS$gone" "ranks 0-2 were waiting in gradient all-re
 stalled 4 stall 1,2 0 "\$CULPRITS$gone" "ranks 0,3 were waiting in gradient all-reduce at step 3"
 stalled 8 stall 0,7 1 "\$CULPRITS$gone" "ranks 1-6 were waiting in gradient all-reduce at step 3"
 stalled 8 stall 4 0 "\$CULPRITS$gone" "ranks 0-3,5-7 were waiting in gradient all-reduce at step 3"
-# More than four: by host, without pids.
+# Four, the most named one by one (stall.c's NAMED), and one more: by host, without pids.
+stalled 8 stall 1,2,3,5 0 "\$CULPRITS$gone" "ranks 0,4,6-7 were waiting in gradient all-reduce at step 3"
 stalled 8 stall 1,2,3,5,6 0 "ranks 1-3,5-6 on $host$gone" "ranks 0,4,7 were waiting in gradient all-reduce at step 3"
 # A rank that left the loop early (waiting in a barrier on the world, as in MPI_Finalize) answers nothing either.
 stalled 4 leave 3 0 "\$CULPRITS$gone" "ranks 0-2 were waiting in gradient all-reduce at step 3"
@@ -64,6 +65,9 @@ stalled 4 skip 2 0 "ranks diverged: \$CULPRITS in closing sum at step 5, while "
   "ranks 0-1,3 were waiting in gradient all-reduce at step 4, bucket 1 of 4"
 stalled 8 skip 0 0 "ranks diverged: \$CULPRITS in closing sum at step 5, while " \
   "ranks 1-7 were waiting in gradient all-reduce at step 4"
+# A tie, two places with two ranks each: the group of the lowest rank is the one the others are set against.
+stalled 4 skip 2,3 0 "ranks diverged: \$CULPRITS in closing sum at step 5, while " \
+  "ranks 0-1 were waiting in gradient all-reduce at step 4"
 
 # A killed rank: the launcher ends the job at once and names rank and node.
 t0=$(date +%s)

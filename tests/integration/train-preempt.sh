@@ -21,14 +21,7 @@ train() { # train NAME OPTIONS...: 2 ranks, output in $TMP/NAME.log, exit status
   rc=$?
   set -e
 }
-same() { # same A B: the model files hold the same bits
-  "$PYTHON3" - "$1" "$2" <<'PY' || fail "$1 and $2 differ"
-import sys, h5py
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-assert list(a) and list(a) == list(b)
-sys.exit(0 if all(a[k][()].tobytes() == b[k][()].tobytes() for k in a) else 1)
-PY
-}
+same() { same_model "$1" "$2" || fail "$1 and $2 differ"; } # same A B: the model files hold the same bits
 # until_log NAME PATTERN: waits (at most a minute) for a line of $TMP/NAME.log to match PATTERN.
 until_log() {
   i=0
