@@ -27,15 +27,23 @@ static long env_long(const char *name)
     return v;
 }
 
-long bootstrap_env_rank(void)
+const char *bootstrap_env_rank_text(const char **var)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-        long r = env_long(vars[i]);
-        if (r >= 0)
-            return r;
+        const char *v = getenv(vars[i]);
+        if (v && *v) {
+            *var = vars[i];
+            return v;
+        }
     }
-    return -1;
+    return NULL;
+}
+
+long bootstrap_env_rank(void)
+{
+    const char *var;
+    return bootstrap_env_rank_text(&var) ? env_long(var) : -1;
 }
 
 #define PMI_HINT                                                                 \

@@ -19,6 +19,8 @@ typedef struct {
 /* Before MPI_Init: the rank a launcher put in the environment (Open MPI's, PMIx's, PMI's or Slurm's, the first
  * set), or -1 where none did (a process started from a shell). */
 long bootstrap_env_rank(void);
+/* The same as the launcher wrote it, without a check (NULL where none is set); *var: the variable's name. */
+const char *bootstrap_env_rank_text(const char **var);
 void bootstrap_init(int *argc, char ***argv, ddp_env *env);
 /* Threads per rank: --threads if given, else SLURM_CPUS_PER_TASK, else 1. Applies it to BLAS/OpenMP. */
 int bootstrap_threads(const ddp_env *env, int requested);

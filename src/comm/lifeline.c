@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,14 +15,16 @@
 
 static pid_t launcher;
 static int with_checkpoints;
+static const char *rank_var; /* the rank a launcher set, as it wrote it */
 
 /* The line and the exit, from this thread: MPI's calls belong to the main thread, which may be stuck. */
 static void end_now(const char *why)
 {
     char line[512], host[256] = "?";
     gethostname(host, sizeof host - 1);
-    snprintf(line, sizeof line, "mnist_ddp: error: the launcher (pid %d) is gone: %s [rank %d on %s, pid %d]\n",
-             (int)launcher, why, world_rank(), host, (int)getpid());
+    /* The launcher's rank variable, not world_rank(): MPI may be called from the main thread only. */
+    snprintf(line, sizeof line, "mnist_ddp: error: the launcher (pid %d) is gone: %s [rank %s on %s, pid %d]\n",
+             (int)launcher, why, rank_var ? rank_var : "?", host, (int)getpid());
     ssize_t w = write(STDERR_FILENO, line, strlen(line));
     (void)w;
     _exit(EX_UNAVAILABLE);
@@ -44,7 +47,8 @@ static void *watch(void *arg)
 
 void lifeline_start(int checkpoints)
 {
-    if (bootstrap_env_rank() < 0)
+    const char *var;
+    if (!(rank_var = bootstrap_env_rank_text(&var))) /* unchecked: bootstrap reports a bad one after MPI_Init */
         return;
     launcher = getppid();
     with_checkpoints = checkpoints;
