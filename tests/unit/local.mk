@@ -3,7 +3,8 @@
 # manifests, the sampler; the atomic output files and their seal (check_atomic_file); the pure decisions of
 # the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log); the OpenBLAS kernels asked for (check_blas_core);
 # the data layer's scans and digest comparisons on full-size inputs damaged at their end (check_full_size); wino43's
-# AVX2 kernels against its AVX-512 ones, bit for bit (check_wino43_isa, where they are built).
+# AVX2 kernels against its AVX-512 ones, bit for bit (check_wino43_isa), and its input gradient on every residue
+# of its tiles (check_wino43_edges), where they are built.
 # Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
 # scratch directories), model_testutil.h (random batches, a backend trained against the CPU), layer_testutil.h (finite differences),
 # kernel_testutil.h (the kernels' reference loops).
@@ -14,7 +15,7 @@ unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv
 	tests/unit/check_atomic_file tests/unit/check_blas_core tests/unit/check_full_size
 if HAVE_ONEDNN
 if HAVE_AVX512_KERNELS
-unit_tests += tests/unit/check_wino43_isa
+unit_tests += tests/unit/check_wino43_isa tests/unit/check_wino43_edges
 endif
 endif
 check_PROGRAMS += $(unit_tests)
@@ -36,6 +37,8 @@ tests_unit_check_gemm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_gemm_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_layers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_layers_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_wino43_edges_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_wino43_edges_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_wino43_isa_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_wino43_isa_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_conv_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)

@@ -1,0 +1,74 @@
+/* wino43's input gradient on every residue of its tiling: it takes planes of any side from 3 (partial tiles
+ * of 4 x 4 at the right and bottom edges), but a run meets only net's conv2 (26, one residue). Sides 3 to 14
+ * and a non-square plane, against the gradient's definition in double. Built only where the kernels are. */
+#include "../check_run.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nn/cpu/wino43.h"
+
+enum { L = 16, C = 16, F = 32 };
+
+/* Blocked index of [C/16][H][W][16]. */
+static size_t at(int c, int i, int j, int H, int W) { return (((size_t)(c / L) * H + i) * W + j) * L + c % L; }
+
+/* dx[c][i][j] = sum over f, a, b of dy[f][i - a][j - b] w[f][c][a][b], where dy exists. */
+static double reference(const float *dy, const float *w, int c, int i, int j, int H, int W)
+{
+    int OH = H - 2, OW = W - 2;
+    double s = 0;
+    for (int f = 0; f < F; f++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++)
+                if (i - a >= 0 && i - a < OH && j - b >= 0 && j - b < OW)
+                    s += (double)dy[at(f, i - a, j - b, OH, OW)] * w[((size_t)f * C + c) * 9 + a * 3 + b];
+    return s;
+}
+
+static void check_plane(int H, int W)
+{
+    int OH = H - 2, OW = W - 2;
+    float *w = malloc((size_t)F * C * 9 * sizeof *w), *dy = malloc((size_t)F * OH * OW * sizeof *dy);
+    float *U = malloc(wino43_weights_size(C, F) * sizeof *U), *dx = malloc((size_t)C * H * W * sizeof *dx);
+    srand(7 + H * 31 + W);
+    for (size_t i = 0; i < (size_t)F * C * 9; i++)
+        w[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (size_t i = 0; i < (size_t)F * OH * OW; i++)
+        dy[i] = (float)rand() / RAND_MAX - 0.5f;
+    ck_assert_msg(wino43_backward_usable(C, F, H, W, 3, 0), "%d x %d: not taken", H, W);
+    wino43_weights_backward(w, F, C, U);
+    wino43_backward_data(dy, U, dx, 1, C, H, W, F);
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < W; j++) {
+                double want = reference(dy, w, c, i, j, H, W), got = dx[at(c, i, j, H, W)];
+                /* Winograd's rounding on sums of up to 288 products of values below 0.5: 1e-4 (check_conv). */
+                ck_assert_msg(fabs(got - want) <= 1e-4 * (1 + fabs(want)), "%d x %d: dx[%d][%d][%d] %g, want %g", H, W,
+                              c, i, j, got, want);
+            }
+    free(w), free(dy), free(U), free(dx);
+}
+
+START_TEST(test_backward_data_every_residue)
+{
+    if (!wino43_has_cpu()) {
+        printf("check_wino43_edges: no AVX-512 or AVX2 here: wino43 does not run\n");
+        return;
+    }
+    for (int s = 3; s <= 14; s++) /* (s - 2) mod 4 and s mod 4: every residue, twice over, and the smallest */
+        check_plane(s, s);
+    check_plane(13, 7); /* sides of two residues */
+    printf("check_wino43_edges: %s input gradient on planes 3..14 and 13 x 7 matches its definition\n", wino43_isa());
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("wino43_edges");
+    TCase *tc = tcase_create("backward_data");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_backward_data_every_residue);
+    suite_add_tcase(s, tc);
+    return check_run(s);
+}
