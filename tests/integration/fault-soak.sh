@@ -42,12 +42,13 @@ ranks_gone() {
   done
 }
 
-# start: the same command as every restart; $job is mpirun's pid, each rank's pid in $TMP/pids.
+# start: the same command as every restart; $job is mpirun's pid, each rank's pid in $TMP/pids. Not our stdin:
+# mpirun forwards it to rank 0, and it holds the list of faults.
 start() {
   rm -f "$TMP"/pids/*
   # shellcheck disable=SC2016,SC2086
   "${MPIEXEC:-mpirun}" --oversubscribe -np 2 sh -c 'echo $$ >"$0/$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP/pids" \
-    "$MNIST_DDP" $common $ckpt --save-model "$TMP/resumed.h5" >"$TMP/round$round.log" 2>&1 &
+    "$MNIST_DDP" $common $ckpt --save-model "$TMP/resumed.h5" </dev/null >"$TMP/round$round.log" 2>&1 &
   job=$!
 }
 

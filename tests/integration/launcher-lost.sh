@@ -18,7 +18,7 @@ launch() {
   # shellcheck disable=SC2016,SC2086
   MNIST_DDP_STRAGGLER=0:41:0.5 "${MPIEXEC:-mpirun}" --oversubscribe -np 2 \
     sh -c 'echo $$ >"$0/$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP/pids" "$MNIST_DDP" $common "$@" \
-    >"$TMP/$name.log" 2>&1 &
+    </dev/null >"$TMP/$name.log" 2>&1 &
   job=$!
   i=0
   until grep -q '^epoch 1 step 40/' "$TMP/$name.log" 2>/dev/null && [ -s "$TMP/pids/1" ]; do
