@@ -14,9 +14,8 @@ enum { PREEMPT_TIME_LIMIT = 1000, PREEMPT_LAUNCHER_GONE = 1001 };
 double preempt_job_end(void);
 /* Installs the handlers (only with checkpoints: without them the default, ending at once, is better). */
 void preempt_install(void);
-/* Collective, waiting at most timeout_s (option names that bound in the message): the signal any rank
- * caught (0: none), else PREEMPT_TIME_LIMIT when time_up on any rank; *age gets the seconds since the
- * first signal. */
+/* Collective, waiting at most timeout_s (option names that bound in the message): the first signal any rank
+ * caught (0: none), else PREEMPT_TIME_LIMIT when time_up on any rank; *age gets the seconds since it. */
 int preempt_agree(double *age, int time_up, double timeout_s, const char *option, long step);
 /* A stop as by a signal, from code (lifeline.h): sig is a PREEMPT_* value. */
 void preempt_raise(int sig);
