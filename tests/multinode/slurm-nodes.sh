@@ -8,6 +8,8 @@
 #   --ntasks-per-node=2 with 1 GPU per node: the template stops with the one-rank-per-GPU fix
 #   run-array.sbatch: two tasks of 2 ranks over both nodes, each on its own port pinned to node1
 #   slurm/scaling in a 2-node allocation: 1, 2, 4 ranks on 1, 2, 2 nodes, a table
+#   a network partition of node2 mid-run: each side names the other's ranks, every rank ends, srun ends the
+#   step, and the job leaves the queue failed (69), not requeued
 # Slurm comes from apt-get when missing (tests/slurm/cluster.sh, shared with tests/slurm/slurm-ddp.sh).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 # shellcheck source=tests/lib.sh
@@ -44,6 +46,8 @@ slurm_fake_gpus 2
 SlurmctldHost=node1($MULTINODE_NET.1)
 NodeName=node[1-2] NodeAddr=$MULTINODE_NET.[1-2] CPUs=4 RealMemory=4000 Gres=gpu:2 State=UNKNOWN
 PartitionName=test Nodes=node[1-2] Default=YES MaxTime=60 State=UP
+# A node that stops answering is down after 20 s (default 300 s): the partition case below waits for it.
+SlurmdTimeout=20
 EOF
 } > "$tmp/slurm.conf"
 export SLURM_CONF=$tmp/slurm.conf
@@ -167,3 +171,30 @@ for r in 1 2 4; do
 done
 [ "$spread" = "1:1 2:2 4:2 " ] || { show scaling/ranks-*.log; fail "slurm/scaling: ranks:nodes '$spread', expected '1:1 2:2 4:2 '"; }
 echo "ok: slurm/scaling over 2 nodes (ranks:nodes $spread): $(tr '\t\n' ' ;' < scaling/scaling.tsv)"
+
+# 6. A network partition: node2's link down mid-run, every process left alive. Rank 0 names node2's ranks,
+# node2's ranks end by their own deadline, srun (--kill-on-bad-exit) ends the step, and the job leaves the
+# queue failed: only a stop with a checkpoint (75) is requeued by the template. node2 goes down (SlurmdTimeout).
+node_run node1 sbatch --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 "${res[@]}" "$abs_top_srcdir/slurm/run-ddp.sbatch" \
+    --device cpu --max-steps 100000 --batch-size 16 --log-interval 1 --step-timeout 5 > partition.submit 2>&1
+job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' partition.submit)
+log=mnist-ddp-$job.out
+for _ in $(seq 900); do grep -q 'step 5/' "$log" 2> /dev/null && break; sleep 0.1; done
+grep -q 'step 5/' "$log" 2> /dev/null || { show partition.submit "$log"; fail "the job to partition did not start"; }
+start=$(date +%s)
+nsenter -t "$multinode_switch" --net ip link set p2 down
+ranks2=1 queued=1
+while [ $(($(date +%s) - start)) -lt 90 ] && { [ "$ranks2" -gt 0 ] || [ "$queued" -gt 0 ]; }; do
+    sleep 1
+    ranks2=$(for p in $(node_pids node2); do cat "/proc/$p/comm" 2> /dev/null; done | grep -c '^mnist_ddp$' || true)
+    [ "$ranks2" -gt 0 ] || ranks2_s=${ranks2_s:-$(($(date +%s) - start))}
+    queued=$(squeue -h -j "$job" 2> /dev/null | wc -l)
+done
+took=$(($(date +%s) - start))
+[ "$ranks2" -eq 0 ] || { show "$log"; fail "partition: node2's ranks still run $took s after it"; }
+[ "$queued" -eq 0 ] || { show "$log"; fail "partition: job $job still in the queue after $took s"; }
+grep -q "did not complete within --step-timeout 5 s: ranks 2 (node2, pid [0-9]*), 3 (node2, pid [0-9]*) did not answer" "$log" ||
+    { show "$log"; fail "partition: rank 0 does not name node2's ranks"; }
+grep -q '^srun: error: node1: task 0: Exited with exit code 69' "$log" || { show "$log"; fail "partition: rank 0 did not exit 69"; }
+! grep -q 'requeueing' "$log" || { show "$log"; fail "partition: the job was requeued without a checkpoint"; }
+echo "ok: partition: node2's ranks ended in ${ranks2_s} s, the job left the queue in $took s, not requeued: $(grep -m1 -o 'ranks 2 (node2.*did not answer' "$log")"
