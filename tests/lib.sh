@@ -100,6 +100,10 @@ need_data() {
   [ -d "$MNIST_DATA" ] || fail "no MNIST shards in $MNIST_DATA (make check runs 'make data' first)"
 }
 
+# running PID: the process runs or is stopped; gone, or a zombie its (new) parent has yet to reap, has ended.
+# running_st: its state as ps prints it (T: stopped).
+running() { running_st=$(ps -o stat= -p "$1" 2>/dev/null) && [ "${running_st#Z}" = "$running_st" ]; }
+
 # same_model A B: the two model files (--save-model) hold the same tensors, bit for bit.
 same_model() {
   "$PYTHON3" - "$1" "$2" <<'PY'

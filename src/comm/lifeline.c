@@ -20,7 +20,7 @@ static const char *rank_var; /* the rank a launcher set, as it wrote it */
 /* The line and the exit, from this thread: MPI's calls belong to the main thread, which may be stuck. */
 static void end_now(const char *why)
 {
-    char line[512], host[256] = "?";
+    char line[640], host[256] = "?";
     gethostname(host, sizeof host - 1);
     /* The launcher's rank variable, not world_rank(): MPI may be called from the main thread only. */
     snprintf(line, sizeof line, "mnist_ddp: error: the launcher (pid %d) is gone: %s [rank %s on %s, pid %d]\n",
@@ -41,7 +41,9 @@ static void *watch(void *arg)
         end_now("stopping (no --checkpoint-dir to save the run in)");
     preempt_raise(PREEMPT_LAUNCHER_GONE);
     clock_sleep(LIFELINE_GRACE_S);
-    end_now("no checkpoint could be agreed within 10 s: stopping without one");
+    char why[96];
+    snprintf(why, sizeof why, "no checkpoint could be agreed within %g s: stopping without one", LIFELINE_GRACE_S);
+    end_now(why);
     return NULL;
 }
 

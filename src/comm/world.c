@@ -1,9 +1,5 @@
-#define _POSIX_C_SOURCE 200809L
 #include "comm/world.h"
 
-#include <time.h>
-
-#include "base/clock.h"
 #include "base/errors.h"
 #include "comm/stall.h"
 

@@ -86,11 +86,11 @@ n=$(grep -c ": error: .*${deadline}rank 1 ($(hostname), pid $(cat "$pidfile")) d
 if grep ': error: ' "$TMP/train.err" | grep -v -e "$deadline.*\[rank [01]/2 " >&2; then
   fail "frozen rank: an error line other than the deadline's"
 fi
-# The job's end takes the frozen rank with it: gone, or a zombie not yet reaped.
+# The job's end takes the frozen rank with it.
 i=0
-while st=$(ps -o stat= -p "$(cat "$pidfile")") && [ "${st#Z}" = "$st" ]; do
+while running "$(cat "$pidfile")"; do
   i=$((i + 1))
-  [ "$i" -le 100 ] || fail "the frozen rank outlived the job (state $st)"
+  [ "$i" -le 100 ] || fail "the frozen rank outlived the job (state $running_st)"
   sleep 0.1
 done
 echo "ok: frozen rank 1, exit 69 after $(($(date +%s) - t0)) s, '$(grep -m1 'step-timeout' "$TMP/train.err")'"

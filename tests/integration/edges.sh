@@ -72,9 +72,8 @@ left_behind() {
     [ $((tag / 1000)) -ne "$pid0" ] || fail "$name: /dev/shm/$seg left behind (rank 0 was pid $pid0)"
     echo "note: /dev/shm/$seg appeared meanwhile (another run's: rank 0 here was pid $pid0)"
   done <"$TMP/$name.shm-new"
-  for pid in $(awk '{ print $2 }' "$TMP/$name.pids"); do # ended: gone, or a zombie not yet reaped by init
-    state=$(ps -o stat= -p "$pid" || true)
-    case $state in '' | Z*) ;; *) fail "$name: rank process $pid is still alive: $(ps -o pid=,stat=,args= -p "$pid")" ;; esac
+  for pid in $(awk '{ print $2 }' "$TMP/$name.pids"); do
+    ! running "$pid" || fail "$name: rank process $pid is still alive: $(ps -o pid=,stat=,args= -p "$pid")"
   done
   left=$(pgrep -f -- "$TMP/$name" || true)
   [ -z "$left" ] || fail "$name: processes left: $(ps -o pid=,args= -p "$(echo $left | tr ' ' ,)")"

@@ -33,10 +33,9 @@ ranks_gone() {
   for p in "$TMP"/pids/*; do
     [ -s "$p" ] || continue
     while :; do
-      state=$(awk '/^State:/ {print $2}' "/proc/$(cat "$p")/status" 2>/dev/null || true)
-      [ -z "$state" ] || [ "$state" = Z ] && break
+      running "$(cat "$p")" || break
       [ "$(ms_since "$t")" -le $(($1 * 1000)) ] || { kill -9 "$(cat "$p")"; fail "round $round: rank pid $(cat "$p") outlived its job"; }
-      [ "$state" != T ] || kill -9 "$(cat "$p")" 2>/dev/null # a stopped rank whose launcher is gone: ours to end
+      [ "${running_st#T}" = "$running_st" ] || kill -9 "$(cat "$p")" 2>/dev/null # stopped, its launcher gone: ours to end
       sleep 0.05
     done
   done

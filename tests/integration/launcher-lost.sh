@@ -34,9 +34,8 @@ ranks_end() {
   t0=$(now)
   while :; do
     alive=
-    for p in "$TMP"/pids/*; do # a zombie has ended: only its new parent has not reaped it yet
-      state=$(awk '/^State:/ {print $2}' "/proc/$(cat "$p")/status" 2>/dev/null || true)
-      [ -z "$state" ] || [ "$state" = Z ] || alive="$alive $(cat "$p")"
+    for p in "$TMP"/pids/*; do
+      ! running "$(cat "$p")" || alive="$alive $(cat "$p")"
     done
     [ -n "$alive" ] || break
     if [ "$(ms_since "$t0")" -gt $(($2 * 1000)) ]; then

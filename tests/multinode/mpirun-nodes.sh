@@ -171,7 +171,7 @@ partition() {
 left() {
   for n in node1 node2; do
     for p in $(node_pids $n); do
-      [ "$(awk '/^State:/ {print $2}' "/proc/$p/status" 2>/dev/null)" = Z ] || cat "/proc/$p/comm" 2>/dev/null
+      ! running "$p" || cat "/proc/$p/comm" 2>/dev/null
     done
   done | grep -c -E "^($1)\$" || true
 }
