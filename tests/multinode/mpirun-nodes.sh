@@ -167,17 +167,9 @@ partition() {
   while kill -0 "$job" 2>/dev/null && [ $(($(date +%s) - start)) -lt "$1" ]; do sleep 0.2; done
   took=$(($(date +%s) - start))
 }
-# left NAMES: how many processes of these names (a regular expression) run on the nodes (zombies do not count).
-left() {
-  for n in node1 node2; do
-    for p in $(node_pids $n); do
-      ! running "$p" || cat "/proc/$p/comm" 2>/dev/null
-    done
-  done | grep -c -E "^($1)\$" || true
-}
 # Open MPI's defaults: the ranks end by themselves, the launcher does not.
 extra="--step-timeout 3" partition 18
-[ "$(left mnist_ddp)" -eq 0 ] || fail "partition: $(left mnist_ddp) ranks still run $took s after it (deadline 3 s)"
+[ "$(node_left mnist_ddp)" -eq 0 ] || fail "partition: $(node_left mnist_ddp) ranks still run $took s after it (deadline 3 s)"
 for i in 0 2; do
   grep -q "did not complete within --step-timeout 3 s: ranks $((2 - i)) (node$((2 - i / 2)), pid [0-9]*), $((3 - i)) (node$((2 - i / 2)), pid [0-9]*) did not answer" "$TMP/env/$i.err" ||
     { cat "$TMP"/env/*.err; fail "partition: rank $i does not name the other side's ranks"; }
@@ -197,8 +189,8 @@ rc=$?
 set -e
 [ "$took" -le 15 ] && [ "$rc" -ne 0 ] || { cat partition.err; fail "partition with keepalive: mpirun ran $took s after it (exit $rc)"; }
 grep -q 'Remote daemon: .* on node node2' partition.err || { cat partition.err; fail "partition: mpirun does not name node2"; }
-for _ in $(seq 50); do [ "$(left 'mnist_ddp|orted|mpirun')" -eq 0 ] && break; sleep 0.2; done
-[ "$(left 'mnist_ddp|orted|mpirun')" -eq 0 ] || fail "partition with keepalive: processes left on the nodes"
+for _ in $(seq 50); do [ "$(node_left 'mnist_ddp|orted|mpirun')" -eq 0 ] && break; sleep 0.2; done
+[ "$(node_left 'mnist_ddp|orted|mpirun')" -eq 0 ] || fail "partition with keepalive: processes left on the nodes"
 node_kill node2
 node_add 2
 echo "ok: partition with keepalive: mpirun ended in $took s (exit $rc), naming node2; no process left"

@@ -9,6 +9,7 @@
 #   node_add I             (re)create node I, e.g. after node_kill
 #   node_run NAME CMD...   run CMD inside NAME's namespaces, in the current directory
 #   node_kill NAME         SIGKILL every process of NAME (a lost node); returns when none is left
+#   node_left NAMES        how many processes of these names run on the nodes
 # tests/multinode/rsh-agent.sh reads $MULTINODE_DIR/NAME.pid to launch Open MPI's daemons the same way.
 
 MULTINODE_DIR=$TMP/nodes
@@ -90,6 +91,18 @@ node_pids() {
     [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$ns" ] && echo "${d#/proc/}"
   done
   return 0
+}
+
+# node_left NAMES: how many processes of these names (a regular expression) run on the nodes (zombies do not
+# count).
+node_left() {
+  for f in "$MULTINODE_DIR"/node*.pid; do
+    [ -e "$f" ] || continue
+    n=${f##*/}
+    for p in $(node_pids "${n%.pid}"); do
+      ! running "$p" || cat "/proc/$p/comm" 2>/dev/null
+    done
+  done | grep -c -E "^($1)\$" || true
 }
 
 node_kill() {
