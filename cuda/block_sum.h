@@ -21,7 +21,7 @@ __device__ static inline double block_sum(double v)
 }
 
 // Whether this block is the last of `blocks` counted on *count to be done, its partials written before (by
-// thread 0; where other threads wrote some, each fenced them and the block synced before this call): each block
+// thread 0; where other threads wrote some, each fenced them and the block synced before this call). Each block
 // fences and takes a ticket from *count, and the one taking the last ticket resets it for the next launch (CUDA's
 // fence-and-count reduction; kernels on one stream never overlap). The last block then runs the reduction's
 // second pass, in the same fixed order as a kernel of its own would: one node, not two.

@@ -13,7 +13,7 @@
 void wire_narrow(cudaStream_t s, size_t n, const float *in, uint16_t *out);
 void wire_widen(cudaStream_t s, size_t n, const uint16_t *in, float *out);
 
-// A replayed step's exposed all-reduce time, kept on the device: events captured in a graph are edges, not
+// A replayed step's exposed all-reduce time, kept on the device. Events captured in a graph are edges, not
 // timestamps, so the graph stamps %globaltimer itself. stamp_backward_end (compute stream, at the end of
 // backward) writes backward_end_ns; stamp_exchange_end (communication stream, after the last bucket) adds
 // the time since then to exposed_ns and counts the step. The host reads both at its one wait per interval.
@@ -23,8 +23,8 @@ typedef struct step_stamps {
 void stamp_backward_end(cudaStream_t s, step_stamps *d);
 void stamp_exchange_end(cudaStream_t s, step_stamps *d);
 
-// The communication proxy (MNIST_DDP_COMM_PROXY): copies 'moved' floats, cycling over the n at 'in', into
-// 'sink' (n floats) with as many blocks as NCCL's ring uses channels, then holds them until 'ns' nanoseconds
-// have passed since the kernel started: the SMs and memory traffic, and the time, of a peer exchange.
+// The communication proxy (MNIST_DDP_COMM_PROXY): the SMs and memory traffic, and the time, of a peer exchange.
+// It copies 'moved' floats, cycling over the n at 'in', into 'sink' (n floats) with as many blocks as NCCL's ring
+// uses channels. Then it holds them until 'ns' nanoseconds have passed since the kernel started.
 void comm_proxy(cudaStream_t s, const float *in, size_t n, size_t moved, float *sink, unsigned long long ns);
 #endif

@@ -2,9 +2,10 @@
 // grad_comm_nccl.cu).
 //
 // Streams: the trainer computes on the compute stream (device.cu); every collective here runs on a
-// dedicated communication stream (non-blocking, highest priority), ordered with events: the comm stream
-// waits on an event recorded on the compute stream when a bucket is enqueued, and the compute stream
-// waits on an event recorded after the last collective, so the optimizer waits on the last bucket only.
+// dedicated communication stream (non-blocking, highest priority), ordered with events:
+// - the comm stream waits on an event recorded on the compute stream when a bucket is enqueued;
+// - the compute stream waits on an event recorded after the last collective, so the optimizer waits on the
+//   last bucket only.
 // The gradient all-reduce never makes the host wait: gpu_grad_comm_settle() does, once per log interval.
 //
 // Non-blocking communicator (config.blocking = 0): any NCCL call may return ncclInProgress; before the
@@ -298,9 +299,9 @@ extern "C" void gpu_comm_free(gpu_comm *c)
         return;
     const char *op = "communicator shutdown (ncclCommFinalize)";
     // With the order of gpu.h the comm stream is idle here (an equivalent mutant: the simulation cannot see
-    // this record removed): every function that queues work on it waits for that work before returning,
+    // this record removed). Every function that queues work on it waits for that work before returning,
     // but for the bucket launches, which gpu_grad_comm_finish() or gpu_grad_comm_free() (called first)
-    // wait for; and ncclCommFinalize flushes the collectives still queued, under the same deadline and
+    // wait for. And ncclCommFinalize flushes the collectives still queued, under the same deadline and
     // message. Kept for a caller that frees the communicator first.
     CUDA_CHECK(cudaEventRecord(c->done, c->stream));
     WAIT_EVENT(c, c->done, op);

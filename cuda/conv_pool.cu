@@ -1,6 +1,6 @@
 // net's conv2 with its pool both ways without a column buffer (MNIST_DDP_CONV2=direct): three kernels where the
-// composition runs im2col, three GEMMs, the pool both ways, the bias gradient and col2im, and no 46 MB column
-// buffer written and read each step; the forward and input gradient also on tensor cores (TF32 with --precision
+// composition runs im2col, three GEMMs, the pool both ways, the bias gradient and col2im. No 46 MB column buffer
+// is written and read each step. The forward and input gradient also run on tensor cores (TF32 with --precision
 // tf32, 3xTF32 with MNIST_DDP_CONV2=3xtf32). Each block stages its tiles in shared memory and runs
 // src/nn/conv_pool_kernels.h's and conv_pool_tf32.h's per-thread (per-lane) math, which check_conv_pool runs on
 // the CPU.

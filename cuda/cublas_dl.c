@@ -1,11 +1,10 @@
-/* cuBLAS opened when the GPU path first asks for it (dlopen), not linked: linking libcublas makes every process
- * run its and libcublasLt's constructors at start-up, about 0.5 s (an empty C program on a 2-vCPU EPYC: 0.00 s
- * alone, 0.50 s linked to cuBLAS), CPU-only runs and `--version` included. These definitions stand in for the
- * cuBLAS functions cuda/gemm_cublas.cu calls and forward to the library's (a new call needs its stand-in here:
- * without one the link fails, cuBLAS not being linked). The simulated runtime
- * (tests/gpu/gpu_mock.c) defines the same names, so its programs never pull this object from the archive.
- * dlopen searches as the loader searched for a linked cuBLAS: LD_LIBRARY_PATH, the binary's run path
- * (configure's CUDA directory), the system's. */
+/* cuBLAS opened when the GPU path first asks for it (dlopen), not linked. Linked, libcublas would make every
+ * process, CPU-only runs and `--version` included, run its and libcublasLt's slow constructors at start-up
+ * (docs/gpu.md). These definitions stand in for the cuBLAS functions cuda/gemm_cublas.cu calls and forward to
+ * the library's. A new call needs its stand-in here: without one the link fails, cuBLAS not being linked. The
+ * simulated runtime (tests/gpu/gpu_mock.c) defines the same names, so its programs never pull this object from
+ * the archive. dlopen searches as the loader searched for a linked cuBLAS: LD_LIBRARY_PATH, the binary's run
+ * path (configure's CUDA directory), the system's. */
 #include "config.h"
 
 #include <dlfcn.h>

@@ -1,5 +1,5 @@
 /* Error checks for the CUDA translation units (nvcc, C++): every CUDA runtime, cuBLAS and NCCL call
- * is wrapped, and a failure stops the job through die() with one line naming the call, the error,
+ * is wrapped. A failure stops the job through die() with one line naming the call, the error,
  * file:line, and (added by die()) rank and host. die() calls MPI_Abort, so no peer is left waiting
  * in a collective. Exit status: 69 (EX_UNAVAILABLE) for conditions of the machine (out of memory,
  * no or busy device, driver, ECC, network), 78 (EX_CONFIG) for a binary without code for this GPU,

@@ -30,8 +30,8 @@ static gpu_probe_status probe_status(cudaError_t e)
 }
 
 // Before the process's first CUDA runtime call (it runs cuInit, which reads this): load every kernel with
-// the module (CUDA >= 12.2 defaults to lazy loading, which would load a kernel at its first launch,
-// possibly while a collective is in flight, and allocate then). A value the user set wins.
+// the module. CUDA >= 12.2 defaults to lazy loading, which would load a kernel at its first launch,
+// possibly while a collective is in flight, and allocate then. A value the user set wins.
 static void before_cuinit(void) { setenv("CUDA_MODULE_LOADING", "EAGER", 0); }
 
 // The device chosen before MPI_Init from the launcher's local rank (gpu_choose_early), -1: none.
@@ -108,9 +108,9 @@ extern "C" int gpu_probe(int local_rank, gpu_info *info, char *why, size_t len)
     memset(info, 0, sizeof *info);
     if (!gpu_available(why, len))
         return -1;
-    // Property queries only: no cudaSetDevice, so no context exists before the duplicate check (a second
-    // context on an exclusive-process GPU would fail with a less helpful message), but the one
-    // gpu_choose_early() made before MPI_Init on the device that gpu_select() then checks.
+    // Property queries only: no cudaSetDevice. So no context exists before the duplicate check but the one
+    // gpu_choose_early() made before MPI_Init on the device that gpu_select() then checks; a second context on
+    // an exclusive-process GPU would fail with a less helpful message.
     CUDA_CHECK(cudaGetDeviceCount(&info->visible));
     info->device = gpu_plan_device_index(local_rank, info->visible);
     cudaDeviceProp prop;
@@ -275,11 +275,11 @@ extern "C" void gpu_release(void)
 // lap or mark records the next event of a ring; the device time between two consecutive events goes to the
 // later one's phase (a mark's to none), so the phases cover the compute stream's timeline, its idle gaps
 // included. Each step starts with a hold (below), so its work runs back to back and those gaps are not the
-// host's launches: a phase is the GPU's time for its kernels. Events are
-// read only when the host has waited for the compute stream anyway (gpu_wait_compute: the loss read-back of
-// each log interval, a download), so profiling adds no host wait, but one when the ring fills (more than
-// RING laps in a log interval) and the flush at the end. The trainer profiles eager steps only (main.c turns
-// CUDA graphs off: a graph's kernels cannot be timed per phase).
+// host's launches: a phase is the GPU's time for its kernels. Events are read only when the host has waited
+// for the compute stream anyway (gpu_wait_compute: the loss read-back of each log interval, a download). So
+// profiling adds no host wait, but one when the ring fills (more than RING laps in a log interval) and the
+// flush at the end. The trainer profiles eager steps only (main.c turns CUDA graphs off: a graph's kernels
+// cannot be timed per phase).
 enum { RING = 4096 }; // ~20 laps per step: 200 steps between two read-backs
 
 static cudaEvent_t ring[RING];
@@ -299,7 +299,7 @@ static void lap(int phase) { record(phase); }
 static void mark(void) { record(-1); }
 
 // The hold: one thread spins on the GPU's nanosecond timer while the host queues the step behind it. 1.5 ms is
-// three times the host's time to queue an eager step on an H200 (about 460 us).
+// about three times the host's time to queue an eager step (docs/gpu.md).
 enum { HOLD_NS = 1500000 };
 
 __global__ void k_hold(unsigned long long ns)

@@ -1,6 +1,6 @@
-// The bucketed gradient all-reduce on device buffers (src/gpu/gpu.h; mirrors src/comm/comm_mpi.c): buckets
-// posted on the communication stream as backward makes them final, the optimizer ordered after the last on
-// the device, the host waiting only at settle (once per log interval), captured into the step's graph.
+// The bucketed gradient all-reduce on device buffers (src/gpu/gpu.h; mirrors src/comm/comm_mpi.c). Buckets are
+// posted on the communication stream as backward makes them final, and captured into the step's graph. The
+// optimizer is ordered after the last on the device; the host waits only at settle (once per log interval).
 #include "config.h"
 
 #include <cstdlib>
@@ -51,7 +51,7 @@ static void add_exposed(gpu_grad_comm *g, long upto)
 
 // gpu_wait_compute() while g exists. One event at the end of the compute stream: that stream waits on every
 // 'done', so this one wait covers the all-reduces (under the deadline, watching NCCL's errors) and
-// everything the trainer queued; then the steps' exposed times can be read.
+// everything the trainer queued. Then the steps' exposed times can be read.
 static void settle(void *ctx)
 {
     gpu_grad_comm *g = (gpu_grad_comm *)ctx;
@@ -177,9 +177,9 @@ static void update_deadline(gpu_grad_comm *g)
     c->timeout_s = comm_wait_deadline(c->startup_s, c->step_timeout_s, g->stats.reductions + g->replays, &c->option);
 }
 
-// finish() inside a capture: the same order with untimed events (one recorded in a capture is an edge of
-// the graph, never recorded on the stream: the timing ring could not read it) and no host wait; the graph
-// times itself with two stamps (end of backward, end of the last bucket), read at settle.
+// finish() inside a capture: the same order with untimed events and no host wait. An event recorded in a capture
+// is an edge of the graph, never recorded on the stream, so the timing ring could not read it. The graph times
+// itself with two stamps (end of backward, end of the last bucket), read at settle.
 static void finish_captured(gpu_grad_comm *g)
 {
     gpu_comm *c = g->c;
@@ -228,7 +228,7 @@ extern "C" void gpu_grad_comm_finish(gpu_grad_comm *g)
         WAIT_EVENT(c, g->done[slot], "gradient all-reduce");
         add_exposed(g, g->timed + 1);
     }
-    // End of backward on the device timeline; the comm stream waits on it, so 'done' below is never
+    // End of backward on the device timeline; the comm stream waits on it. So 'done' below is never
     // earlier than 'bwd_end' (exposed time >= 0; a completed 'done' implies a completed 'bwd_end', which
     // the ring's wait above relies on) and the remainder is ordered after the last kernels.
     CUDA_CHECK(cudaEventRecord(g->bwd_end[slot], c->compute));

@@ -1,7 +1,7 @@
 // The CUDA backend (src/nn/backend.h). Elementwise kernels are grid-stride loops over the per-thread
-// functions of src/nn/kernels.h and the math of src/nn/ops.h (tested on the CPU by tests/unit/check_kernels.c); the
-// GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block trees
-// of the reductions (block_sum: per-channel slices, the loss), whose summation order differs from the
+// functions of src/nn/kernels.h and the math of src/nn/ops.h (tested on the CPU by tests/unit/check_kernels.c);
+// the GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block trees
+// of the reductions (block_sum: per-channel slices, the loss). Their summation order differs from the
 // CPU's: results agree with the CPU path to rounding, not bit for bit, and with themselves bit for bit
 // (fixed order, no atomics). Everything runs on the compute stream; only upload, download and
 // count_correct wait for it, through gpu_wait_compute() (the deadline of the all-reduce); the loss stays

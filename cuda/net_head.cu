@@ -1,7 +1,7 @@
 // net's training head in one block (src/nn/head.h): the phases of kernels.h's kern_head, a barrier between
 // them, instead of fifteen kernels and cuBLAS calls from fc1's bias to fc1's output and bias gradients. A
 // batch's head is a few MFLOP (64 x 128 x 10 three times), so one block is enough and needs no grid-wide
-// barrier; its sums run in a fixed order (results identical run to run) and in fp32 whatever --precision
+// barrier. Its sums run in a fixed order (results identical run to run) and in fp32 whatever --precision
 // says.
 #include "config.h"
 

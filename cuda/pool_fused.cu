@@ -1,7 +1,7 @@
 // conv2's max-pool, bias and ReLU with dropout1's flatten and dropout in one pass, and its backward with conv2's
-// bias gradient in one reduction (MNIST_DDP_POOL=fused): one kernel each way instead of two and four, and the
-// bias gradient from the pooled gradient instead of the 4x larger unpooled one. Same float operations as the
-// composition (check_fused holds them to the CPU bit for bit).
+// bias gradient in one reduction (MNIST_DDP_POOL=fused). That is one kernel each way instead of two and four,
+// and the bias gradient from the pooled gradient instead of the 4x larger unpooled one. Same float operations as
+// the composition (check_fused holds them to the CPU bit for bit).
 #include "config.h"
 
 #include "block_sum.h"

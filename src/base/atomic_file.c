@@ -17,11 +17,11 @@ static const char seal_magic[] = "mnist_ddp sealed file ";
 enum { SEAL_VERSION = 1 };
 static const unsigned char hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
 
-/* The signals whose default action ends the process: held while a temporary exists. Not by a signal mask,
- * which is per thread (Open MPI's and OpenMP's threads would still take a process-directed SIGTERM and
- * end the process mid-write), but by a handler, which is per process: it notes the signal, and
- * release_signals restores the default and raises it once the file is in place or removed. Signals that
- * already have a handler (preempt.c's flag) or are ignored keep it. */
+/* The signals whose default action ends the process: held while a temporary exists. A signal mask is per
+ * thread, so Open MPI's and OpenMP's threads would still take a process-directed SIGTERM and end the process
+ * mid-write; a handler is per process. It notes the signal, and release_signals restores the default and
+ * raises it once the file is in place or removed. Signals that already have a handler (preempt.c's flag) or
+ * are ignored keep it. */
 static const int held[AF_HELD_SIGNALS] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 static volatile sig_atomic_t pending;
 

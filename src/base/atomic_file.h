@@ -4,15 +4,15 @@
  * The temporary name is DIR/.<base>.<pid>.<n>@<host>.tmp, created with O_CREAT|O_EXCL|O_NOFOLLOW and mode
  * 0666 (the umask applies, as for any output): in a shared directory nobody can make us write through a
  * symlink or into a file they prepared. Signals that end the process (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
- * SIGUSR1/2) are held from af_open to af_commit/af_abort, so a write is finished or removed before they act;
- * only SIGKILL (or a crash) can leave a temporary behind, and af_remove_stale removes those whose writer
+ * SIGUSR1/2) are held from af_open to af_commit/af_abort, so a write is finished or removed before they act.
+ * Only SIGKILL (or a crash) can leave a temporary behind, and af_remove_stale removes those whose writer
  * on this host is gone.
  *
  * Sealed files (model files, checkpoints) start with a 512-byte header: a magic line, the format version
- * and the SHA-256 and length of the bytes after it, so a reader checks the whole file before the HDF5
- * library parses any of it (af_verify). HDF5 reads such a file as one with a 512-byte "userblock" (it
- * looks for its signature at 0, 512, 1024... and takes the offset where it finds it as the file's base),
- * so h5py and PyTorch tooling read sealed files unchanged. */
+ * and the SHA-256 and length of the bytes after it. So a reader checks the whole file before the HDF5
+ * library parses any of it (af_verify). HDF5 reads such a file as one with a 512-byte "userblock": it
+ * looks for its signature at 0, 512, 1024... and takes the offset where it finds it as the file's base.
+ * So h5py and PyTorch tooling read sealed files unchanged. */
 #ifndef MNIST_ATOMIC_FILE_H
 #define MNIST_ATOMIC_FILE_H
 #include <signal.h>
@@ -45,8 +45,10 @@ void af_abort(atomic_file *a);
 int af_remove_stale(const char *path_prefix);
 
 enum { AF_SEALED, AF_UNSEALED, AF_BAD };
-/* Checks path's seal. AF_SEALED: its bytes are those written; AF_UNSEALED: an HDF5 file without a seal
- * (written by h5py, PyTorch tooling...), only HDF5's own checks apply; AF_BAD: damaged, truncated, not an
- * HDF5 file or unreadable, with why ("checksum mismatch ...") for the caller's one line. */
+/* Checks path's seal:
+ * - AF_SEALED: its bytes are those written;
+ * - AF_UNSEALED: an HDF5 file without a seal (written by h5py, PyTorch tooling...), only HDF5's own checks apply;
+ * - AF_BAD: damaged, truncated, not an HDF5 file or unreadable, with why ("checksum mismatch ...") for the
+ *   caller's one line. */
 int af_verify(const char *path, char *why, size_t len);
 #endif

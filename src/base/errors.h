@@ -1,6 +1,6 @@
 /* Fatal errors: one line naming program, rank, host, what went wrong and where, then an exit
- * status from <sysexits.h> (64 usage, 65 bad data, 66 missing input, 69 unavailable, 70 internal,
- * 71 system, 73 cannot create output, 74 I/O, 78 configuration / launch). Under MPI the job is
+ * status from <sysexits.h>. The statuses: 64 usage, 65 bad data, 66 missing input, 69 unavailable,
+ * 70 internal, 71 system, 73 cannot create output, 74 I/O, 78 configuration / launch. Under MPI the job is
  * torn down with MPI_Abort, so no other rank is left waiting in a collective. */
 #ifndef MNIST_ERRORS_H
 #define MNIST_ERRORS_H

@@ -1,12 +1,12 @@
 /* --profile: where a run's time goes, per named phase, on the host's monotonic clock (clock.h).
  *
  * One stopwatch per process: profile_lap(name) charges the time since the previous lap (or mark) to the
- * training phase name, so consecutive laps cover the training loop without gaps and add up to its time;
+ * training phase name, so consecutive laps cover the training loop without gaps and add up to its time.
  * profile_mark() restarts the stopwatch where time must go nowhere (a checkpoint write, counted apart).
  * Phases outside the loop (start-up, evaluation...) are recorded whole by profile_record. Off (the default),
  * every call is one test of a flag: the model can call it per layer at no cost.
  *
- * Host clocks only time what the CPU does: on the GPU path they would time the queuing of kernels, so there
+ * Host clocks only time what the CPU does; on the GPU path they would time the queuing of kernels. So there
  * main.c hands laps and marks to a device clock (profile_use_clock: CUDA events on the compute stream) and
  * turns CUDA graphs off (a graph's kernels cannot be timed per phase). Phases are listed in order of first use. */
 #ifndef MNIST_PROFILE_H

@@ -1,4 +1,4 @@
-/* Counter-based random numbers: every draw is a pure function of (key, counter), so shuffles
+/* Counter-based random numbers: every draw is a pure function of (key, counter). So shuffles
  * and dropout masks depend on (seed, epoch, global sample index, element), never on the rank,
  * the world size or the order in which ranks or GPU threads run. */
 #ifndef MNIST_RNG_H

@@ -1,5 +1,5 @@
 /* One run per directory: an fcntl (POSIX) write lock on a file in it, held for the process's lifetime and
- * released by the kernel when the process ends however it ends, so a restarted or requeued run takes it back
+ * released by the kernel when the process ends however it ends. So a restarted or requeued run takes it back
  * at once. The file names its holder (host, pid, Slurm job, start time); a clean exit empties it, so a name
  * left in an unlocked file is a holder that was killed or whose node failed. */
 #ifndef MNIST_RUN_LOCK_H

@@ -2,9 +2,10 @@
  *   images: magic 0x00000803, count, rows, cols, then count*rows*cols pixels (row-major);
  *   labels: magic 0x00000801, count, then count labels.
  * The readers accept exactly 28x28 images and labels 0..9, and reject everything else with one line
- * naming the file and the problem: a missing or unreadable file exits EX_NOINPUT (66); a wrong magic,
- * a gzip-compressed file, a truncated file, trailing bytes, a wrong image size, a label > 9, or an
- * image/label count mismatch exits EX_DATAERR (65). */
+ * naming the file and the problem:
+ * - a missing or unreadable file exits EX_NOINPUT (66);
+ * - a wrong magic, a gzip-compressed file, a truncated file, trailing bytes, a wrong image size, a label > 9,
+ *   or an image/label count mismatch exits EX_DATAERR (65). */
 #ifndef MNIST_IDX_H
 #define MNIST_IDX_H
 #include <stdint.h>

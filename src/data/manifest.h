@@ -1,5 +1,5 @@
 /* Shard-set manifests: "<prefix>.manifest" beside the shards lists every file of the set with its
- * sample count, byte size and SHA-256, so the reader can prove every byte intact before the HDF5
+ * sample count, byte size and SHA-256. So the reader can prove every byte intact before the HDF5
  * library parses a file (HDF5 does not survive every malformed file: damaged metadata can crash it).
  *
  * Format (text, one record a line, written by shards_write after the shards are complete):

@@ -266,7 +266,7 @@ static void agree_with_manifest(const shard_set *s, const manifest *mf)
 }
 
 /* A loader holds one copy of a set in host memory, 785 bytes a sample (the CPU backend's, read straight into it,
- * or the staging copy a GPU's is uploaded from): refuse what this process cannot hold (physical memory, or less
+ * or the staging copy a GPU's is uploaded from). Refuse what this process cannot hold (physical memory, or less
  * under RLIMIT_AS) before anyone allocates it. */
 static void check_memory(const shard_set *s)
 {

@@ -7,9 +7,9 @@
  *   what the MPI-free layer needs (PCI bus IDs, NCCL's unique ID, error messages) over MPI.
  *
  * CPU-only build (configure without CUDA): src/gpu/gpu_none.c. gpu_available() and gpu_decide() say there
- * is no GPU path (CPU, or die 69 for --device cuda); the entry points main.c and train.c call after
+ * is no GPU path (CPU, or die 69 for --device cuda). The entry points main.c and train.c call after
  * gpu_decide() (gpu_select, gpu_describe, gpu_report, gpu_blas_*, gpu_release, nn_cuda, comm_nccl) are
- * stubs that stop with EX_SOFTWARE, never reached; the rest is not built (tests of it are GPU-build only).
+ * stubs that stop with EX_SOFTWARE, never reached. The rest is not built (tests of it are GPU-build only).
  *
  * Order of calls (GPU build), every one collective over all ranks unless marked local:
  *   gpu_decide(env, want_cuda)                 after options_parse: 1 = GPUs, 0 = CPU
@@ -66,7 +66,7 @@ typedef struct {
 int gpu_available(char *why, size_t len);
 
 /* Before MPI_Init, in main: binds device local % visible, local being the launcher's local rank
- * (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID or PMI_LOCAL_RANK, the first set), so a
+ * (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID or PMI_LOCAL_RANK, the first set). So a
  * CUDA-aware MPI that creates a context inside MPI_Init creates it on this rank's GPU, not on GPU 0.
  * Nothing when no variable is set or no GPU is usable. CPU-only build: a no-op. */
 void gpu_choose_early(void);
@@ -102,10 +102,11 @@ void gpu_counted(long *kernels, long *gemms, long *waits);
 void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx);
 
 /* A CUDA graph of the work queued on the compute stream (and the streams that join it through events)
- * between gpu_graph_begin and gpu_graph_end: the trainer's replayable step (docs/gpu.md). begin: 0, or -1
- * with the failed call and its error in why (nothing captures). end: the instantiated graph, or NULL with
- * why (the capture is over either way; what was queued in it did not run). Launches and GEMMs queued while
- * capturing count when the graph is launched (gpu_counted). GPU build only. */
+ * between gpu_graph_begin and gpu_graph_end: the trainer's replayable step (docs/gpu.md).
+ * - begin: 0, or -1 with the failed call and its error in why (nothing captures);
+ * - end: the instantiated graph, or NULL with why (the capture is over either way; what was queued in it did
+ *   not run).
+ * Launches and GEMMs queued while capturing count when the graph is launched (gpu_counted). GPU build only. */
 typedef struct gpu_graph gpu_graph;
 int gpu_graph_begin(char *why, size_t len);
 gpu_graph *gpu_graph_end(char *why, size_t len);
@@ -193,13 +194,13 @@ void gpu_grad_comm_ready(void *ctx, size_t offset, size_t count);
  * the loss stays on the device (model_train_batch). */
 void gpu_grad_comm_finish(gpu_grad_comm *g);
 /* Waits on the host, with the deadline (ncclCommAbort + die 69 on error or timeout), for everything queued
- * on the compute stream so far, the all-reduces included, and adds their exposed time to the figures.
+ * on the compute stream so far, the all-reduces included. It adds their exposed time to the figures.
  * gpu_grad_comm_create() makes it gpu_wait_compute() (until gpu_grad_comm_free()), so every read-back
  * of the backend waits here: the trainer's one host wait per log interval is the loss's. */
 void gpu_grad_comm_settle(gpu_grad_comm *g);
 /* A finish() queued while the compute stream is captured (gpu_graph_begin) orders the buckets with
- * untimed events and waits nowhere; each launch of that graph then calls this (step: for error messages),
- * which counts the pass's buckets and keeps the host at most 64 replays ahead of the device (a deadline
+ * untimed events and waits nowhere. Each launch of that graph then calls this (step: for error messages).
+ * It counts the pass's buckets and keeps the host at most 64 replays ahead of the device (a deadline
  * wait, as finish() does for eager steps). Each replay times itself on the device (end of backward to end
  * of the last bucket); settle adds those to exposed_s and reductions. */
 void gpu_grad_comm_replayed(gpu_grad_comm *g, long step);
@@ -210,15 +211,16 @@ void gpu_grad_comm_free(gpu_grad_comm *g);
 /* ---- Collective entry points (src/gpu/gpu_mpi.c, MPI) -------------------------------------------- */
 #ifndef __CUDACC__
 /* --device auto (want_cuda 0) or cuda (1). Returns 1 when every rank has a usable GPU, else 0 (CPU).
- * auto without a GPU on some rank: every rank uses the CPU and rank 0 prints one line naming the first
- * such rank, its host and why. cuda without a GPU on some rank: every rank exits 69 (EX_UNAVAILABLE)
- * with that line. CPU-only build: auto -> 0 with the line "device auto: this build has no GPU path;
- * training on the CPU"; cuda -> exit 69. */
+ * - auto without a GPU on some rank: every rank uses the CPU and rank 0 prints one line naming the first
+ *   such rank, its host and why.
+ * - cuda without a GPU on some rank: every rank exits 69 (EX_UNAVAILABLE) with that line.
+ * - CPU-only build: auto -> 0 with the line "device auto: this build has no GPU path; training on the CPU";
+ *   cuda -> exit 69. */
 int gpu_decide(const ddp_env *env, int want_cuda);
 
-/* Chooses local_rank % visible, gathers the PCI bus IDs over env->local and stops every rank (78,
+/* Chooses local_rank % visible and gathers the PCI bus IDs over env->local. It stops every rank (78,
  * EX_CONFIG) when two ranks of a node would share a GPU or a node has more ranks than GPUs, with the
- * #SBATCH/srun options that fix it; then binds the device (gpu_bind). CPU-only build: a stub. */
+ * #SBATCH/srun options that fix it. Then it binds the device (gpu_bind). CPU-only build: a stub. */
 void gpu_select(const ddp_env *env, gpu_info *info);
 /* The same, but returns the verdict of the job (GPU_NODE_OK: device bound; otherwise not bound and
  * the message of the first bad node in why, on every rank). For tests. GPU build only. */

@@ -23,8 +23,9 @@ typedef struct {
 typedef void nn_gemm_fn(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, float beta, float *c, int ldc);
 
-/* The flatten and dropout after a pool (net's dropout1; flatten_dropout_forward below, of the pooled output): f [N][C*OP] and mask (NULL: no dropout, as in evaluation) drawn for ids, key, layer and p. In a
- * backward, f is the gradient of the flattened output and mask the forward's. */
+/* The flatten and dropout after a pool (net's dropout1; flatten_dropout_forward below, of the pooled output): f
+ * [N][C*OP] and mask (NULL: no dropout, as in evaluation) drawn for ids, key, layer and p. In a backward, f is the
+ * gradient of the flattened output and mask the forward's. */
 typedef struct {
     float *f, *mask;
     const uint64_t *ids;
@@ -49,9 +50,10 @@ typedef struct nn_backend {
 
     void (*gather)(const uint8_t *images, const uint8_t *labels, const uint64_t *idx, int n, float *x, uint8_t *y);
     /* Primitives of the convolution and linear layers (conv_forward etc. of layers.h compose them):
-     * gemm of gemm.h; im2col / col2im of samples n0 .. n0+ns-1 (wide: the wide layout of ops.h); fill:
-     * y[r][j] = b[r] (by_row) or b[j], r < rows, j < cols, rows ld apart; sum_add: out[c] += sum of count
-     * values stride apart from x + c * cstride (bias gradients). */
+     * - gemm: that of gemm.h;
+     * - im2col / col2im: of samples n0 .. n0+ns-1 (wide: the wide layout of ops.h);
+     * - fill: y[r][j] = b[r] (by_row) or b[j], r < rows, j < cols, rows ld apart;
+     * - sum_add: out[c] += sum of count values stride apart from x + c * cstride (bias gradients). */
     nn_gemm_fn *gemm;
     void (*im2col)(const float *x, float *col, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide);
     void (*col2im)(const float *dcol, float *dx, int N, int C, int H, int W, int k, int pad, int n0, int ns, int wide);
@@ -60,24 +62,26 @@ typedef struct nn_backend {
     void (*relu_forward)(float *x, size_t count);
     void (*bias_relu_forward)(float *x, const float *b, int C, size_t count);
     void (*relu_backward)(float *dy, const float *y, size_t count);
-    /* Fused pairs (one pass over the larger buffer on the GPU; the CPU runs the pair of nn_cpu.h functions):
-     * y = relu(maxpool2(x) + b[c]) over planes [C][N] (b NULL: relu(maxpool2(x))); dx = maxpool2_backward
-     * of relu_backward(dy, y) (y: the pooled ReLU output). dy may be overwritten (the CPU applies the ReLU's
-     * gradient in place). */
+    /* Fused pairs: one pass over the larger buffer on the GPU; the CPU runs the pair of nn_cpu.h functions.
+     * - forward: y = relu(maxpool2(x) + b[c]) over planes [C][N] (b NULL: relu(maxpool2(x)));
+     * - backward: dx = maxpool2_backward of relu_backward(dy, y), y being the pooled ReLU output. dy may be
+     *   overwritten (the CPU applies the ReLU's gradient in place). */
     void (*maxpool2_relu_forward)(const float *x, const float *b, float *y, int32_t *arg, int C, int N, int H, int W,
                                   int ld);
     void (*relu_maxpool2_backward)(float *dy, const float *y, const int32_t *arg, float *dx, int planes, int H, int W,
                                    int ld);
-    /* Pool, flatten and dropout fused both ways (NULL: never; the CUDA backend's with MNIST_DDP_POOL=fused, where
-     * layers.c's conv_pool_forward and pool_conv_backward call them): forward, maxpool2_relu_forward of x into y
-     * and arg, then flatten_dropout_forward of y into f and mask (mask NULL: no dropout), in one pass; backward,
-     * relu_maxpool2_backward of dropout_unflatten_backward(dy, mask) (dy [N][C*(H/2)*(W/2)]; y the pooled ReLU
-     * output) into dx, and db[c] += the sum of channel c's dx (planes c*N .. c*N+N-1): the bias gradient of the
-     * convolution the pool follows, in the same pass; 0 having done nothing (pool_conv_backward composes it),
-     * 1 where it did: then pool_conv_backward composes the convolution's backward from im2col and gemm
-     * (conv_backward_range: the backend's conv_backward is not asked), with col2im_relu where the backend has
-     * it: col2im, then dx through the ReLU whose output relu is (relu_backward of the samples written) in the
-     * same pass. */
+    /* Pool, flatten and dropout fused both ways; NULL: never. The CUDA backend has them with the fused pool
+     * (docs/gpu.md#variants-for-measurement), where layers.c's conv_pool_forward and pool_conv_backward call them.
+     * - Forward, in one pass: maxpool2_relu_forward of x into y and arg, then flatten_dropout_forward of y into f
+     *   and mask (mask NULL: no dropout).
+     * - Backward, in one pass: relu_maxpool2_backward of dropout_unflatten_backward(dy, mask) into dx (dy
+     *   [N][C*(H/2)*(W/2)]; y the pooled ReLU output), and db[c] += the sum of channel c's dx (planes c*N ..
+     *   c*N+N-1), the bias gradient of the convolution the pool follows.
+     * - The backward returns 0 having done nothing (pool_conv_backward composes it), or 1 having done it. Then
+     *   pool_conv_backward composes the convolution's backward from im2col and gemm (conv_backward_range; the
+     *   backend's conv_backward is not asked), with col2im_relu where the backend has it.
+     * - col2im_relu: col2im, then dx through the ReLU whose output is relu (relu_backward of the samples
+     *   written), in the same pass. */
     void (*pool_flatten_dropout_forward)(const float *x, const float *b, float *y, int32_t *arg, float *f, float *mask,
                                          int C, int N, int H, int W, int ld, const uint64_t *ids, uint64_t key,
                                          int layer, float p);
@@ -113,23 +117,27 @@ typedef struct nn_backend {
                           float rho, float eps, float weight_decay, float *clear);
     void (*sgd_step)(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
                      float weight_decay, float *clear);
-    /* Whole convolutions with the semantics of layers.h's conv_forward / conv_backward (no scratch): they
-     * return 1, or 0 having done nothing for a shape they leave to im2col and gemm (the backward leaves the
-     * shapes the forward leaves); be: the backend they were called through, whose primitives they may use.
-     * NULL: layers.c composes every convolution from im2col and gemm. The CPU's
-     * (conv_cpu.h) share small layers' samples among threads; oneDNN's run its primitives; the CUDA
-     * backend's with MNIST_DDP_CONV1=direct reduces conv1's weight and bias gradients (one input channel,
-     * no input gradient) in one pass. */
+    /* Whole convolutions with the semantics of layers.h's conv_forward / conv_backward (no scratch). They return
+     * 1, or 0 having done nothing for a shape they leave to im2col and gemm (the backward leaves the shapes the
+     * forward leaves). be is the backend they were called through, whose primitives they may use. NULL: layers.c
+     * composes every convolution from im2col and gemm.
+     * - the CPU's (conv_cpu.h) share small layers' samples among threads;
+     * - oneDNN's run its primitives;
+     * - the CUDA backend's, with the direct conv1 (docs/gpu.md#variants-for-measurement), reduces conv1's weight
+     *   and bias gradients (one input channel, no input gradient) in one pass. */
     int (*conv_forward)(const struct nn_backend *be, const float *x, const float *w, const float *b, float *y, int N,
                         int C, int H, int W, int F, int k, int pad, int wide);
     int (*conv_backward)(const struct nn_backend *be, const float *x, const float *w, const float *dy, float *dw,
                          float *db, float *dx, int N, int C, int H, int W, int F, int k, int pad, int wide);
-    /* layers.h's conv_pool_forward / pool_conv_backward where the backend pools its own layout of the
-     * convolution's output and never writes the caller's scratch y (and takes dx through x's ReLU in its own
-     * layout of dx), fd included (forward: the flatten and dropout into fd; backward: dpy is scratch, the
-     * pooled gradient is fd's); 0 having done nothing for a call it leaves to layers.c's composition, which
-     * NULL leaves them all to (the backward declines what the forward declined). oneDNN's on the CPU (declining
-     * fd); the CUDA backend's with MNIST_DDP_CONV2=direct (net's conv2 without a column buffer). */
+    /* layers.h's conv_pool_forward / pool_conv_backward, where the backend pools its own layout of the
+     * convolution's output:
+     * - it never writes the caller's scratch y, and takes dx through x's ReLU in its own layout of dx;
+     * - fd included: the forward's flatten and dropout go into fd; in the backward dpy is scratch and the pooled
+     *   gradient is fd's;
+     * - 0: it did nothing, leaving the call to layers.c's composition (the backward declines what the forward
+     *   declined); NULL leaves every call there.
+     * The CPU's with oneDNN (declining fd); the CUDA backend's with the direct conv2, net's conv2 without a column
+     * buffer (docs/gpu.md#variants-for-measurement). */
     int (*conv_pool_forward)(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
                              const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide);
     int (*pool_conv_backward)(float *dpy, const nn_flat_dropout *fd, const float *py, const int32_t *arg,
@@ -140,7 +148,8 @@ typedef struct nn_backend {
      * NULL: never promised. */
     int (*conv_pool_covers)(int N, int C, int H, int W, int F, int k, int pad, int wide);
     /* layers.h's conv_bias_relu_forward of one input channel, not wide, in one pass; 0 having done nothing
-     * (layers.c composes it). NULL: always composed. The CUDA backend's with MNIST_DDP_CONV1=direct. */
+     * (layers.c composes it). NULL: always composed. The CUDA backend's with the direct conv1
+     * (docs/gpu.md#variants-for-measurement). */
     int (*conv1_bias_relu_forward)(const float *x, const float *w, const float *b, float *y, int N, int H, int W, int F,
                                    int k, int pad);
     /* net's two convolutions (conv_stack.h) in one pass each way; 0 having done nothing for a shape it leaves
@@ -149,7 +158,7 @@ typedef struct nn_backend {
     int (*conv_stack_forward)(const nn_conv_stack *s);
     int (*conv_stack_backward)(const nn_conv_stack *s);
     /* net's training head (head.h) in one pass; NULL: networks.c composes it from the entries above. The CUDA
-     * backend's with MNIST_DDP_HEAD=fused: one block. */
+     * backend's with the fused head (docs/gpu.md#variants-for-measurement): one block. */
     void (*head_train)(const nn_head *h);
     /* A graph of the work queued between graph_begin and graph_end, replayed by graph_launch (CUDA graphs:
      * gpu.h's gpu_graph_*, whose failures they report the same way); NULL: the backend has none (CPU). */
@@ -161,14 +170,19 @@ typedef struct nn_backend {
 
 extern const nn_backend nn_cpu;
 
-/* The CUDA backend's paths behind a switch (train.c reads them from the environment): conv1 as one kernel
- * and one reduction (conv1_bias_relu_forward, conv_backward) instead of im2col, GEMMs and bias passes; net's
- * training head as one kernel (head_train); conv2's pool with dropout1's flatten and dropout in one pass, its
- * backward with conv2's bias gradient in one reduction, conv1's ReLU backward in conv2's col2im
- * (pool_flatten_dropout_forward, dropout_pool_backward_sum, col2im_relu); conv2 with its pool as three kernels
- * without a column buffer (conv_pool_forward, pool_conv_backward; src/nn/conv_pool_kernels.h). NN_CUDA_TF32 is
- * --precision tf32's part of the kernels (conv2 direct's forward and input gradient on tensor cores; cuBLAS has
- * its own setting); NN_CUDA_3XTF32 those two on tensor cores in the other precisions, three products each. */
+/* The CUDA backend's paths behind a switch (train.c reads them from the environment;
+ * docs/gpu.md#variants-for-measurement):
+ * - NN_CUDA_CONV1_DIRECT: conv1 as one kernel and one reduction (conv1_bias_relu_forward, conv_backward) instead
+ *   of im2col, GEMMs and bias passes;
+ * - NN_CUDA_HEAD_FUSED: net's training head as one kernel (head_train);
+ * - NN_CUDA_POOL_FUSED: conv2's pool with dropout1's flatten and dropout in one pass, its backward with conv2's
+ *   bias gradient in one reduction, conv1's ReLU backward in conv2's col2im (pool_flatten_dropout_forward,
+ *   dropout_pool_backward_sum, col2im_relu);
+ * - NN_CUDA_CONV2_DIRECT: conv2 with its pool as three kernels without a column buffer (conv_pool_forward,
+ *   pool_conv_backward; src/nn/conv_pool_kernels.h);
+ * - NN_CUDA_TF32: --precision tf32's part of the kernels, conv2 direct's forward and input gradient on tensor
+ *   cores (cuBLAS has its own setting);
+ * - NN_CUDA_3XTF32: those two on tensor cores in the other precisions, three products each. */
 enum {
     NN_CUDA_CONV1_DIRECT = 1,
     NN_CUDA_HEAD_FUSED = 2,

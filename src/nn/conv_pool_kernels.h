@@ -1,22 +1,23 @@
-/* net's conv2 with its pool both ways without a column buffer (MNIST_DDP_CONV2=direct; cuda/conv_pool.cu): what
- * one thread of a block computes from the tiles its block staged in shared memory. A CUDA kernel stages (every
- * thread a share), syncs, computes, syncs, per stage; tests/unit/check_conv_pool.c runs the same functions block by
- * block on the CPU (each stage as one thread of one, then every thread's compute) against the CPU layers. Sums
- * use fmaf, so a CPU and a GPU round alike. Shapes (cp_fits): k 3, pad 0, even output sides; the conv's output
- * rows ld long (W when wide, else OW) only as the pool's argmaxes index them. Layouts as layers.h's.
- * - Forward: block (n, g), sample n and output channels f0 = g*CP_FG ..; thread t < OP owns pool window t: its
- *   2x2 outputs for CP_FG channels, then max (op_max4), bias and ReLU into py [F][N][OP] and arg, and (with
- *   MNIST_DDP_POOL=fused too) dropout1's flatten and dropout (kern_flatten_dropout) into fd.
- * - Weight gradient: block (g, h, s), output channels f0 = g*CPW_FG .., input channels c0 = h*CPW_CC .. and slice s
- *   of the samples; thread (f, c) owns w's 9 taps of f0 + f from c0 + c (and, in blocks h = 0, thread (f, 0) the
- *   bias of f0 + f): sums of each window's pooled gradient (through the ReLU) times the input patch at the
- *   window's argmax, the sample's input planes staged in shared memory one float apart in their banks; one
- *   float partial per slice, the last block of each (g, h) adding them in slice order (in double). Only
+/* net's conv2 with its pool both ways without a column buffer (the direct conv2, cuda/conv_pool.cu;
+ * docs/gpu.md#variants-for-measurement): what one thread of a block computes from the tiles its block staged in
+ * shared memory. A CUDA kernel stages (every thread a share), syncs, computes, syncs, per stage.
+ * tests/unit/check_conv_pool.c runs the same functions block by block on the CPU (each stage as one thread of one,
+ * then every thread's compute) against the CPU layers. Sums use fmaf, so a CPU and a GPU round alike. Shapes
+ * (cp_fits): k 3, pad 0, even output sides; the conv's output rows ld long (W when wide, else OW) only as the
+ * pool's argmaxes index them. Layouts as layers.h's.
+ * - Forward: block (n, g), sample n and output channels f0 = g*CP_FG ..; thread t < OP owns pool window t. It
+ *   computes its 2x2 outputs for CP_FG channels, then max (op_max4), bias and ReLU into py [F][N][OP] and arg.
+ *   With the fused pool too, it writes dropout1's flatten and dropout (kern_flatten_dropout) into fd.
+ * - Weight gradient: block (g, h, s), output channels f0 = g*CPW_FG .., input channels c0 = h*CPW_CC .. and slice
+ *   s of the samples. Thread (f, c) owns w's 9 taps of f0 + f from c0 + c (and, in blocks h = 0, thread (f, 0)
+ *   the bias of f0 + f). It sums each window's pooled gradient (through the ReLU) times the input patch at the
+ *   window's argmax. The sample's input planes are staged in shared memory one float apart in their banks. Each
+ *   slice leaves one float partial; the last block of each (g, h) adds them in slice order (in double). Only
  *   each window's argmax has a gradient: a quarter of the products a GEMM over the unpooled gradient makes.
  * - Input gradient: block (n, g), sample n and input channels c0 = g*CPX_CG ..; thread t < H*W/2 owns dx's
- *   elements t and t + H*W/2 of each: the transposed convolution of the unpooled gradient, rebuilt in shared
- *   memory from the pooled one and the argmaxes CPX_FC channels at a time (a pool window per thread), then
- *   through the input's ReLU. */
+ *   elements t and t + H*W/2 of each. It computes the transposed convolution of the unpooled gradient, rebuilt
+ *   in shared memory from the pooled one and the argmaxes CPX_FC channels at a time (a pool window per thread),
+ *   then takes it through the input's ReLU. */
 #ifndef MNIST_CONV_POOL_KERNELS_H
 #define MNIST_CONV_POOL_KERNELS_H
 #include <math.h>
@@ -28,15 +29,17 @@
 #include "nn/kernels.h"
 #include "nn/ops.h"
 
-/* Tiles. Forward: CP_FG output channels per block, CP_CC input channels per stage, CP_THREADS threads (one per
- * pool window), input planes up to CP_HW_MAX (net's conv2: 26x26). Weight gradient: CPW_FG output and CPW_CC
- * input channels per block, samples in up to CPW_SLICES slices, up to CPW_GROUPS_MAX groups of output channels
- * and CPW_C_MAX input channels (the partials' scratch, and a device counter per block of both), the staged
- * planes HW + 1 apart and each channel's staged gradients CPW_LDG (a warp's four channels in four banks). A
- * staged input plane serves CPW_FG output channels: per sample the block's CPW_THREADS threads stage CPW_FG * OP
- * gradients and CPW_CC planes for CPW_FG * CPW_CC * 9 * OP products.
- * Input gradient: CPX_CG input channels per block, CPX_FC output channels per stage, padded planes up to
- * CPX_PAD_MAX. */
+/* Tiles.
+ * - Forward: CP_FG output channels per block, CP_CC input channels per stage, CP_THREADS threads (one per pool
+ *   window), input planes up to CP_HW_MAX (net's conv2: 26x26).
+ * - Weight gradient: CPW_FG output and CPW_CC input channels per block, samples in up to CPW_SLICES slices. At
+ *   most CPW_GROUPS_MAX groups of output channels and CPW_C_MAX input channels (the partials' scratch, and a
+ *   device counter per block of both). The staged planes are HW + 1 apart, each channel's staged gradients
+ *   CPW_LDG apart (a warp's four channels in four banks). A staged input plane serves CPW_FG output channels:
+ *   per sample the block's CPW_THREADS threads stage CPW_FG * OP gradients and CPW_CC planes for
+ *   CPW_FG * CPW_CC * 9 * OP products.
+ * - Input gradient: CPX_CG input channels per block, CPX_FC output channels per stage, padded planes up to
+ *   CPX_PAD_MAX. */
 enum {
     CP_FG = 16,
     CP_CC = 8,
@@ -153,7 +156,7 @@ static inline HD void cp_window_out(float acc[CP_FG][4], const float *b, float *
         cp_channel_out(acc[f], b, py, arg, fd, F, N, OH, OW, ld, n, f0 + f, t);
 }
 
-/* The backward's pooled gradients: dpy [F][N][OP], or (df not NULL: MNIST_DDP_POOL=fused too) fc1's flattened
+/* The backward's pooled gradients: dpy [F][N][OP], or (df not NULL: with the fused pool too) fc1's flattened
  * input gradient df [N][F*OP] times dropout1's mask (NULL: none) at the flattened place (kern_dropout_unflatten's
  * product); py the pooled ReLU output they go through. */
 typedef struct {
@@ -240,10 +243,10 @@ static inline HD void cpw_finish(uint32_t e, const float *part, int slices, floa
         dw[(size_t)f * (K1 - 1) + k] += (float)s;
 }
 
-/* Input gradient, stage f0 of block (n, c0): ds [CPX_FC][OH+4][OW+4] the convolution's output gradient of
- * channels f0 .. for sample n, 2 zeros around each plane (every tap of every dx element in range); ws
- * [CPX_FC][9][CPX_CG] the weights from channels c0 ... A thread stages whole pool windows (cpx_window), so each
- * window's argmax and gradient are read once; the borders, which no stage writes, are zeroed once per block
+/* Input gradient, stage f0 of block (n, c0). ds [CPX_FC][OH+4][OW+4] is the convolution's output gradient of
+ * channels f0 .. for sample n, with 2 zeros around each plane (every tap of every dx element in range). ws
+ * [CPX_FC][9][CPX_CG] holds the weights from channels c0 ... A thread stages whole pool windows (cpx_window), so
+ * each window's argmax and gradient are read once; the borders, which no stage writes, are zeroed once per block
  * (cpx_clear). */
 static inline HD int cpx_border(uint32_t i, uint32_t PW, uint32_t PP, int OH, int OW)
 {

@@ -1,15 +1,17 @@
-/* conv2 direct's forward and input gradient on tensor cores (MNIST_DDP_CONV2=direct with --precision tf32: one TF32
- * product per pair; MNIST_DDP_CONV2=3xtf32 otherwise: three, tf32_split), cuda/conv_pool.cu's k_cpt_forward and
- * k_cpxt_xgrad (the latter described below). The forward: an implicit GEMM, D[pixel][f] = sum over k = c*9 + tap of
- * x[c][pixel + tap] w[f][c][tap], in mma.sync.m16n8k8 tiles (TF32 inputs, fp32 sums), with conv_pool_kernels.h's
- * pool, bias, ReLU and dropout as its epilogue. What one lane computes, in the PTX ISA's fragment layouts for that
- * shape (lane = 4g + t): A (16 x 8, row major) a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B (8 x 8)
- * b0 (k t, column g), b1 (k t + 4, column g); C and D (16 x 8) c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3
- * (g + 8, 2t + 1). Block (n, h): sample n, output channels f0 = h*CPT_F ..; warp p owns pool windows 8p .. 8p + 7,
- * as the rows of two m16 tiles: tile mt, row g + 8d is window 8p + g's output (2wy + mt, 2wx + d), so each lane
- * holds whole windows (the pool needs no shuffles): its c0/c2 of both tiles are channel 2t's four outputs of window
- * 8p + g, c1/c3 channel 2t + 1's, for each n8 tile of channels. Operands are rounded to TF32 as they are staged
- * (op_tf32, as cvt.rna.tf32.f32 would), or staged whole and split per fragment for 3xTF32.
+/* conv2 direct's forward and input gradient on tensor cores: cuda/conv_pool.cu's k_cpt_forward and k_cpxt_xgrad
+ * (the latter described below). The direct conv2 makes one TF32 product per pair with --precision tf32, and three
+ * in its 3xTF32 form otherwise (tf32_split; docs/gpu.md#variants-for-measurement).
+ * The forward is an implicit GEMM, D[pixel][f] = sum over k = c*9 + tap of x[c][pixel + tap] w[f][c][tap], in
+ * mma.sync.m16n8k8 tiles (TF32 inputs, fp32 sums), with conv_pool_kernels.h's pool, bias, ReLU and dropout as its
+ * epilogue. What one lane computes follows the PTX ISA's fragment layouts for that shape (lane = 4g + t):
+ * - A (16 x 8, row major): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
+ * - B (8 x 8): b0 (k t, column g), b1 (k t + 4, column g);
+ * - C and D (16 x 8): c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).
+ * Block (n, h): sample n, output channels f0 = h*CPT_F ..; warp p owns pool windows 8p .. 8p + 7, as the rows of
+ * two m16 tiles. Tile mt, row g + 8d is window 8p + g's output (2wy + mt, 2wx + d), so each lane holds whole
+ * windows (the pool needs no shuffles). Its c0/c2 of both tiles are channel 2t's four outputs of window 8p + g,
+ * c1/c3 channel 2t + 1's, for each n8 tile of channels. Operands are rounded to TF32 as they are staged (op_tf32,
+ * as cvt.rna.tf32.f32 would), or staged whole and split per fragment for 3xTF32.
  * tests/unit/check_conv_pool.c runs these functions for every lane of every warp, with the mma emulated in that
  * layout, against the CPU's im2col, GEMM, pool and col2im. */
 #ifndef MNIST_CONV_POOL_TF32_H
@@ -20,7 +22,7 @@
 #include "nn/conv_pool_kernels.h"
 
 /* Tiles: CPT_F output channels per block (CPT_NT n8 tiles), CPT_CC input channels per stage (CPT_K of the k
- * dimension: CPT_K / 8 mma steps), weight rows CPT_LDW apart in shared memory (a warp's B loads hit 32 banks),
+ * dimension: CPT_K / 8 mma steps). Weight rows lie CPT_LDW apart in shared memory (a warp's B loads hit 32 banks);
  * CPT_WARPS warps of 8 windows each. */
 enum {
     CPT_F = 64,
@@ -56,9 +58,9 @@ static inline HD uint32_t tf32_stage(float v, int split)
     return split ? u : op_tf32(v);
 }
 
-/* 3xTF32 (MNIST_DDP_CONV2=3xtf32 outside --precision tf32): v = big + small, both TF32 (big = op_tf32(v), small =
- * op_tf32(v - big), v - big exact in fp32); small*big' + big*small' + big*big' is v*v' within about 2^-21 of it
- * (small*small' and the rounding of the small parts left out): fp32's accuracy from three TF32 products. */
+/* 3xTF32 (the direct conv2's 3xTF32 form, outside --precision tf32): v = big + small, both TF32 (big = op_tf32(v),
+ * small = op_tf32(v - big), v - big exact in fp32). small*big' + big*small' + big*big' is v*v' within about 2^-21
+ * of it (small*small' and the rounding of the small parts left out): fp32's accuracy from three TF32 products. */
 static inline HD void tf32_split(uint32_t v, uint32_t *big, uint32_t *small)
 {
     float f, b;
@@ -110,8 +112,8 @@ static inline HD uint32_t cpt_k_offset(uint32_t k, int H, int W)
     return c * (uint32_t)(H * W) + (tap / 3) * (uint32_t)W + tap % 3;
 }
 
-/* The lane's A fragments for an mma step: a[mt] of m16 tile mt from xs at the lane's rows (rows[mt][0] for row g,
- * rows[mt][1] for g + 8) plus where the step's rows k0 + t and k0 + t + 4 start (o0, o1). */
+/* The lane's A fragments for an mma step: a[mt] of m16 tile mt, read from xs. The offsets are the lane's rows
+ * (rows[mt][0] for row g, rows[mt][1] for g + 8) plus where the step's rows k0 + t and k0 + t + 4 start (o0, o1). */
 static inline HD void tf32_frag_a(const uint32_t *xs, uint32_t o0, uint32_t o1, const uint32_t rows[2][2],
                                   uint32_t a[2][4])
 {
@@ -142,9 +144,9 @@ static inline HD void cpt_frag_a(const uint32_t *xs, unsigned lane, int H, int W
     tf32_frag_a(xs, cpt_k_offset(k, H, W), cpt_k_offset(k + 4, H, W), pix, a);
 }
 
-/* The lane's outputs after the last stage: for each n8 tile j and e = 0, 1, channel f0 + 8j + 2t + e's window
- * (outputs in op_max4's order: (0, 0) c[e] of tile 0, (0, 1) its c[2 + e], then tile 1's) through
- * cp_channel_out. */
+/* The lane's outputs after the last stage, through cp_channel_out: for each n8 tile j and e = 0, 1, channel
+ * f0 + 8j + 2t + e's window. The outputs are in op_max4's order: (0, 0) c[e] of tile 0, (0, 1) its c[2 + e],
+ * then tile 1's. */
 static inline HD void cpt_out(unsigned p, unsigned lane, float acc[2][CPT_NT][4], const float *b, float *py,
                               int32_t *arg, const nn_flat_dropout *fd, int F, int N, int OH, int OW, int ld, int n,
                               int f0)
@@ -164,10 +166,11 @@ static inline HD void cpt_out(unsigned p, unsigned lane, float acc[2][CPT_NT][4]
 }
 
 /* The input gradient on tensor cores (k_cpxt_xgrad), the transposed convolution as an implicit GEMM:
- * dx[c][i] = sum over k = f*9 + tap of dY[f][i - tap] w[f][c][tap], rows i the input's elements, columns c. Block
- * n: sample n, input channels c0 = h*CPXT_C ..; warp p owns elements 32p .. 32p + 31 (tile mt, row g + 8d:
- * element 32p + 16mt + g + 8d), each lane channels 8j + 2t, + 1 of every n8 tile j; the unpooled gradient staged as
- * cpx_stage stages it, CPXT_FC output channels at a time (tf32_stage); conv1's ReLU backward its epilogue. */
+ * dx[c][i] = sum over k = f*9 + tap of dY[f][i - tap] w[f][c][tap], rows i the input's elements, columns c.
+ * Block n: sample n, input channels c0 = h*CPXT_C ..; warp p owns elements 32p .. 32p + 31 (tile mt, row g + 8d:
+ * element 32p + 16mt + g + 8d). Each lane owns channels 8j + 2t and 8j + 2t + 1 of every n8 tile j. The unpooled
+ * gradient is staged as cpx_stage stages it, CPXT_FC output channels at a time (tf32_stage); conv1's ReLU
+ * backward is its epilogue. */
 enum {
     CPXT_C = 32,
     CPXT_NT = CPXT_C / 8,

@@ -1,8 +1,9 @@
 /* net's two convolutions as one unit (backend.h's conv_stack_forward, conv_stack_backward), for a backend that
- * runs them sample by sample while a sample's activations are in cache: forward = conv1 (one input channel)
- * with its bias and ReLU into h1, then conv2 with its max-pool, bias and ReLU into py and arg, as layers.h's
- * conv_bias_relu_forward then conv_pool_forward; backward = from the pool's output gradient dpy, all four
- * parameter gradients added to (as layers.h's backward passes do), conv1's input gradient not computed.
+ * runs them sample by sample while a sample's activations are in cache:
+ * - forward: conv1 (one input channel) with its bias and ReLU into h1, then conv2 with its max-pool, bias and
+ *   ReLU into py and arg, as layers.h's conv_bias_relu_forward then conv_pool_forward;
+ * - backward: from the pool's output gradient dpy, all four parameter gradients added to (as layers.h's
+ *   backward passes do); conv1's input gradient is not computed.
  * h1 holds conv1's output in a layout of the backend's own, which only its conv_stack_backward reads. */
 #ifndef MNIST_CONV_STACK_H
 #define MNIST_CONV_STACK_H

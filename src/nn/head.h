@@ -1,10 +1,13 @@
-/* net's training head as one unit (backend.h's head_train, MNIST_DDP_HEAD=fused): what runs from fc1's product
- * to the gradients fc1's backward takes, in one GPU block instead of fifteen kernels and GEMMs: fc1's bias, ReLU
- * and dropout on h (in place, as fill before the GEMM, relu_forward and dropout_forward), the last linear
- * layer into z, log-softmax and NLL into logp and loss, *loss_sum += their sum (add_losses), dz = g * the
- * logits' gradient, dw and db += the layer's gradients, dh = the gradient of h through the layer, the dropout
- * and the ReLU, and dhb += fc1's bias gradient, dh's sums over the samples (fc1's sum_add). kernels.h holds
- * its phases (kern_head_*), run in order with a barrier between them. */
+/* net's training head as one unit (backend.h's head_train; the fused head: docs/gpu.md#variants-for-measurement).
+ * It runs what comes between fc1's product and the gradients fc1's backward takes, in one GPU block instead of
+ * fifteen kernels and GEMMs:
+ * - fc1's bias, ReLU and dropout on h (in place, as fill before the GEMM, relu_forward and dropout_forward);
+ * - the last linear layer into z;
+ * - log-softmax and NLL into logp and loss, and *loss_sum += their sum (add_losses);
+ * - dz = g * the logits' gradient, and dw and db += the layer's gradients;
+ * - dh = the gradient of h through the layer, the dropout and the ReLU;
+ * - dhb += fc1's bias gradient, dh's sums over the samples (fc1's sum_add).
+ * kernels.h holds its phases (kern_head_*), run in order with a barrier between them. */
 #ifndef MNIST_HEAD_H
 #define MNIST_HEAD_H
 #include <stdint.h>

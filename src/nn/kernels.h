@@ -23,9 +23,9 @@ static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t
         y[n] = labels[s];
 }
 
-/* im2col and col2im index in 32 bits (a GPU divides 32-bit integers in a few instructions, 64-bit ones in
- * a long emulated sequence): the column buffer of ns samples and their input gradient must have at most
- * 2^32 - 1 elements (net's conv2 at 4096 samples: 7.4e8). The CUDA backend checks it before a launch. */
+/* im2col and col2im index in 32 bits: a GPU divides 32-bit integers in a few instructions, 64-bit ones in a long
+ * emulated sequence. So the column buffer of ns samples and their input gradient must have at most 2^32 - 1
+ * elements (net's conv2 at 4096 samples: 7.4e8). The CUDA backend checks it before a launch. */
 static inline HD int kern_conv_fits32(int C, int H, int W, int k, int pad, int ns, int wide)
 {
     return (size_t)C * (size_t)(k * k) * (size_t)ns * conv_plane(H, W, k, pad, wide) <= UINT32_MAX &&
@@ -50,9 +50,9 @@ static inline HD void kern_im2col(uint32_t i, const float *x, float *col, int N,
     }
 }
 
-/* i < F * N*OH*OW: one output of a convolution of one input channel (not wide) with its bias and ReLU,
- * the taps in im2col's (kh, kw) order: y [F][N][OH*OW] as conv_forward then bias_relu_forward write it,
- * in one pass instead of im2col, a K = k*k GEMM and a bias pass (net's conv1 on the GPU). */
+/* i < F * N*OH*OW: one output of a convolution of one input channel (not wide) with its bias and ReLU, the taps
+ * in im2col's (kh, kw) order. It writes y [F][N][OH*OW] as conv_forward then bias_relu_forward would, in one pass
+ * instead of im2col, a K = k*k GEMM and a bias pass (net's conv1 on the GPU). */
 static inline HD float kern_conv1_bias_relu(uint32_t i, const float *x, const float *w, const float *b, int N, int H,
                                             int W, int k, int pad)
 {
@@ -174,10 +174,11 @@ static inline HD void kern_flatten_dropout(size_t i, const float *x, float *y, f
     y[i] = v;
 }
 
-/* j < C*N * (H/2) * (W/2), an index of the per-sample layout [N][C][OP] (OP = (H/2) * (W/2)): the pooled
- * output kern_maxpool2_relu writes at its CNHW place in y (and arg), then element j of its flattened dropout
- * (kern_flatten_dropout, HW = OP), which reads it back from there: the models' pool, ReLU, flatten and dropout
- * in one pass (MNIST_DDP_POOL=fused), the same float operations. */
+/* j < C*N * (H/2) * (W/2), an index of the per-sample layout [N][C][OP] (OP = (H/2) * (W/2)). First the pooled
+ * output, at its CNHW place in y (and arg) as kern_maxpool2_relu writes it; then element j of its flattened
+ * dropout (kern_flatten_dropout, HW = OP), which reads it back from there. So the models' pool, ReLU, flatten
+ * and dropout run in one pass with the same float operations (the fused pool:
+ * docs/gpu.md#variants-for-measurement). */
 static inline HD void kern_pool_flatten_dropout(size_t j, const float *x, const float *b, float *y, int32_t *arg,
                                                 float *f, float *mask, int C, int N, int H, int W, int ld,
                                                 const uint64_t *ids, uint64_t key, int layer, float p)
@@ -195,13 +196,12 @@ static inline HD void kern_dropout_unflatten(size_t i, const float *dy, const fl
 }
 
 /* ---- Per-channel reductions (bias gradients, BatchNorm statistics and gradients) ----------------
- * A 2-D grid: block (c, s) reduces slice s (op_slice) of channel c's count values with KERN_LANES
- * threads, thread `lane` taking every KERN_LANES-th value (kern_lane_*), and the block adds its lanes in
- * a fixed tree (block_sum in cuda/layers.cu); it writes one partial to scratch[c * slices + s]. A second
- * pass (kern_*_finish) adds each channel's partials in slice order. No atomics:
- * the same inputs give the same bits on every run. The slicing depends on (channels, count) only.
- * BatchNorm's second pass runs in every block of its elementwise pass (the same sums in the same order
- * in each), which saves a launch. */
+ * A 2-D grid: block (c, s) reduces slice s (op_slice) of channel c's count values with KERN_LANES threads,
+ * thread `lane` taking every KERN_LANES-th value (kern_lane_*). The block adds its lanes in a fixed tree
+ * (block_sum in cuda/layers.cu) and writes one partial to scratch[c * slices + s]. A second pass
+ * (kern_*_finish) adds each channel's partials in slice order. No atomics: the same inputs give the same bits
+ * on every run. The slicing depends on (channels, count) only. BatchNorm's second pass runs in every block of
+ * its elementwise pass (the same sums in the same order in each), which saves a launch. */
 enum {
     KERN_LANES = 256,                    /* threads of a reduction block (a power of two: the tree halves it) */
     KERN_RED_BLOCKS = 1024,              /* blocks wanted per reduction: ~8 per SM of a 132-SM H100 */
@@ -259,9 +259,11 @@ static inline HD void kern_lane_bn_grad(const float *x, const float *dy, size_t 
 }
 
 /* Lane `lane`'s share of slice [lo, hi) of conv1's gradient sum c over the N*OH*OW outputs of a convolution of
- * one input channel (not wide): c < F*k*k: dw[f][kh][kw], the output gradient dy times the input under that
- * tap (products in double); else db[c - F*k*k], the sum of dy. Its weight and bias gradients in one
- * reduction instead of im2col, a GEMM and sum_add (MNIST_DDP_CONV1=direct). */
+ * one input channel (not wide):
+ * - c < F*k*k: dw[f][kh][kw], the output gradient dy times the input under that tap (products in double);
+ * - otherwise db[c - F*k*k], the sum of dy.
+ * So the weight and bias gradients take one reduction instead of im2col, a GEMM and sum_add (the direct conv1:
+ * docs/gpu.md#variants-for-measurement). */
 static inline HD double kern_lane_conv1_grad(uint32_t c, const float *x, const float *dy, size_t lo, size_t hi, int N,
                                              int H, int W, int F, int k, int pad, unsigned lane)
 {
@@ -278,14 +280,17 @@ static inline HD double kern_lane_conv1_grad(uint32_t c, const float *x, const f
     return s;
 }
 
-/* Lane `lane`'s share of slice [lo, hi) of channel c's pooled outputs, the N*OH*OW of planes c*N .. c*N+N-1
- * (count <= 2^32 - 1), in the backward of kern_pool_flatten_dropout: each takes its gradient from the flattened
- * dy [N][C*OH*OW] (times mask unless NULL: kern_dropout_unflatten's product), writes its window of dx as
- * kern_relu_maxpool2_grad does (the ReLU's gradient at the argmax, zeros elsewhere; the last window of a row also
- * the columns after it up to ld, the last row of windows the rows below it: every element of dx written once)
- * and adds what it wrote to the lane's sum: channel c's share of the bias gradient of the convolution the pool
- * follows (net's conv2, whose bias follows the pool) in the same pass, from a quarter of the values
- * (MNIST_DDP_POOL=fused). */
+/* Lane `lane`'s share of slice [lo, hi) of channel c's pooled outputs in the backward of
+ * kern_pool_flatten_dropout: the N*OH*OW of planes c*N .. c*N+N-1 (count <= 2^32 - 1). Each pooled output:
+ * - takes its gradient from the flattened dy [N][C*OH*OW], times mask unless NULL (kern_dropout_unflatten's
+ *   product);
+ * - writes its window of dx as kern_relu_maxpool2_grad does: the ReLU's gradient at the argmax, zeros elsewhere;
+ * - also writes, for the last window of a row, the columns after it up to ld, and for the last row of windows
+ *   the rows below it, so that every element of dx is written once;
+ * - adds what it wrote to the lane's sum.
+ * That sum is channel c's share of the bias gradient of the convolution the pool follows (net's conv2, whose bias
+ * follows the pool), from a quarter of the values, in the same pass (the fused pool:
+ * docs/gpu.md#variants-for-measurement). */
 static inline HD double kern_lane_pool_grad(uint32_t c, const float *dy, const float *mask, const float *y,
                                             const int32_t *arg, float *dx, size_t lo, size_t hi, int C, int N, int H,
                                             int W, int ld, unsigned lane)
@@ -322,9 +327,9 @@ static inline HD void kern_sum_finish(size_t c, const double *part, int slices, 
     out[c] += (float)op_partials_sum(part + c * (size_t)slices, slices);
 }
 
-/* Second pass of BatchNorm's training statistics, in each block (c, s) of the elementwise pass: channel
- * c's mean and invstd from its slices (op_moments_combine), rounded as the CPU rounds them, into st[0]
- * and st[1]; with `update` (block (c, 0) only) also stored, and the running statistics updated as
+/* Second pass of BatchNorm's training statistics, in each block (c, s) of the elementwise pass: channel c's mean
+ * and invstd from its slices (op_moments_combine), rounded as the CPU rounds them, into st[0] and st[1]. With
+ * `update` (block (c, 0) only) they are also stored, and the running statistics updated as
  * cpu_batchnorm_forward_train does. tracked: NULL but in the launch holding channel 0. */
 static inline HD void kern_bn_stats_finish(size_t c, const double *sum, const double *m2, int slices, size_t count,
                                            float momentum, float eps, float st[2], int update, float *mean,
@@ -359,13 +364,16 @@ static inline HD void kern_bn_grad_finish(size_t c, const double *pa, const doub
     dbeta[c] += (float)a;
 }
 
-/* net's training head (head.h) in five phases, each over its indices i < kern_head_count(a, phase), a barrier
- * between phases (one GPU block; tests/unit/check_fused.c runs them in loops): 0, i < N*D: fc1's bias, the
- * ReLU and the dropout of h[i] (dropout_forward's mask, not stored: h > 0 after it means kept); 1, i < N*K:
- * the logit z[i], the layer's products summed in order then its bias (fill, then GEMM with beta 1); 2, i < N:
- * sample i's log-softmax, NLL and logit gradients; 3, i < N*D + K*D + K + 1: dh, then dw (sums over samples
- * in double), db, and last the loss sum in sample order (cpu_sum_losses); 4, i < D: fc1's bias gradient, dh's
- * column sums in sample order in double. Indices in 32 bits: N*D is a batch of fc1's outputs. */
+/* net's training head (head.h) in five phases, each over its indices i < kern_head_count(a, phase), with a
+ * barrier between phases (one GPU block; tests/unit/check_fused.c runs them in loops):
+ * - 0, i < N*D: fc1's bias, the ReLU and the dropout of h[i] (dropout_forward's mask, not stored: h > 0 after it
+ *   means kept);
+ * - 1, i < N*K: the logit z[i], the layer's products summed in order, then its bias (fill, then GEMM with beta 1);
+ * - 2, i < N: sample i's log-softmax, NLL and logit gradients;
+ * - 3, i < N*D + K*D + K + 1: dh, then dw (sums over samples in double), db, and last the loss sum in sample
+ *   order (cpu_sum_losses);
+ * - 4, i < D: fc1's bias gradient, dh's column sums in sample order in double.
+ * Indices in 32 bits: N*D is a batch of fc1's outputs. */
 enum { KERN_HEAD_PHASES = 5 };
 
 static inline HD uint32_t kern_head_count(const nn_head *a, int phase)

@@ -1,5 +1,5 @@
 /* The networks: parameters in one flat float buffer, gradients in a second of identical layout,
- * tensors named as in the PyTorch state_dict (llm.c style), so zeroing gradients is one pass (the
+ * tensors named as in the PyTorch state_dict (llm.c style). So zeroing gradients is one pass (the
  * optimizer's: optim_step_clear), all-reducing them is one buffer, and checkpoints map one to one onto PyTorch. */
 #ifndef MNIST_MODEL_H
 #define MNIST_MODEL_H

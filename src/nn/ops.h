@@ -50,7 +50,7 @@ static inline HD size_t conv_plane(int H, int W, int k, int pad, int wide)
 
 /* The wide layout (pad 0, output rows as long as input rows W, the last k-1 columns junk): output
  * offset j = oh W + ow of a plane reads input offset j + op_wide_offset(kh, kw, W) through tap
- * (kh, kw), so a tap is one contiguous span per plane; offsets j < op_wide_span(OH, W, k) stay
+ * (kh, kw). So a tap is one contiguous span per plane; offsets j < op_wide_span(OH, W, k) stay
  * inside the input plane. */
 static inline HD int op_wide_offset(int kh, int kw, int W) { return kh * W + kw; }
 
@@ -137,9 +137,9 @@ static inline HD uint64_t op_dropout_key(uint64_t dropout_key, uint64_t id, int 
     return rng_key(rng_key(dropout_key, id), (uint64_t)layer);
 }
 
-/* The draw rng_uniform(sample_key, e) is its 24 bits rng_u64 >> 40 times 2^-24 exactly, so draw >= p
- * iff those bits >= this threshold, the least t with t 2^-24 >= p (p in [0, 1]; p * 2^24 is exact):
- * an integer comparison, which a CPU vectorises, where the float draw needs a 64-bit conversion. */
+/* The draw rng_uniform(sample_key, e) is its 24 bits rng_u64 >> 40 times 2^-24 exactly. So draw >= p
+ * iff those bits >= this threshold, the least t with t 2^-24 >= p (p in [0, 1]; p * 2^24 is exact).
+ * That is an integer comparison, which a CPU vectorises, where the float draw needs a 64-bit conversion. */
 static inline HD uint32_t op_dropout_threshold(float p) { return p > 0.0f ? (uint32_t)ceilf(p * 16777216.0f) : 0u; }
 
 /* What a kept element is multiplied by (p < 1). */
@@ -153,8 +153,8 @@ static inline HD float op_dropout_mask(uint64_t sample_key, uint64_t e, uint32_t
 }
 
 /* Sum of count values stride apart (bias gradients: a CNHW channel plane, or a column of [N][F]),
- * in double so long planes lose no precision, over four independent partial sums so the additions
- * do not wait on each other: lane j takes the values i = j (mod 4) in order, the last count % 4 go
+ * in double so long planes lose no precision. Four independent partial sums keep the additions from
+ * waiting on each other: lane j takes the values i = j (mod 4) in order, the last count % 4 go
  * to lane 0. op_sum_step and op_sum_finish are that order in pieces, for callers that interleave
  * several sums (the CPU sums four channels at once) and must match op_sum bit for bit. */
 static inline HD void op_sum_step(double s[4], const float *x, size_t i, size_t stride)
@@ -199,7 +199,7 @@ static inline HD double op_partials_sum(const double *p, int n)
 }
 
 /* Mean and biased variance of count values from their slices' sums and sums of squared deviations
- * about the slice's own mean (m2): M2 = sum_s m2_s + n_s (mean_s - mean)^2, every term >= 0, so no
+ * about the slice's own mean (m2). M2 = sum_s m2_s + n_s (mean_s - mean)^2, every term >= 0, so no
  * cancellation (the two-pass result of op_bn_stats, added in another order). */
 static inline HD void op_moments_combine(const double *sum, const double *m2, int slices, size_t count, double *mean,
                                          double *var)

@@ -433,8 +433,8 @@ static void test_head_fused(const tolerances *t)
 }
 
 /* MNIST_DDP_POOL=fused: conv2's pool with dropout1 as one kernel, its backward with conv2's bias gradient as
- * one reduction over the pooled gradient, conv1's ReLU backward in col2im, alone and with the other two switches, against the CPU's composition (net only: convnet's pools follow a
- * BatchNorm, not a convolution). */
+ * one reduction over the pooled gradient, conv1's ReLU backward in col2im. Tested alone and with the other two
+ * switches, against the CPU's composition (net only: convnet's pools follow a BatchNorm, not a convolution). */
 static void test_pool_fused(const tolerances *t)
 {
     const nn_backend *composed = bk[1];

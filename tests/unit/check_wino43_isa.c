@@ -1,8 +1,9 @@
 /* wino43's and conv1 direct's AVX2 kernels (a CPU without AVX-512: AMD Zen 2 and 3, older Intel) against
- * their AVX-512 ones, bit for bit: the same operations lane for lane (wino43_v16.h, conv1_direct_v16.h), only
- * the accumulator counts of a block differ, and those do not change any sum's order. check_conv holds the AVX-512 kernels (and, on a CPU
- * without AVX-512, the AVX2 ones) to the convolution's definition; tests/integration/cpu-avx2.sh runs it and
- * a training with the ISA capped. Built only where the kernels are (oneDNN, x86-64). */
+ * their AVX-512 ones, bit for bit: the same operations lane for lane (wino43_v16.h, conv1_direct_v16.h). Only
+ * the accumulator counts of a block differ, and those do not change any sum's order. check_conv holds the
+ * AVX-512 kernels (and, on a CPU without AVX-512, the AVX2 ones) to the convolution's definition;
+ * tests/integration/cpu-avx2.sh runs it and a training with the ISA capped. Built only where the kernels are
+ * (oneDNN, x86-64). */
 #include "../check_run.h"
 #include <stdio.h>
 #include <stdlib.h>

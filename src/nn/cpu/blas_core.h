@@ -1,7 +1,7 @@
 /* OpenBLAS picks its kernels once, while it loads, from the CPU's model number. A release older than the
- * CPU does not know the model and falls back to its Prescott (SSE3) kernels: OpenBLAS 0.3.21 on an Emerald
- * Rapids Xeon (Intel family 6, model 207) ran fc1's GEMMs 5-7x slower than with its SkylakeX kernels, and
- * the whole training step 1.4x slower. OPENBLAS_CORETYPE overrides the choice, but only while it loads. */
+ * CPU does not know the model and falls back to its Prescott (SSE3) kernels, several times slower on fc1's
+ * GEMMs than the AVX-512 ones (docs/performance.md). OPENBLAS_CORETYPE overrides the choice, but only while
+ * it loads. */
 #ifndef MNIST_BLAS_CORE_H
 #define MNIST_BLAS_CORE_H
 #include "config.h"

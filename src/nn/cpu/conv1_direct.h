@@ -1,7 +1,8 @@
-/* net's conv1 (one input channel, 3x3, no padding) as a direct convolution with AVX-512 or AVX2: 16 output pixels of a
- * row per vector, the nine shifted input vectors in registers for four filters at a time; forward with its bias
- * and ReLU, weight and bias gradients summed by parts of the batch (one per thread, added in part order). It
- * replaces im2col and a K = 9 GEMM, too small for OpenBLAS to run well. */
+/* net's conv1 (one input channel, 3x3, no padding) as a direct convolution with AVX-512 or AVX2. It replaces
+ * im2col and a K = 9 GEMM, too small for OpenBLAS to run well.
+ * - 16 output pixels of a row per vector, the nine shifted input vectors in registers for four filters at a time;
+ * - the forward with its bias and ReLU;
+ * - the weight and bias gradients summed by parts of the batch (one per thread, added in part order). */
 #ifndef MNIST_CONV1_DIRECT_H
 #define MNIST_CONV1_DIRECT_H
 #include <stddef.h>

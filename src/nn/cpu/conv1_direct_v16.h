@@ -1,6 +1,6 @@
-/* conv1_direct.h's kernels written once over 16-float vectors: conv1_direct_avx512.c and conv1_direct_avx2.c
+/* conv1_direct.h's kernels written once over 16-float vectors. conv1_direct_avx512.c and conv1_direct_avx2.c
  * each include a v16 header, define CONV1_DIRECT_VARIANT and include this, so both ISAs give the same bits
- * (check_wino43_isa compares them); only how many filters or pixels go at once follows the registers. */
+ * (check_wino43_isa compares them). Only how many filters or pixels go at once follows the registers. */
 #include <stddef.h>
 
 #include "nn/cpu/conv1_direct.h"
@@ -126,8 +126,8 @@ V16_TARGET static void blocks_sample(const float *x, const float *w, const float
     }
 }
 
-/* Each sample's sums start from zero in registers and are added to the part's once: a channel's nine products
- * of a 26 x 26 plane are then summed 676 at a time, not 43,000 (a part of 64 samples) in one float. */
+/* Each sample's sums start from zero in registers and are added to the part's once. So a channel's nine
+ * products of a 26 x 26 plane are summed 676 at a time, not 43,000 (a part of 64 samples) in one float. */
 V16_TARGET static void wgrad_blocks_sample(const float *x, const float *dxb, const float *h, float *part, int H, int W,
                                            int F)
 {

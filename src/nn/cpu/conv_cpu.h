@@ -1,6 +1,6 @@
 /* The CPU backend's own whole convolutions (backend.h's conv_forward / conv_backward, layers.h's semantics)
  * for layers whose per-sample products are too small for gemm.c to share among threads (net's and
- * convnet's conv1): with --threads > 1 the samples are shared instead. 0, having done nothing, for one
+ * convnet's conv1). With --threads > 1 the samples are shared instead. 0, having done nothing, for one
  * thread and larger layers (layers.c's loop then). A forward and the backward that follows run with the
  * same thread count, as the model runs them. */
 #ifndef MNIST_CONV_CPU_H

@@ -17,9 +17,9 @@
 #include "nn/cpu/wino43_stack.h"
 #include "base/threads.h"
 
-/* One convolution shape at one batch size: the three primitives and their arguments, each built on first use
- * (a run meets a handful of batch sizes: the training batch, the evaluation batch, their remainders; the
- * evaluation's never need the backward ones). The forward always adds a bias, zeros when the layer adds
+/* One convolution shape at one batch size: the three primitives and their arguments, each built on first use.
+ * A run meets a handful of batch sizes (the training batch, the evaluation batch, their remainders); the
+ * evaluation's never need the backward ones. The forward always adds a bias, zeros when the layer adds
  * its own later, so one plan serves both. */
 typedef struct {
     int C, H, W, F, k, pad, wide, N, winograd; /* the key (winograd: asked for; alg: what oneDNN has) */
@@ -240,8 +240,8 @@ static conv_plan *plan_for(int N, int C, int H, int W, int F, int k, int pad, in
     return p;
 }
 
-/* One input channel is left to im2col + GEMM: there oneDNN's convolution with its reorders took 60% longer
- * (net's conv1, 2-core Sapphire Rapids). */
+/* One input channel is left to im2col + GEMM: there oneDNN's convolution with its reorders is slower (net's
+ * conv1; docs/performance.md). */
 static int onednn_takes(int C) { return C > 1; }
 
 /* wino43.h's forward from x, converted to the blocks in x.prim, to y.prim (both nChw16c: see plan_forward). */
@@ -305,8 +305,8 @@ static void add_sums(const conv_plan *p, float *dw, float *db)
     cpu_add_grads(dw, db, p->dw_sum, p->db_sum, (size_t)p->F * p->C * p->k * p->k, p->F);
 }
 
-/* Both backward passes from diff_dst dy (NULL: written in dyw.prim already, which then serves both), dx
- * through the ReLU whose output x is unless x_relu is NULL (layers.h's pool_conv_backward).
+/* Both backward passes from diff_dst dy (NULL: written in dyw.prim already, which then serves both). dx goes
+ * through the ReLU whose output x is, unless x_relu is NULL (layers.h's pool_conv_backward).
  * dw and db accumulate (layers.h: backward ADDS parameter gradients); oneDNN's overwrite the plan's sums. */
 static void backward_run(conv_plan *p, const float *x, const float *x_relu, const float *w, const float *dy, float *dw,
                          float *db, float *dx)

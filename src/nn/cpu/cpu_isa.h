@@ -1,8 +1,9 @@
 /* The widest vector instructions mnist_ddp's own CPU kernels use here (x86-64 builds): the CPU's, capped
- * the way oneDNN caps its own by ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA), so that one setting gives the
- * trainer's kernels and oneDNN's (and a benchmark's PyTorch peer) the same ISA: a value from AVX2 on
- * (AVX2, AVX2_VNNI) caps them at AVX2, a narrower one (SSE41, AVX) turns them off, any other (AVX512_*,
- * ALL) leaves the CPU's. */
+ * the way oneDNN caps its own by ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA). So one setting gives the
+ * trainer's kernels and oneDNN's (and a benchmark's PyTorch peer) the same ISA:
+ * - a value from AVX2 on (AVX2, AVX2_VNNI) caps them at AVX2;
+ * - a narrower one (SSE41, AVX) turns them off;
+ * - any other (AVX512_*, ALL) leaves the CPU's. */
 #ifndef MNIST_CPU_ISA_H
 #define MNIST_CPU_ISA_H
 #include <stddef.h>

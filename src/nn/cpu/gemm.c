@@ -27,7 +27,7 @@ void gemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, con
 }
 
 /* Products below this many multiply-adds run whole on one thread (a split costs more than it saves), and in
- * BLAS: the own kernels were measured on fc1's products. */
+ * BLAS: the own kernels were tuned and measured on fc1's products only. */
 #define GEMM_SPLIT_MIN (1 << 20)
 
 /* One thread's block: the own kernels or BLAS, as chosen for the whole product (a block's size must not
@@ -40,8 +40,8 @@ static void block(int mine, int trans_a, int trans_b, int m, int n, int k, float
 }
 
 /* With more than one OpenMP thread, the larger of C's two dimensions is cut into one block per thread,
- * each a single-threaded BLAS call: OpenBLAS's own thread pool, spinning between calls on the cores the
- * OpenMP threads use, made fc1's GEMMs 1.7-1.9x slower with --threads 2 than with one thread. */
+ * each a single-threaded BLAS call. OpenBLAS's own thread pool spins between calls on the cores the OpenMP
+ * threads use, which made fc1's GEMMs slower with --threads 2 than with one thread (docs/performance.md). */
 void gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
           float beta, float *c, int ldc)
 {

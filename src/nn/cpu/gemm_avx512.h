@@ -1,8 +1,8 @@
 /* The model's large products (fc1's three; im2col's with --conv im2col) in AVX-512 kernels of this project's
- * own instead of OpenBLAS's, where the CPU has AVX-512 (gemm.c: products of at least 2^20 multiply-adds). On
- * one Zen 4 core fc1's forward ran 1.3x, its input gradient 1.35x, its weight gradient 1.17x as fast as
- * OpenBLAS 0.3.21's Cooperlake kernels, which pack both operands on every call (tests/bench/bench_gemm,
- * docs/performance.md). Row-major, as gemm.h: C = op(A) op(B) + beta C with alpha 1 and beta 0 or 1.
+ * own instead of OpenBLAS's, where the CPU has AVX-512 (gemm.c: products of at least 2^20 multiply-adds).
+ * OpenBLAS's AVX-512 kernels pack both operands on every call; these do not, and run fc1's products faster
+ * (tests/bench/bench_gemm; docs/performance.md). Row-major, as gemm.h: C = op(A) op(B) + beta C with alpha 1
+ * and beta 0 or 1.
  *
  * Every element of C is the same sequence of operations wherever the product is cut (tiles, threads' blocks),
  * so the bits do not depend on --threads. With B not transposed each element sums over k in order, one fused

@@ -32,7 +32,7 @@ static inline void next_output(const pool_geom *g, int *ph, int *pw)
     }
 }
 
-/* Sixteen vectors of 16 lanes (one per row of a 16 x 16 tile), transposed in registers: level s swaps the
+/* Sixteen vectors of 16 lanes (one per row of a 16 x 16 tile), transposed in registers. Level s swaps the
  * off-diagonal s x s blocks of every 2s x 2s block, rows i and i + s exchanging halves (64 two-source
  * shuffles in all; element moves only, so floats and integers alike). */
 typedef float vec16 __attribute__((vector_size(CHANNEL_BLOCK * sizeof(float))));
@@ -97,11 +97,11 @@ static inline __attribute__((always_inline)) void forward_tile(const pool_geom *
 
 /* Outputs per chunk of the backward: each channel's run of them is read in one go (three streams at a
  * time: dy, y, arg), not 16 values at a time from 48 planes, which defeats the hardware prefetchers. The
- * forward's 16-output tiles write their 32 runs directly: measured no slower. */
+ * forward's 16-output tiles write their 32 runs directly, which is no slower. */
 enum { CHUNK = 256 };
 
-/* The gradients of outputs o0 .. o0+len-1 (len <= CHUNK) of sample n's channel block cb (dx: its blocks):
- * each channel's run through the ReLU into a [16][CHUNK] buffer, then tile by tile transposed so that every
+/* The gradients of outputs o0 .. o0+len-1 (len <= CHUNK) of sample n's channel block cb (dx: its blocks). Each
+ * channel's run goes through the ReLU into a [16][CHUNK] buffer, then tile by tile transposed so that every
  * output's 16 channels spread over its window (zeros where the argmax was not). */
 static inline __attribute__((always_inline)) void backward_chunk(const pool_geom *g, const float *dy, const float *y,
                                                                  const int32_t *arg, float *dx, int n, int cb, int o0,
@@ -203,8 +203,8 @@ void nchw16c_relu_maxpool2_backward(const float *dy, const float *y, const int32
 }
 
 /* Pixels p0 .. p0+len-1 (len <= CHUNK) of sample n's channel block cb (dxs: its blocks): tile by tile transposed
- * into a [16][CHUNK] buffer, then each channel's run through the ReLU's gradient into its plane (three streams
- * at a time, as backward_chunk's: 16 values at a time to 16 planes took twice as long). */
+ * into a [16][CHUNK] buffer. Then each channel's run goes through the ReLU's gradient into its plane, three
+ * streams at a time as in backward_chunk, not 16 values at a time to 16 planes, which defeats the prefetchers. */
 static inline __attribute__((always_inline)) void relu_chunk(const float *dxs, const float *y, float *dx, int N, int HW,
                                                              int n, int cb, int p0, int len)
 {

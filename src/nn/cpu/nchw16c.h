@@ -1,6 +1,6 @@
 /* Kernels between oneDNN's blocked layout nChw16c ([N][C/16][H][W][16]: sixteen channels of one pixel side
- * by side, what its AVX-512 convolutions take and give) and the CNHW planes of layers.h, each fused with the
- * layer next to the convolution: conv_onednn.c then skips oneDNN's conversion of the whole tensor and the
+ * by side, what its AVX-512 convolutions take and give) and the CNHW planes of layers.h. Each is fused with the
+ * layer next to the convolution, so conv_onednn.c skips oneDNN's conversion of the whole tensor and the
  * extra pass over it. Same ops.h functions in the same order as the nn_cpu.h functions named: the same bits. */
 #ifndef MNIST_NCHW16C_H
 #define MNIST_NCHW16C_H

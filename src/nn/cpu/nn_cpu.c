@@ -501,10 +501,9 @@ long cpu_count_correct(const float *z, const uint8_t *labels, int N, int K)
     return correct;
 }
 
-/* The optimizer's loops, vectorised: the test for a buffer to clear stays out of them (a store under a
- * condition kept the loop scalar, 4.6 ms per step of a Zen 5 core for Adadelta's two square roots and a
- * division per parameter; 1.1 ms in SSE2). Contraction off, so that every clone computes the same bits: the
- * multiplies and adds as written, square roots and divisions rounded correctly in any ISA. */
+/* The optimizer's loops, vectorised: the test for a buffer to clear stays out of them, since a store under a
+ * condition kept the loop scalar (slower: docs/performance.md). Contraction off, so that every clone computes the
+ * same bits: the multiplies and adds as written, square roots and divisions rounded correctly in any ISA. */
 EXACT_WIDE_CLONES void cpu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n,
                                          float lr, float rho, float eps, float weight_decay, float *clear)
 {
@@ -538,8 +537,8 @@ EXACT_WIDE_CLONES void cpu_sgd_step(float *param, const float *grad, float *buf,
 }
 
 /* Samples per im2col + GEMM. One sample keeps conv2's im2col block (~0.7 MB) in L2 while its GEMM
- * (64 x 624 x 288) is still efficient; measured on a 1 MB-L2 Skylake-X core, chunks of 1 or 2 are
- * fastest and one batch-wide GEMM (a 46 MB block) is ~35% slower. */
+ * (64 x 624 x 288) is still efficient. Chunks of 1 or 2 are fastest; one batch-wide GEMM (a 46 MB block) is
+ * slower (docs/performance.md). */
 const nn_backend nn_cpu = {
     .name = "cpu",
     .chunk = 1,

@@ -21,7 +21,7 @@ const dnnl_memory_desc_t *onednn_query(const_dnnl_primitive_desc_t pd, dnnl_quer
 dnnl_primitive_t onednn_create(const_dnnl_primitive_desc_t pd);
 void onednn_run(dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args);
 
-/* A tensor as the layer keeps it (user) and as the primitive wants it (prim): when the layouts differ,
+/* A tensor as the layer keeps it (user) and as the primitive wants it (prim). When the layouts differ,
  * prim is a buffer at `offset` in the shared arena and `reorder` converts between them, in the direction the
  * argument flows (an input: user to prim before the primitive; an output: prim to user after it). */
 typedef struct {

@@ -5,7 +5,7 @@
 
 /* A loop that only wider vectors make much cheaper (the dropout generator's 64-bit multiplies, which
  * SSE2 lacks; nchw16c.c's 16-lane transposes) also gets an AVX-512 clone and an AVX2 one (CPUs without
- * AVX-512: Zen 2 and 3), chosen at load time by what the CPU has (GCC's ifunc-based target_clones; not by
+ * AVX-512: Zen 2 and 3). What the CPU has picks the clone at load time (GCC's ifunc-based target_clones; not
  * ONEDNN_MAX_CPU_ISA). Integer math, selects, element moves and lone additions only
  * (no multiply to fuse into a multiply-add), so every clone computes the same bits. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) && defined(__linux__)

@@ -62,10 +62,10 @@ void wino43_backward_data(const float *dy, const float *U, float *dx, int N, int
         wino43_backward_data_sample(dy + n * ys, U, dx + n * xs, C, H, W, F);
 }
 
-/* The weight gradient: per tile, dw's 3 x 3 correlation of the 6 x 6 input tile with the 4 x 4 output
- * gradient is Winograd F(3x3, 4x4) over the same points: A3^T [(B^T x B) (*) (G4 dy G4^T)] A3, so the sums over
- * tiles and samples run in the transformed space (36 products [C x tiles] x [tiles x F]) and only their total
- * is transformed back. */
+/* The weight gradient: dw's 3 x 3 correlation of a 6 x 6 input tile with its 4 x 4 output gradient is
+ * Winograd F(3x3, 4x4) over the same points: A3^T [(B^T x B) (*) (G4 dy G4^T)] A3. So the sums over tiles and
+ * samples run in the transformed space (36 products [C x tiles] x [tiles x F]), and only their total is
+ * transformed back. */
 size_t wino43_wgrad_part_size(int C, int F) { return (size_t)E * (C * F + point_stride(C) + point_stride(F)) + F; }
 
 /* A part: Mw [36][C][F], then a block's V and D, then db [F]. */

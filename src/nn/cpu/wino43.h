@@ -1,9 +1,9 @@
 /* conv2's forward and input gradient as Winograd F(4x4, 3x3) convolutions of the project's own, fused by
- * blocks of six tiles: the input tiles' transform, the 36 products over the channels and the output transform
+ * blocks of six tiles. The input tiles' transform, the 36 products over the channels and the output transform
  * with the bias run while the block is in L1, so the transformed tensors never reach memory (oneDNN 2.6's
- * jit_wino_4x3 writes and reads them back: docs/performance.md); its weight gradient as F(3x3, 4x4), summed in
- * the transformed space. Blocked layouts of nchw16c.h in and out; AVX-512, or AVX2 (the same bits). Its rounding is about oneDNN's
- * Winograd's (wino43.c: the points). */
+ * jit_wino_4x3 writes and reads them back: docs/performance.md). Its weight gradient is F(3x3, 4x4), summed in
+ * the transformed space. Blocked layouts of nchw16c.h in and out; AVX-512, or AVX2 (the same bits). Its
+ * rounding is about oneDNN's Winograd's (wino43.c: the points). */
 #ifndef MNIST_WINO43_H
 #define MNIST_WINO43_H
 #include <stddef.h>
@@ -23,7 +23,7 @@ void wino43_weights(const float *w, int F, int C, float *U);
 void wino43_forward(const float *x, const float *U, const float *b, float *y, int N, int C, int H, int W, int F);
 
 /* The input gradient the same way (the correlation of dy padded by 2 with each kernel turned by 180 degrees,
- * partial tiles at the edges): whether the CPU and shape can take it (C up to 128, F up to 128)... */
+ * partial tiles at the edges). First, whether the CPU and shape can take it (C up to 128, F up to 128)... */
 int wino43_backward_usable(int C, int F, int H, int W, int k, int pad);
 /* ... U [36][F][C] from w [F][C][3][3] ... */
 void wino43_weights_backward(const float *w, int F, int C, float *U);
@@ -31,8 +31,8 @@ void wino43_weights_backward(const float *w, int F, int C, float *U);
 void wino43_backward_data(const float *dy, const float *U, float *dx, int N, int C, int H, int W, int F);
 
 /* The weight and bias gradients the same way (Winograd F(3x3, 4x4) over the same points) for the shapes
- * wino43_usable takes, the sums over the samples split into parts (one per thread, added in part order: the
- * bits depend on the number of parts only): the floats of workspace per part ... */
+ * wino43_usable takes. The sums over the samples are split into parts (one per thread, added in part order: the
+ * bits depend on the number of parts only). First, the floats of workspace per part ... */
 size_t wino43_wgrad_part_size(int C, int F);
 /* ... and dw [F][C][3][3], db [F] overwritten from x [N][C/16][H][W][16] and dy [N][F/16][H-2][W-2][16], with ws
  * parts x wino43_wgrad_part_size(C, F) floats. */

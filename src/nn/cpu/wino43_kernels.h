@@ -18,7 +18,7 @@ enum {
     WT = 12, /* a third of a 24 x 24 plane's tiles */
 };
 
-/* Floats from one point's block of V or D to the next: a line more than the block, so that the 36 stores of a
+/* Floats from one point's block of V or D to the next: a line more than the block. Then the 36 stores of a
  * tile's transform do not fall in few L1 sets (with WT = 12 the blocks are 1.5 and 3 KB). */
 static inline size_t point_stride(int channels) { return (size_t)WT * channels + LANES; }
 

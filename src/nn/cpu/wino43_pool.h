@@ -1,6 +1,6 @@
-/* net's conv2 with its pool through wino43.h, sample by sample: each part of the batch (one per thread) keeps
- * one sample's blocked input, output and gradients in its own scratch, so the sample's convolution, pool and
- * conversions run while its blocks are in cache and the batch's blocked tensors (9.4 MB of output for conv2)
+/* net's conv2 with its pool through wino43.h, sample by sample. Each part of the batch (one per thread) keeps
+ * one sample's blocked input, output and gradients in its own scratch. So the sample's convolution, pool and
+ * conversions run while its blocks are in cache, and the batch's blocked tensors (9.4 MB of output for conv2)
  * are never written. Layouts, pool and ReLU as layers.h's conv_pool_forward and pool_conv_backward. */
 #ifndef MNIST_WINO43_POOL_H
 #define MNIST_WINO43_POOL_H

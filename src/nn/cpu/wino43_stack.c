@@ -13,8 +13,8 @@
 #include "nn/cpu/wino43_pool.h"
 
 /* conv2's geometry (C channels of H x W in, F out) and the buffers for it and `parts` parts, kept from call to
- * call: U, Ub the transformed weights, per part one sample's scratch, wino43's sums of conv2's gradients and
- * conv1's, then conv2's totals. */
+ * call. They are U, Ub the transformed weights, per part one sample's scratch, wino43's sums of conv2's
+ * gradients and conv1's, then conv2's totals. */
 static struct {
     int C, F, H, W, parts;
     float *U, *Ub, *scratch, *ws, *sums1, *dw2, *db2;

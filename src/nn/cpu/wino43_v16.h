@@ -6,7 +6,7 @@
 #include "nn/cpu/wino43_kernels.h"
 
 /* The small fixed loops unrolled at -O2 too, so the tiles and accumulators stay in registers (not unrolled,
- * the forward took 2.3 times as long). */
+ * the forward is far slower: docs/performance.md). */
 #define UNROLL _Pragma("GCC unroll 16")
 
 /* The interpolation points 0, +-3/4, +-3/2 and infinity: on net's conv2 (inputs and weights in [-1, 1]) the
@@ -20,8 +20,8 @@ static const float G[TIN][3] = {{64.f / 81, 0, 0},
                                 {32.f / 243, -16.f / 81, 8.f / 27},
                                 {0, 0, 1}};
 
-/* U[e][i][o0..o0+15] = (G g G^T)[e] for input channel i and 16 output channels from o0, g gathered across them:
- * output o's taps for input i at w + o * out_stride + i * in_stride, turned by 180 degrees if flip. */
+/* U[e][i][o0..o0+15] = (G g G^T)[e] for input channel i and 16 output channels from o0, g gathered across them.
+ * Output o's taps for input i are at w + o * out_stride + i * in_stride, turned by 180 degrees if flip. */
 V16_TARGET static void weights_block(const float *w, int out_stride, int in_stride, int flip, int cin, int cout, int i,
                                      int o0, float *U)
 {
@@ -210,7 +210,7 @@ V16_TARGET static void conv_sample(const float *x, const float *U, const float *
 {
     int tw = (g->ow + TILE - 1) / TILE, tiles = (g->oh + TILE - 1) / TILE * tw, CB = g->cin / LANES,
         tb = block_tiles(tiles, g->cout);
-    /* Per thread, not on the stack: as locals these made the forward 1.3 times as long (Zen 5). */
+    /* Per thread, not on the stack: as locals these made the forward slower (docs/performance.md). */
     static _Thread_local float V[E * MAX_CB * TB7 * LANES] __attribute__((aligned(64)));
     static _Thread_local float M[E * TB7 * MAX_F] __attribute__((aligned(64)));
     for (int t0 = 0; t0 < tiles; t0 += tb) {
