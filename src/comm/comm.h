@@ -25,20 +25,13 @@ typedef struct {
     double step_timeout_s;      /* of gradient all-reduce waits after the first (--step-timeout) */
     size_t bucket_bytes;        /* start a bucket once it holds this many bytes (0: every range at once) */
     int wire_bf16;              /* --grad-comm bf16: gradients exchanged as bfloat16 (half the bytes) */
-    int alone;                  /* one rank reduces as if it had peers (MNIST_DDP_ARM_ALONE=1, below) */
-    long progress_us;           /* MPI across nodes: the progress thread's interval (progress.h), 0 for none */
-    int shm;                    /* one node, fp32: sum in shared memory (grad_shm.h) rather than through MPI */
-    comm_proxy_spec proxy;      /* the peers' traffic stood in for (MNIST_DDP_COMM_PROXY, below); NCCL only */
+    /* One rank arms, times and runs the all-reduce as with several (a sum over one rank: the identity in fp32),
+     * so one GPU runs NCCL in the captured step and one CPU the bf16 rounding. A test and report setting. */
+    int alone;
+    long progress_us;      /* MPI across nodes: the progress thread's interval (progress.h), 0 for none */
+    int shm;               /* one node, fp32: sum in shared memory (grad_shm.h) rather than through MPI */
+    comm_proxy_spec proxy; /* the peers' traffic stood in for (comm_plan.h; bus_gbps 0: none); NCCL only */
 } comm_config;
-
-/* MNIST_DDP_ARM_ALONE=1: a 1-rank run arms, times and runs the gradient all-reduce as with several ranks (a sum
- * over one rank: the identity in fp32), so one GPU runs NCCL inside the captured step, the bucket ring and the
- * deadlines, and one CPU the bf16 exchange's rounding. A test and report setting, not a user option. */
-int comm_alone_requested(void);
-/* MNIST_DDP_COMM_PROXY=GBPS[:RANKS] (comm_plan.h): with the GPU path (nccl), one rank and MNIST_DDP_ARM_ALONE=1,
- * each bucket also moves and takes what a ring over RANKS GPUs at GBPS would (a report setting, like the
- * above). Returns 0 when unset; 1 with *p; a malformed value or another setting ends the run (EX_CONFIG). */
-int comm_proxy_requested(comm_proxy_spec *p, int nccl, int world);
 
 /* state: the backend's own, from create(); every other entry takes it. All entries are collective. */
 typedef struct comm_backend {
@@ -79,7 +72,7 @@ void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s);
  * the all-reduce done in fp32 and rounded to bf16 (as NCCL's bf16 sum does), the result widened back to fp32
  * for the optimizer. Identical on every rank. Collective (the isolated reference time is measured again). */
 void grad_comm_set_wire_bf16(grad_comm *g);
-/* With one rank: arm and time the all-reduce anyway (comm_alone_requested). Collective. */
+/* With one rank: arm and time the all-reduce anyway (comm_config's alone). Collective. */
 void grad_comm_set_alone(grad_comm *g);
 /* A thread tests the buckets in flight every interval_us during backward (progress.h); it needs MPI's
  * MPI_THREAD_SERIALIZED or more. Counts the reductions it saw complete before finish (comm_stats.early). */
@@ -96,12 +89,14 @@ void grad_comm_free(grad_comm *g);
 /* Fingerprint of a float buffer's bits (FNV-1a over the 32-bit patterns): any change to one element
  * changes it, and it depends on the order of the elements too. */
 uint64_t buffer_fingerprint(const float *p, size_t n);
+/* The collectives of all ranks (MPI_COMM_WORLD) that train/ uses, so that it needs no MPI of its own. */
+typedef enum { COMM_SUM, COMM_MIN, COMM_MAX } comm_op;
 /* Every rank compares its fingerprint with rank 0's; a difference stops the job naming the ranks. */
-void comm_check_replicas(MPI_Comm comm, const float *p, size_t n, const char *when);
+void comm_check_replicas(const float *p, size_t n, const char *when);
 /* In-place average over ranks (BatchNorm running statistics). */
-void comm_average(MPI_Comm comm, float *p, size_t n);
-/* In-place MPI_Allreduce of n doubles that stops the job (69) when it takes over timeout_s, naming option
- * (the deadline's), what and step in the message, and the rank that did not arrive when knowable. */
-void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double timeout_s, const char *option,
-                           const char *what, long step);
+void comm_average(float *p, size_t n);
+/* In-place all-reduce of n doubles that stops the job (69) when it takes over timeout_s, naming option (the
+ * deadline's), what and step in the message, and the rank that did not arrive when knowable. */
+void comm_allreduce_within(double *v, int n, comm_op op, double timeout_s, const char *option, const char *what,
+                           long step);
 #endif

@@ -21,7 +21,7 @@ struct grad_comm {
     float *grads;
     size_t n;
     double timeout_s, step_timeout_s; /* start-up and steady-state deadlines (comm_wait_deadline) */
-    int armed, alone;                 /* alone: one rank reduces anyway (comm_alone_requested) */
+    int armed, alone;                 /* alone: one rank reduces anyway (comm_config's alone) */
     long step;
     bucket_plan plan;
     uint16_t *wire; /* --grad-comm bf16: the exchanged gradients (NULL: fp32 in place) */
@@ -31,11 +31,12 @@ struct grad_comm {
     comm_progress *progress; /* NULL: MPI moves the buckets only inside this file's calls */
 };
 
-void comm_allreduce_within(MPI_Comm comm, double *v, int n, MPI_Op op, double timeout_s, const char *option,
-                           const char *what, long step)
+void comm_allreduce_within(double *v, int n, comm_op op, double timeout_s, const char *option, const char *what,
+                           long step)
 {
+    static const MPI_Op ops[] = {[COMM_SUM] = MPI_SUM, [COMM_MIN] = MPI_MIN, [COMM_MAX] = MPI_MAX};
     MPI_Request req;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, comm, &req));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, ops[op], MPI_COMM_WORLD, &req));
     stall_wait_all(&req, 1, 0, timeout_s, option, what, step);
 }
 
@@ -127,28 +128,6 @@ void grad_comm_set_alone(grad_comm *g)
 {
     g->alone = 1;
     g->stats.blocking_s = time_blocking(g->comm, g->n, g->wire != NULL);
-}
-
-int comm_alone_requested(void)
-{
-    const char *v = getenv("MNIST_DDP_ARM_ALONE");
-    return v && !strcmp(v, "1");
-}
-
-int comm_proxy_requested(comm_proxy_spec *p, int nccl, int world)
-{
-    const char *v = getenv("MNIST_DDP_COMM_PROXY");
-    char why[128];
-    if (!v)
-        return 0;
-    if (comm_proxy_parse(v, p, why, sizeof why) != 0)
-        die(EX_CONFIG, "environment variable MNIST_DDP_COMM_PROXY='%s': %s", v, why);
-    if (!nccl || world != 1 || !comm_alone_requested())
-        die(EX_CONFIG,
-            "environment variable MNIST_DDP_COMM_PROXY='%s' stands in for other GPUs' traffic: it needs the GPU "
-            "path, one rank and MNIST_DDP_ARM_ALONE=1",
-            v);
-    return 1;
 }
 
 void grad_comm_set_step_timeout(grad_comm *g, double step_timeout_s) { g->step_timeout_s = step_timeout_s; }
@@ -273,8 +252,9 @@ uint64_t buffer_fingerprint(const float *p, size_t n)
     return h;
 }
 
-void comm_check_replicas(MPI_Comm comm, const float *p, size_t n, const char *when)
+void comm_check_replicas(const float *p, size_t n, const char *when)
 {
+    MPI_Comm comm = MPI_COMM_WORLD;
     int world, rank;
     MPI_CHECK(MPI_Comm_size(comm, &world));
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
@@ -300,7 +280,7 @@ void comm_check_replicas(MPI_Comm comm, const float *p, size_t n, const char *wh
                 when, bad > 1 ? "s" : "", list);
 }
 
-void comm_average(MPI_Comm comm, float *p, size_t n)
+static void average_on(MPI_Comm comm, float *p, size_t n)
 {
     int world;
     MPI_CHECK(MPI_Comm_size(comm, &world));
@@ -310,6 +290,8 @@ void comm_average(MPI_Comm comm, float *p, size_t n)
     for (size_t i = 0; i < n; i++)
         p[i] /= (float)world;
 }
+
+void comm_average(float *p, size_t n) { average_on(MPI_COMM_WORLD, p, n); }
 
 /* ---- The comm_mpi table: MPI_COMM_WORLD, host buffers ------------------------------------------- */
 
@@ -419,7 +401,7 @@ static void mpi_broadcast(void *state, float *p, size_t n, const char *what)
 static void mpi_average(void *state, float *p, size_t n, const char *what)
 {
     (void)what;
-    comm_average(((mpi_state *)state)->comm, p, n);
+    average_on(((mpi_state *)state)->comm, p, n);
 }
 
 const comm_backend comm_mpi = {

@@ -110,13 +110,13 @@ int preempt_agree(double *age, int time_up, double timeout_s, const char *option
     if (caught)
         v[1] = clock_now() - ((double)caught_at.tv_sec + 1e-9 * (double)caught_at.tv_nsec);
     double mine = v[1];
-    comm_allreduce_within(MPI_COMM_WORLD, v, 2, MPI_MAX, timeout_s, option, "stop agreement", step);
+    comm_allreduce_within(v, 2, COMM_MAX, timeout_s, option, "stop agreement", step);
     *age = v[1];
     if (v[1] < 0)
         return (int)v[0]; /* no signal anywhere: the time limit, or nothing */
     /* The first signal names the stop, not the largest number: the rank whose signal is the oldest says which. */
     double first = mine == v[1] ? caught : 0;
-    comm_allreduce_within(MPI_COMM_WORLD, &first, 1, MPI_MAX, timeout_s, option, "stop agreement", step);
+    comm_allreduce_within(&first, 1, COMM_MAX, timeout_s, option, "stop agreement", step);
     return (int)first;
 }
 

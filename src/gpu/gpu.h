@@ -152,7 +152,7 @@ void gpu_nccl_unique_id(unsigned char id[GPU_NCCL_ID_BYTES]);
 gpu_comm *gpu_comm_init(const unsigned char id[GPU_NCCL_ID_BYTES], int nranks, int rank, double timeout_s);
 /* After the first gradient all-reduce, waits end at the shorter of this and timeout_s (comm_wait_deadline). */
 void gpu_comm_set_step_timeout(gpu_comm *c, double step_timeout_s);
-/* One rank communicates as if it had peers (comm_alone_requested): the collectives below and the gradient
+/* One rank communicates as if it had peers (comm_config's alone): the collectives below and the gradient
  * all-reduce run, are timed and captured instead of being skipped. Before gpu_grad_comm_create. */
 void gpu_comm_set_alone(gpu_comm *c);
 /* MNIST_DDP_COMM_PROXY (comm.h): each all-reduce of the gradients, and each timed one, followed on the

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <hdf5.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,7 +253,7 @@ void checkpoint_save(const checkpoint_config *c, model *m, optim *opt, const che
     model_download(m, h.params, h.bufs);
     /* BatchNorm statistics differ per rank inside an epoch; their mean is what the run ends with. */
     if (h.nb)
-        comm_average(MPI_COMM_WORLD, h.bufs, h.nb);
+        comm_average(h.bufs, h.nb);
     if (world_rank() == 0) {
         model_backend(m)->download(h.opt, optim_state(opt, &count), h.no * sizeof(float));
         write_durably(c, m, &h, p);
@@ -263,8 +262,7 @@ void checkpoint_save(const checkpoint_config *c, model *m, optim *opt, const che
     /* The other ranks wait here, so the job goes on only with the checkpoint in place; a rank 0 that
      * froze in the write must not hang them. */
     double done = 0;
-    comm_allreduce_within(MPI_COMM_WORLD, &done, 1, MPI_SUM, c->timeout_s, "--comm-timeout", "checkpoint write",
-                          p->step);
+    comm_allreduce_within(&done, 1, COMM_SUM, c->timeout_s, "--comm-timeout", "checkpoint write", p->step);
     char path[PATH_LEN];
     say("checkpoint: step %ld (epoch %d, step %ld of it) written to %s in %.3f s", p->step, p->epoch, p->epoch_step,
         file_path(path, sizeof path, c->dir, p->step), clock_now() - t0);

@@ -2,7 +2,6 @@
  * and correct count are reduced, so every world size reports the same accuracy for the same weights. */
 #ifndef MNIST_EVALUATE_H
 #define MNIST_EVALUATE_H
-#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 

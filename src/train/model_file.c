@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <hdf5.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -17,15 +17,17 @@
 
 /* How an option's value is read and where it goes. */
 typedef enum {
-    ARG_FLAG,     /* no value: the int field becomes lo */
-    ARG_INT,      /* int in [lo, hi] */
-    ARG_LONG,     /* long in [lo, hi] */
-    ARG_SEED,     /* uint64_t in [lo, hi] */
-    ARG_DOUBLE,   /* double in [lo, hi] */
-    ARG_STRING,   /* a non-empty string */
-    ARG_CHOICE,   /* one of choices: the field points at it */
-    ARG_INDEX,    /* one of choices: the int field gets its index (-1 without a default: none chosen) */
-    ARG_HOSTPORT, /* HOST:PORT (gpu_plan.c's rule) */
+    ARG_FLAG,      /* no value: the int field becomes lo */
+    ARG_INT,       /* int in [lo, hi] */
+    ARG_LONG,      /* long in [lo, hi] */
+    ARG_SEED,      /* uint64_t in [lo, hi] */
+    ARG_DOUBLE,    /* double in [lo, hi] */
+    ARG_STRING,    /* a non-empty string */
+    ARG_CHOICE,    /* one of choices: the field points at it */
+    ARG_INDEX,     /* one of choices: the int field gets its index (-1 without a default: none chosen) */
+    ARG_HOSTPORT,  /* HOST:PORT (gpu_plan.c's rule) */
+    ARG_STRAGGLER, /* RANK:STEP:SECONDS into a straggler_variant */
+    ARG_PROXY,     /* GBPS[:RANKS] into a proxy_variant */
 } arg_kind;
 
 /* One option: everything the parser, --help (and so the man page) and the defaults know of it. */
@@ -47,6 +49,40 @@ static const char *const convs[] = {"auto", "im2col", "onednn", "winograd", "win
 static const char *const off_on[] = {"off", "on", NULL};
 const char *const grad_comm_names[] = {"fp32", "bf16", NULL};
 static const char *const gemm_names[] = {"auto", "blas", NULL};
+/* The variants' values, in the order of options.h's enums: the first is the default. */
+static const char *const conv1_names[] = {"im2col", "direct", NULL};
+static const char *const head_names[] = {"composed", "fused", NULL};
+static const char *const pool_names[] = {"fused", "composed", NULL};
+static const char *const conv2_names[] = {"im2col", "direct", "3xtf32", NULL};
+static const char *const zero_one[] = {"0", "1", NULL};
+
+static int parse_straggler(const char *v, void *field, char *why, size_t len)
+{
+    straggler_variant *s = field;
+    int n = 0;
+    if (sscanf(v, "%d:%ld:%lf%n", &s->rank, &s->step, &s->seconds, &n) != 3 || v[n] || s->rank < 0 || s->step < 1 ||
+        !(s->seconds > 0 && s->seconds <= 3600)) {
+        snprintf(why, len, "RANK:STEP:SECONDS expected (a rank from 0, a global step from 1, 0 < SECONDS <= 3600)");
+        return -1;
+    }
+    s->text = v;
+    return 0;
+}
+
+static int parse_proxy(const char *v, void *field, char *why, size_t len)
+{
+    proxy_variant *p = field;
+    if (comm_proxy_parse(v, &p->spec, why, len) != 0)
+        return -1;
+    p->text = v;
+    return 0;
+}
+
+/* A structured value into its field: 0, or -1 with why. */
+static int parse_structured(arg_kind kind, const char *v, void *field, char *why, size_t len)
+{
+    return kind == ARG_STRAGGLER ? parse_straggler(v, field, why, len) : parse_proxy(v, field, why, len);
+}
 
 static const char per_model[] = "per model"; /* a shown default that model_recipe_of gives, model by model */
 
@@ -155,8 +191,35 @@ static const option_spec specs[] = {
      "\nGPU: device time from CUDA events on the compute stream,"
      "\nsteps eager (turns --cuda-graph off)"},
 };
+
+/* Environment variables rather than options, so that a benchmark switches them without changing the command
+ * it measures. --help shows the name alone; lo 1: a value but the default is the GPU path's only. */
+static const option_spec variants[] = {
+    {"Variants for measurement (environment variables; a bad value stops the run with 78):", "MNIST_DDP_CONV1", NULL,
+     ARG_INDEX, F(conv1), 1, 0, conv1_names, "im2col", NULL,
+     "im2col | direct: the GPU's conv1 forward as one kernel and"
+     "\nits gradients as one reduction (direct)"},
+    {NULL, "MNIST_DDP_HEAD", NULL, ARG_INDEX, F(head), 1, 0, head_names, "composed", NULL,
+     "composed | fused: net's training head as one GPU kernel"},
+    {NULL, "MNIST_DDP_POOL", NULL, ARG_INDEX, F(pool), 1, 0, pool_names, "fused", NULL,
+     "fused | composed: conv2's pool with dropout1 as one GPU"
+     "\nkernel each way (fused), or the kernels it fuses"},
+    {NULL, "MNIST_DDP_CONV2", NULL, ARG_INDEX, F(conv2), 1, 0, conv2_names, "im2col", NULL,
+     "im2col | direct | 3xtf32: the GPU's conv2 with its pool"
+     "\nwithout a column buffer (direct; 3xtf32: on tensor cores"
+     "\nin any precision)"},
+    {NULL, "MNIST_DDP_ARM_ALONE", NULL, ARG_INDEX, F(arm_alone), 0, 0, zero_one, "0", NULL,
+     "0 | 1: one rank exchanges its gradients as with peers"},
+    {NULL, "MNIST_DDP_STRAGGLER", NULL, ARG_STRAGGLER, F(straggler), 0, 0, NULL, NULL, "",
+     "RANK:STEP:SECONDS: rank RANK sleeps SECONDS before global"
+     "\nstep STEP, outside every collective"},
+    {NULL, "MNIST_DDP_COMM_PROXY", NULL, ARG_PROXY, F(proxy), 0, 0, NULL, NULL, "",
+     "GBPS[:RANKS]: one GPU armed alone also moves what a ring"
+     "\nall-reduce over RANKS GPUs (8) moves, at GBPS GB/s"},
+};
 #undef F
 enum { NSPECS = sizeof specs / sizeof *specs, OPT_HELP = NSPECS, OPT_VERSION };
+enum { NVARIANTS = sizeof variants / sizeof *variants };
 
 static const char usage_head[] =
     "Usage: mnist_ddp [OPTION]...\n"
@@ -233,32 +296,37 @@ static void shown_per_model(const char *name, char *buf, size_t len)
     }
 }
 
-/* --help from the table: "  --name ARG" in 24 columns, the help, and the default in brackets ending at column
- * 88 on its first line. */
+/* One entry of --help: "  --name ARG" (or a variant's name) in 24 columns, the help, and the default in
+ * brackets ending at column 88 on its first line. */
+static void print_spec(const option_spec *s, const char *dashes)
+{
+    char left[64], shown[64] = "";
+    if (s->section)
+        printf("\n%s\n", s->section);
+    snprintf(left, sizeof left, "%s%s%s%s", dashes, s->name, s->arg ? " " : "", s->arg ? s->arg : "");
+    char model_defaults[48];
+    const char *d = s->shown ? s->shown : s->def;
+    if (d == per_model)
+        shown_per_model(s->name, model_defaults, sizeof model_defaults), d = model_defaults;
+    if (d && *d)
+        snprintf(shown, sizeof shown, "[%s]", d);
+    const char *h = s->help, *nl = strchr(h, '\n');
+    int n = nl ? (int)(nl - h) : (int)strlen(h), at = printf("  %-24s%.*s", left, n, h);
+    int pad = 88 - at - (int)strlen(shown);
+    printf("%*s%s\n", *shown ? (pad > 1 ? pad : 1) : 0, "", shown);
+    for (h = nl; h; h = nl) {
+        nl = strchr(++h, '\n');
+        printf("  %-24s%.*s\n", "", nl ? (int)(nl - h) : (int)strlen(h), h);
+    }
+}
+
 static void print_usage(void)
 {
     fputs(usage_head, stdout);
-    for (int i = 0; i < NSPECS; i++) {
-        const option_spec *s = &specs[i];
-        char left[64], shown[64] = "";
-        if (s->section)
-            printf("\n%s\n", s->section);
-        snprintf(left, sizeof left, "--%s%s%s", s->name, s->arg ? " " : "", s->arg ? s->arg : "");
-        char model_defaults[48];
-        const char *d = s->shown ? s->shown : s->def;
-        if (d == per_model)
-            shown_per_model(s->name, model_defaults, sizeof model_defaults), d = model_defaults;
-        if (d && *d)
-            snprintf(shown, sizeof shown, "[%s]", d);
-        const char *h = s->help, *nl = strchr(h, '\n');
-        int n = nl ? (int)(nl - h) : (int)strlen(h), at = printf("  %-24s%.*s", left, n, h);
-        int pad = 88 - at - (int)strlen(shown);
-        printf("%*s%s\n", *shown ? (pad > 1 ? pad : 1) : 0, "", shown);
-        for (h = nl; h; h = nl) {
-            nl = strchr(++h, '\n');
-            printf("  %-24s%.*s\n", "", nl ? (int)(nl - h) : (int)strlen(h), h);
-        }
-    }
+    for (int i = 0; i < NSPECS; i++)
+        print_spec(&specs[i], "--");
+    for (int i = 0; i < NVARIANTS; i++)
+        print_spec(&variants[i], "");
     fputs(usage_tail, stdout);
 }
 
@@ -335,7 +403,61 @@ static void set_value(options *o, const option_spec *s, const char *v, int check
     case ARG_HOSTPORT:
         *(const char **)f = parse_hostport(opt, v);
         break;
+    case ARG_STRAGGLER:
+    case ARG_PROXY: {
+        char why[128];
+        if (parse_structured(s->kind, v, f, why, sizeof why) != 0)
+            die_all(EX_USAGE, "option %s: '%s': %s", opt, v, why);
+        break;
     }
+    }
+}
+
+/* A variant's value as a choice's list: "im2col (the default), direct or 3xtf32". */
+static void choices_text(const char *const *choices, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s (the default)", choices[0]);
+    for (int i = 1; choices[i]; i++)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", choices[i + 1] ? ", " : " or ", choices[i]);
+}
+
+/* The variants from the environment, each checked here once (78 where malformed); unset, or an empty choice,
+ * leaves the default. */
+static void read_variants(options *o)
+{
+    for (int i = 0; i < NVARIANTS; i++) {
+        const option_spec *s = &variants[i];
+        const char *v = getenv(s->name);
+        void *f = (char *)o + s->field;
+        char why[128];
+        if (!v || (s->kind == ARG_INDEX && !*v))
+            continue;
+        if (s->kind == ARG_INDEX) {
+            const char *c = parse_choice_quiet(v, s->choices);
+            if (!c) {
+                choices_text(s->choices, why, sizeof why);
+                die_all(EX_CONFIG, "%s=%s: %s", s->name, v, why);
+            }
+            *(int *)f = choice_index(s->name, c, s->choices);
+        } else if (parse_structured(s->kind, v, f, why, sizeof why) != 0) {
+            die_all(EX_CONFIG, "environment variable %s='%s': %s", s->name, v, why);
+        }
+    }
+}
+
+void options_check_variants(const options *o, int gpu, int world)
+{
+    for (int i = 0; i < NVARIANTS; i++) {
+        const option_spec *s = &variants[i];
+        int at = s->kind == ARG_INDEX ? *(const int *)((const char *)o + s->field) : 0;
+        if (!gpu && s->lo == 1 && at != 0)
+            die_all(EX_CONFIG, "%s=%s: the GPU path only", s->name, s->choices[at]);
+    }
+    if (o->proxy.text && (!gpu || world != 1 || !o->arm_alone))
+        die_all(EX_CONFIG,
+                "environment variable MNIST_DDP_COMM_PROXY='%s' stands in for other GPUs' traffic: it needs the GPU "
+                "path, one rank and MNIST_DDP_ARM_ALONE=1",
+                o->proxy.text);
 }
 
 /* getopt_long's table from ours: each option's index is its value. */
@@ -431,4 +553,5 @@ void options_parse(int argc, char **argv, options *o)
         die_all(EX_USAGE, "option --checkpoint-every needs --checkpoint-dir DIR");
     if (o->dry_run)
         o->epochs = o->epochs ? 1 : 0;
+    read_variants(o);
 }

@@ -3,11 +3,30 @@
 #define MNIST_OPTIONS_H
 #include <stdint.h>
 
+#include "comm/comm_plan.h"
 #include "nn/model.h"
 
 typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA } device_choice;
 typedef enum { GRAD_COMM_FP32, GRAD_COMM_BF16 } grad_comm_kind;
 extern const char *const grad_comm_names[]; /* --grad-comm's words, in grad_comm_kind's order */
+
+/* Variants for measurement: environment variables, each read and checked once by options_parse
+ * (docs/gpu.md#variants-for-measurement). The GPU kernels' variants are indices into their value lists, 0 the
+ * default; text is the variable's value, NULL where unset. */
+typedef struct {
+    const char *text;
+    int rank;
+    long step;
+    double seconds;
+} straggler_variant;
+typedef struct {
+    const char *text;
+    comm_proxy_spec spec;
+} proxy_variant;
+enum { CONV1_IM2COL, CONV1_DIRECT };
+enum { HEAD_COMPOSED, HEAD_FUSED };
+enum { POOL_FUSED, POOL_COMPOSED };
+enum { CONV2_IM2COL, CONV2_DIRECT, CONV2_3XTF32 };
 
 typedef struct {
     int batch_size; /* per rank; 0 = the model's recipe default */
@@ -45,7 +64,11 @@ typedef struct {
     const char *checkpoint_dir; /* NULL: no training-state checkpoints */
     long checkpoint_every;      /* optimizer steps; 0: at each epoch end */
     int checkpoint_keep;
-    const char *resume; /* "auto", "never" or a checkpoint file */
+    const char *resume;           /* "auto", "never" or a checkpoint file */
+    int conv1, head, pool, conv2; /* the GPU kernels' variants (CONV1_IM2COL, ...) */
+    int arm_alone;                /* 1: one rank exchanges gradients as if it had peers */
+    straggler_variant straggler;  /* a rank held back before a step (tests, demonstrations) */
+    proxy_variant proxy;          /* other GPUs' traffic stood in for (one GPU armed alone) */
 } options;
 
 /* Before MPI_Init: 1 where --help, 2 where --version comes before the first argument that is not an option,
@@ -56,6 +79,9 @@ int options_print_info(int which, int print);
 /* Parses argv; on --help/--version prints to stdout and exits 0; on a bad value exits 64 naming the
  * option (every rank parses the same argv, so every rank stops the same way). */
 void options_parse(int argc, char **argv, options *o);
+/* The variants' rules that need the device and world: the GPU kernels' variants and the traffic proxy are the
+ * GPU path's (the proxy with one rank armed alone); else every rank stops with 78. */
+void options_check_variants(const options *o, int gpu, int world);
 /* Before MPI_Init, whose CUDA-aware kind may create a GPU context: --device or --no-cuda as options_parse
  * reads them, from the same table; a bad value reads as auto here and stops the run in options_parse. */
 device_choice options_device(int argc, char **argv);

@@ -1,7 +1,5 @@
 #include "train/replicas.h"
 
-#include <mpi.h>
-
 #include "base/clock.h"
 #include "comm/comm.h"
 #include "comm/stall.h"
@@ -28,7 +26,7 @@ void sync_and_check(run *r, const char *when)
     if (model_buffer_size(r->m))
         r->cb->average(r->comm, model_buffers(r->m), model_buffer_size(r->m), "BatchNorm statistics");
     model_download(r->m, r->host_params, NULL);
-    comm_check_replicas(MPI_COMM_WORLD, r->host_params, model_num_params(r->m), when);
+    comm_check_replicas(r->host_params, model_num_params(r->m), when);
     narrow_deadline(r, 0);
     r->times.eval_s += clock_now() - t0;
 }

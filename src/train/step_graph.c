@@ -1,6 +1,5 @@
 #include "train/step_graph.h"
 
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -39,7 +38,7 @@ static int agree(const step_graph *sg, int ok, const char *why, long step)
     rank = world_rank();
     world = world_size();
     double first_bad = ok ? world : rank;
-    comm_allreduce_within(MPI_COMM_WORLD, &first_bad, 1, MPI_MIN, sg->timeout_s, "--comm-timeout",
+    comm_allreduce_within(&first_bad, 1, COMM_MIN, sg->timeout_s, "--comm-timeout",
                           "agreeing on the CUDA graph capture", step);
     if (first_bad >= world)
         return 1;

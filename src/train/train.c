@@ -115,10 +115,10 @@ static void comm_start(run *r)
                        .step_timeout_s = r->o->step_timeout,
                        .bucket_bytes = (size_t)(r->o->bucket_mb * 1048576.0),
                        .wire_bf16 = r->o->grad_comm == GRAD_COMM_BF16,
-                       .alone = comm_alone_requested(),
+                       .alone = r->o->arm_alone,
                        .progress_us = r->o->comm_progress_us,
-                       .shm = r->o->grad_shm};
-    comm_proxy_requested(&cfg.proxy, r->cb != &comm_mpi, r->env->world);
+                       .shm = r->o->grad_shm,
+                       .proxy = r->o->proxy.spec};
     r->comm = r->cb->create(r->env, &cfg, model_grads(r->m), model_num_params(r->m));
     float *shared = r->cb->grads ? r->cb->grads(r->comm) : NULL;
     if (shared)
@@ -270,33 +270,55 @@ static void add_counts(const run *r, nn_counts *sum, nn_counts from)
     sum->waits += now.waits - from.waits;
 }
 
-/* MNIST_DDP_STRAGGLER=RANK:STEP:SECONDS (tests, demonstrations): rank RANK sleeps SECONDS before global step
- * STEP (as the metrics number it, from 1), outside every collective, as a rank slowed by its node would: the
- * others wait for it at the end of their backward, and the all-reduce line counts that wait apart. */
+/* The straggler variant (options.h): its rank sleeps before global step STEP (as the metrics number it, from
+ * 1), outside every collective, as a rank slowed by its node would: the others wait for it at the end of their
+ * backward, and the all-reduce line counts that wait apart. */
 static void straggler_setup(run *r)
 {
-    const char *v = getenv("MNIST_DDP_STRAGGLER");
-    if (!v)
+    const straggler_variant *s = &r->o->straggler;
+    if (!s->text || s->rank != world_rank())
         return;
-    int rank, n = 0;
-    long step;
-    double seconds;
-    if (sscanf(v, "%d:%ld:%lf%n", &rank, &step, &seconds, &n) != 3 || v[n] || rank < 0 || step < 1 ||
-        !(seconds > 0 && seconds <= 3600))
-        die_all(EX_CONFIG,
-                "environment variable MNIST_DDP_STRAGGLER='%s': RANK:STEP:SECONDS expected (a rank from 0, a "
-                "global step from 1, 0 < SECONDS <= 3600)",
-                v);
-    if (rank != world_rank())
-        return;
-    r->straggle_step = step;
-    r->straggle_s = seconds;
+    r->straggle_step = s->step;
+    r->straggle_s = s->seconds;
 }
 
 static void straggle(const run *r)
 {
     if (r->step + 1 == r->straggle_step)
         clock_sleep(r->straggle_s);
+}
+
+/* Optimizer step s of the epoch: its micro-batches, and the samples in them over all ranks (the gradient of
+ * their mean is what we want); *images: this rank's samples. */
+static step_work step_plan(run *r, uint64_t s, uint64_t micro_steps, double lr, uint64_t dropout_key, double *images)
+{
+    const options *o = r->o;
+    uint64_t micro0 = s * (uint64_t)o->accum_steps;
+    uint64_t k = micro_steps - micro0 < (uint64_t)o->accum_steps ? micro_steps - micro0 : (uint64_t)o->accum_steps;
+    step_work w = {.r = r, .micro0 = micro0, .k = k, .shape = {.lr = lr, .dropout_key = dropout_key}};
+    *images = 0;
+    for (uint64_t j = 0; j < k; j++) {
+        uint64_t f, c, g;
+        sampler_slice(r->data.n_train, r->env->world, r->rc.batch, world_rank(), micro0 + j, &f, &c, &g);
+        w.shape.total += g;
+        *images += (double)c;
+    }
+    w.n0 = batch_ids(r, micro0);
+    return w;
+}
+
+/* After step s: the progress line, a checkpoint (periodic ones, and one where the run stops, so the same
+ * command then has nothing left to redo), the stop agreement. Returns stop, 2 where a signal stops the run. */
+static int step_after(run *r, epoch_log *L, int epoch, uint64_t s, double lr, int stop)
+{
+    const options *o = r->o;
+    int last = s + 1 == L->steps;
+    if ((s + 1) % (uint64_t)o->log_interval == 0 || last || stop)
+        report_progress(r, L, epoch, s, lr);
+    if (o->checkpoint_dir &&
+        (stop || (last && epoch == o->epochs) || (o->checkpoint_every ? r->step % o->checkpoint_every == 0 : last)))
+        save_state(r, epoch, s + 1);
+    return preempted(r, epoch, s + 1) ? 2 : stop;
 }
 
 /* One epoch; returns 1 when --max-steps was reached, 2 when a signal stopped it. */
@@ -323,19 +345,8 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         double t_step = clock_now();
         stall_phase("training", r->step);
         profile_hold();
-        uint64_t micro0 = s * (uint64_t)o->accum_steps;
-        uint64_t k = micro_steps - micro0 < (uint64_t)o->accum_steps ? micro_steps - micro0 : (uint64_t)o->accum_steps;
-        /* Samples in this optimizer step over all ranks (the gradient of their mean is what we want), and
-         * this rank's. */
-        step_work w = {.r = r, .micro0 = micro0, .k = k, .shape = {.lr = lr, .dropout_key = dropout_key}};
-        double images = 0;
-        for (uint64_t j = 0; j < k; j++) {
-            uint64_t f, c, g;
-            sampler_slice(r->data.n_train, r->env->world, r->rc.batch, world_rank(), micro0 + j, &f, &c, &g);
-            w.shape.total += g;
-            images += (double)c;
-        }
-        w.n0 = batch_ids(r, micro0);
+        double images;
+        step_work w = step_plan(r, s, micro_steps, lr, dropout_key, &images);
         straggle(r);
         /* A graph replays only full batches without accumulation (kernel arguments are frozen in it). */
         int replayable = o->accum_steps == 1 && w.shape.total == (uint64_t)r->rc.batch * (uint64_t)r->env->world;
@@ -344,16 +355,7 @@ static int train_epoch(run *r, int epoch, double lr, double *mean_loss)
         if (clock_now() - t_step > r->stop.step_max_s)
             r->stop.step_max_s = clock_now() - t_step;
         L.images_log += images; /* this rank's samples: summed over ranks in the report */
-        stop = (o->max_steps && r->step >= o->max_steps) || o->dry_run;
-        if ((s + 1) % (uint64_t)o->log_interval == 0 || s + 1 == opt_steps || stop)
-            report_progress(r, &L, epoch, s, lr);
-        /* Periodic ones, and one where the run stops, so the same command then has nothing left to redo. */
-        int last = s + 1 == opt_steps;
-        if (o->checkpoint_dir &&
-            (stop || (last && epoch == o->epochs) || (o->checkpoint_every ? r->step % o->checkpoint_every == 0 : last)))
-            save_state(r, epoch, s + 1);
-        if (preempted(r, epoch, s + 1))
-            stop = 2;
+        stop = step_after(r, &L, epoch, s, lr, (o->max_steps && r->step >= o->max_steps) || o->dry_run);
         profile_lap("progress, stop checks");
     }
     /* checkpoint writes are counted apart */
@@ -398,60 +400,23 @@ const nn_backend *train_cpu_backend(const char *conv, int gemm, char *desc, size
     return be;
 }
 
-/* One value of a GPU path's switch: its name and the backend.h NN_CUDA_* bits it selects. */
-typedef struct {
-    const char *name;
-    unsigned bits;
-} cuda_value;
-
-/* A GPU path behind a switch (issue 30): the environment variable var names one of values (NULL-ended); unset
- * or empty gives the first, the default, which the GPU report measured fastest. Another value is the GPU path
- * only: the CPU stops rather than ignore it. */
-static unsigned cuda_switch(int gpu, const char *var, const cuda_value *values)
+/* The GPU backend's NN_CUDA_* bits: the precision and the kernels' variants (options.h). */
+static unsigned cuda_switches(const options *o)
 {
-    const char *v = getenv(var);
-    if (!v || !*v)
-        v = values[0].name;
-    for (const cuda_value *c = values; c->name; c++) {
-        if (strcmp(v, c->name) != 0)
-            continue;
-        if (!gpu && c != values)
-            die_all(EX_CONFIG, "%s=%s: the GPU path only", var, v);
-        return gpu ? c->bits : 0;
-    }
-    char list[128] = "";
-    for (const cuda_value *c = values + 1; c->name; c++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", c[1].name ? ", " : " or ", c->name);
-    die_all(EX_CONFIG, "%s=%s: %s (the default)%s", var, v, values[0].name, list);
-}
-
-/* MNIST_DDP_CONV1=direct: conv1's forward as one kernel and its gradients as one reduction, instead of
- * im2col, GEMMs and bias passes; MNIST_DDP_HEAD=fused: net's training head, fc1's bias to its output and
- * bias gradients, as one kernel instead of fifteen (src/nn/head.h); MNIST_DDP_POOL=fused (the default since an
- * H200 measured it 2-3% faster; composed: the kernels it fuses): conv2's pool with dropout1 as one kernel, its
- * backward with conv2's bias gradient as one reduction over the pooled gradient, conv1's ReLU backward in
- * conv2's col2im; MNIST_DDP_CONV2=direct: conv2 with its pool as three kernels without a column buffer
- * (src/nn/conv_pool_kernels.h), its forward and input gradient on TF32 tensor cores with --precision tf32;
- * MNIST_DDP_CONV2=3xtf32: the same, and those two in 3xTF32 on tensor cores otherwise
- * (src/nn/conv_pool_tf32.h). */
-static unsigned cuda_switches(int gpu, const char *precision)
-{
-    static const cuda_value conv1[] = {{"im2col", 0}, {"direct", NN_CUDA_CONV1_DIRECT}, {NULL, 0}};
-    static const cuda_value head[] = {{"composed", 0}, {"fused", NN_CUDA_HEAD_FUSED}, {NULL, 0}};
-    static const cuda_value pool[] = {{"fused", NN_CUDA_POOL_FUSED}, {"composed", 0}, {NULL, 0}};
-    static const cuda_value conv2[] = {
-        {"im2col", 0}, {"direct", NN_CUDA_CONV2_DIRECT}, {"3xtf32", NN_CUDA_CONV2_DIRECT | NN_CUDA_3XTF32}, {NULL, 0}};
-    return (gpu && strcmp(precision, "tf32") == 0 ? NN_CUDA_TF32 : 0) | cuda_switch(gpu, "MNIST_DDP_CONV1", conv1) |
-           cuda_switch(gpu, "MNIST_DDP_HEAD", head) | cuda_switch(gpu, "MNIST_DDP_POOL", pool) |
-           cuda_switch(gpu, "MNIST_DDP_CONV2", conv2);
+    static const unsigned conv2[] = {[CONV2_IM2COL] = 0,
+                                     [CONV2_DIRECT] = NN_CUDA_CONV2_DIRECT,
+                                     [CONV2_3XTF32] = NN_CUDA_CONV2_DIRECT | NN_CUDA_3XTF32};
+    return (strcmp(o->precision, "tf32") == 0 ? NN_CUDA_TF32 : 0) |
+           (o->conv1 == CONV1_DIRECT ? NN_CUDA_CONV1_DIRECT : 0) | (o->head == HEAD_FUSED ? NN_CUDA_HEAD_FUSED : 0) |
+           (o->pool == POOL_FUSED ? NN_CUDA_POOL_FUSED : 0) | conv2[o->conv2];
 }
 
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */
 static void run_setup(run *r, int gpu)
 {
     const options *o = r->o;
-    unsigned switches = cuda_switches(gpu, o->precision);
-    r->be = gpu ? nn_cuda(switches) : train_cpu_backend(o->conv, o->gemm, NULL, 0);
+    options_check_variants(o, gpu, r->env->world);
+    r->be = gpu ? nn_cuda(cuda_switches(o)) : train_cpu_backend(o->conv, o->gemm, NULL, 0);
     r->cb = gpu ? comm_nccl() : &comm_mpi;
     if (o->save_model)
         model_file_check_writable("--save-model", o->save_model, o->save_model);

@@ -38,7 +38,7 @@ void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr)
      * deadline: a peer frozen between the two must not hang this one. */
     const char *option;
     double timeout = wait_deadline(r, &option);
-    comm_allreduce_within(MPI_COMM_WORLD, sums, 2, MPI_SUM, timeout, option, "progress-line sum", r->step);
+    comm_allreduce_within(sums, 2, COMM_SUM, timeout, option, "progress-line sum", r->step);
     double t = clock_now(), loss = sums[0] / sums[1], ips = sums[1] / (t - L->t_log);
     double step_s = (t - L->t0 - (r->times.ckpt_total_s - L->ckpt0)) / (double)(s + 1 - L->first);
     uint64_t left_run = steps_left(r, epoch, s, L->steps), left_epoch = L->steps - (s + 1);
@@ -82,7 +82,7 @@ static double peak_rss_mib(const run *r)
     double mib = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
     const char *option;
     double timeout = wait_deadline(r, &option);
-    comm_allreduce_within(MPI_COMM_WORLD, &mib, 1, MPI_MAX, timeout, option, "peak memory", r->step);
+    comm_allreduce_within(&mib, 1, COMM_MAX, timeout, option, "peak memory", r->step);
     /* To the 0.1 MiB the metrics print: the summary line then rounds the same number the JSON holds. */
     return round(mib * 10.0) / 10.0;
 }

@@ -51,7 +51,7 @@ static void diverge(int odd_rank, size_t n, size_t at)
         u ^= 1u; /* the last bit of the mantissa: the smallest possible difference */
         memcpy(&p[at], &u, sizeof u);
     }
-    comm_check_replicas(MPI_COMM_WORLD, p, n, "after step 7");
+    comm_check_replicas(p, n, "after step 7");
     free(p);
 }
 
@@ -99,7 +99,7 @@ static void stall(const ddp_env *env, double timeout_s, enum how how, const char
     }
     double one = 1;
     /* A deadline far beyond the all-reduce's: a rank here answers the others' notice (stall_poll), not its own. */
-    comm_allreduce_within(MPI_COMM_WORLD, &one, 1, MPI_SUM, 60 * timeout_s, "--comm-timeout", "closing sum", step);
+    comm_allreduce_within(&one, 1, COMM_SUM, 60 * timeout_s, "--comm-timeout", "closing sum", step);
 }
 
 static void mpi_error(const ddp_env *env, const char *which)

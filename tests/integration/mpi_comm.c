@@ -213,8 +213,8 @@ START_TEST(test_average)
     for (size_t i = 0; i < M; i++)
         p[i] = (float)(i + 1) * (float)(rank + 1) * 0.5f;
     p[M] = -1; /* past n: must stay */
-    comm_average(MPI_COMM_WORLD, p, M);
-    comm_average(MPI_COMM_WORLD, p + M, 0);
+    comm_average(p, M);
+    comm_average(p + M, 0);
     for (size_t i = 0; i < M; i++) {
         float want = (float)(i + 1) * (float)(world + 1) * 0.25f;
         ck_assert_msg(p[i] == want, "element %zu: %g, the mean over %d ranks is %g (the sum %g)", i, (double)p[i],
@@ -229,7 +229,7 @@ START_TEST(test_replicas_identical_pass)
     float p[N];
     for (size_t i = 0; i < N; i++)
         p[i] = grad_value(0, i, 0);
-    comm_check_replicas(MPI_COMM_WORLD, p, N, "in the test"); /* stops the job with 70 if it disagrees */
+    comm_check_replicas(p, N, "in the test"); /* stops the job with 70 if it disagrees */
 }
 END_TEST
 
@@ -419,7 +419,7 @@ START_TEST(test_bf16_rounded_sum)
     grad_comm_ready(g, 0, M);
     grad_comm_finish(g);
     grad_comm_free(g);
-    comm_check_replicas(MPI_COMM_WORLD, grads, M, "after the bf16 exchange"); /* 70 if any rank differs */
+    comm_check_replicas(grads, M, "after the bf16 exchange"); /* 70 if any rank differs */
     int bad = 0, inexact = 0;
     for (size_t i = 0; i < M; i++) {
         double sum = 0, mag = 0; /* mag bounds every partial sum, so each addition's rounding */
