@@ -73,7 +73,7 @@ _MNIST_EOF
           ["$cuda_real/lib64" "$cuda_real/lib" "$cuda_real/targets/x86_64-linux/lib" "$cuda_real/lib/x86_64-linux-gnu"])
         AS_IF([test -z "$cuda_libdir"], [cuda_libdir=$cuda_real/lib64])
         CUDA_CFLAGS="-I$cuda_dir/include"
-        # cuBLAS is not linked: cuda/cublas_dl.c opens it when the GPU path starts (its constructors would
+        # cuBLAS is not linked: src/gpu/cuda/cublas_dl.c opens it when the GPU path starts (its constructors would
         # cost every process, CPU runs included, about 0.5 s); the run path above finds it for dlopen too.
         CUDA_LIBS="MNIST_RPATH([$cuda_libdir]) -lcudart -lstdc++"
         MNIST_CUDA_DRIVER([$cuda_dir/include/cuda.h])

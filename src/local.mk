@@ -1,6 +1,6 @@
 # src/: one folder per layer, each including and calling only its own and lower layers' files, no cycles
-# (tests/layers.py checks): base < data < comm < nn < nn/cpu < gpu < train < main.c; cuda/ is the nvcc side
-# of the gpu layer. One static library holds everything but main(); programs and tests link it.
+# (tests/layers.py checks): base < data < comm < nn < nn/cpu < gpu < train < main.c; gpu/cuda/ is the nvcc
+# side of the gpu layer. One static library holds everything but main(); programs and tests link it.
 noinst_LIBRARIES = src/libmnistddp.a
 src_libmnistddp_a_SOURCES =
 include src/base/local.mk

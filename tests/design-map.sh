@@ -1,11 +1,11 @@
 #!/bin/sh
-# docs/design.md's source map is complete: every C, CUDA and header file under src/ and cuda/ has its line
+# docs/design.md's source map is complete: every C, CUDA and header file under src/ has its line
 # ("- `PATH`: what it holds"), and every path the map names exists.
 # shellcheck disable=SC2086 # the lists are printed word by word, on one line
 src=${abs_top_srcdir:-.}
 map=$src/docs/design.md
 [ -f "$map" ] || { echo "FAIL: no $map"; exit 1; }
-files=$(cd "$src" && find src cuda -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort)
+files=$(cd "$src" && find src -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort)
 [ -n "$files" ] || { echo "FAIL: no sources found under $src"; exit 1; }
 # shellcheck disable=SC2016 # backquotes, not an expansion
 named=$(sed -n 's/^- `\([^`]*\)`: .*/\1/p' "$map" | sort)

@@ -7,7 +7,7 @@
 # Every line is also at most 120 columns, comments included: .clang-format keeps comments as written
 # (ReflowComments: false), so a long comment line is rewrapped by hand. This part needs no clang-format.
 src=${abs_top_srcdir:-.}
-files=$(cd "$src" && find src cuda tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+files=$(cd "$src" && find src tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
   -not -path 'tests/fuzz/work/*' -not -path 'tests/fuzz/build/*' -not -path 'tests/fuzz/corpus/*' | sort)
 [ -n "$files" ] || { echo "FAIL: no sources found under $src"; exit 1; }
 # Columns are characters, not bytes: the files hold UTF-8 (×, ≤). mawk's length() counts bytes in any locale,

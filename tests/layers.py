@@ -4,8 +4,8 @@ file's own layer or a lower one, and no two modules (a .c and its .h) include ea
 a longer cycle (X_parts.h, the insides of module X that its helper files build on, counts as X). The same
 for calls, read from the built objects (nm: a symbol one object uses and another defines): no object calls
 into a higher layer, no two call each other. Layers, lowest first (src/local.mk):
-  base < data < comm < nn < nn/cpu < gpu, cuda < train < src/main.c
-gpu/ and cuda/ are one layer in two folders (the C and the nvcc side of gpu.h): they call each other's
+  base < data < comm < nn < nn/cpu < gpu, gpu/cuda < train < src/main.c
+gpu/ and gpu/cuda/ are one layer in two folders (the C and the nvcc side of gpu.h): they call each other's
 files, never around a cycle. MPI is called in comm/ alone (and in base/errors.c, which aborts).
 Run by make check, or by hand: tests/layers.py [SRCDIR [BUILDDIR]]."""
 import os
@@ -13,8 +13,8 @@ import re
 import subprocess
 import sys
 
-LAYERS = ["src/base", "src/data", "src/comm", "src/nn", "src/nn/cpu", "src/gpu", "cuda", "src/train", "src"]
-RANK = {"src/base": 0, "src/data": 1, "src/comm": 2, "src/nn": 3, "src/nn/cpu": 4, "src/gpu": 5, "cuda": 5,
+LAYERS = ["src/base", "src/data", "src/comm", "src/nn", "src/nn/cpu", "src/gpu", "src/gpu/cuda", "src/train", "src"]
+RANK = {"src/base": 0, "src/data": 1, "src/comm": 2, "src/nn": 3, "src/nn/cpu": 4, "src/gpu": 5, "src/gpu/cuda": 5,
         "src/train": 6, "src": 7}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 MPI_CALL = re.compile(r"\b(MPI_[A-Z][a-z_]*|MPI_CHECK)\s*\(")
@@ -103,8 +103,6 @@ def main():
                 continue
             if "/" in inc:
                 target = "src/" + inc
-            elif os.path.exists(os.path.join(top, layer, inc)) and layer == "cuda":
-                target = f"cuda/{inc}" # nvcc's own headers beside its files
             else:
                 problems.append(f'{path}: #include "{inc}" does not name its folder (e.g. "base/errors.h")')
                 continue

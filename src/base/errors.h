@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <sysexits.h>
 /* For MPI_CHECK. The CUDA translation units include this header too but never call MPI, and nvcc does not
- * have MPI on its include path (see cuda/local.mk). */
+ * have MPI on its include path (see src/gpu/cuda/local.mk). */
 #ifndef __CUDACC__
 #include <mpi.h>
 #endif

@@ -16,7 +16,7 @@
 #include "base/profile_clock.h"
 
 #ifdef __cplusplus
-extern "C" { /* the CUDA translation units lap too (cuda/conv_pool.cu) */
+extern "C" { /* the CUDA translation units lap too (src/gpu/cuda/conv_pool.cu) */
 #endif
 
 #define PROFILE_MAX_PHASES 40

@@ -1,6 +1,6 @@
 /* The stopwatch of --profile on a device whose work the host only queues (the GPU path): profile.c hands each
  * lap and mark to it instead of reading the host's clock, and it hands the device's times back later with
- * profile_add. MPI-free, so nvcc compiles its implementation (cuda/device.cu). */
+ * profile_add. MPI-free, so nvcc compiles its implementation (src/gpu/cuda/device.cu). */
 #ifndef MNIST_PROFILE_CLOCK_H
 #define MNIST_PROFILE_CLOCK_H
 

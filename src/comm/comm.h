@@ -1,7 +1,7 @@
 /* Collectives of the trainer.
  *
  * The table comm_backend is how train.c talks to them, whatever the device: comm_mpi (host buffers, MPI;
- * this file) or comm_nccl() (device buffers, NCCL; src/gpu/gpu_mpi.c in a GPU build), beside nn_backend
+ * this file) or comm_nccl() (device buffers, NCCL; src/gpu/gpu.h), beside nn_backend
  * (backend.h) for the computation.
  *
  * The gradient all-reduce works in buckets (the rule of comm_plan.h): the model's backward calls
@@ -59,9 +59,6 @@ typedef struct comm_backend {
 } comm_backend;
 
 extern const comm_backend comm_mpi;
-/* The NCCL table (GPU build: src/gpu/gpu_mpi.c); after gpu_select(). The CPU-only build has a stub that
- * stops with EX_SOFTWARE (src/gpu/gpu_none.c): gpu_decide() never chooses the GPU there. */
-const comm_backend *comm_nccl(void);
 
 /* The MPI gradient all-reduce by itself (comm_mpi's state), on any communicator. */
 typedef struct grad_comm grad_comm;

@@ -1,5 +1,5 @@
 /* What the gradient all-reduce decides without a network, shared by the MPI path (comm_mpi.c) and the
- * NCCL path (cuda/comm_nccl.cu): the bucket rule, and the overlap figures both report. MPI- and
+ * NCCL path (src/gpu/cuda/nccl_comm.cu): the bucket rule, and the overlap figures both report. MPI- and
  * CUDA-free, so nvcc includes it and the CPU-only build tests it. */
 #ifndef MNIST_COMM_PLAN_H
 #define MNIST_COMM_PLAN_H

@@ -1,7 +1,7 @@
 /* The GPU path's C interface (CUDA runtime + NCCL), for main.c and train.c.
  *
  * Two layers:
- * - MPI-free functions, implemented in cuda/device.cu, cuda/comm_nccl.cu and cuda/gemm_cublas.cu (nvcc
+ * - MPI-free functions, implemented in src/gpu/cuda/: device.cu, nccl_comm.cu and gemm_cublas.cu (nvcc
  *   never sees mpi.h);
  * - collective entry points taking the ddp_env (src/gpu/gpu_mpi.c, compiled by mpicc): they exchange
  *   what the MPI-free layer needs (PCI bus IDs, NCCL's unique ID, error messages) over MPI.
@@ -43,7 +43,39 @@
 extern "C" {
 #endif
 
-enum { GPU_NCCL_ID_BYTES = 128 }; /* NCCL_UNIQUE_ID_BYTES, checked in comm_nccl.cu */
+enum { GPU_NCCL_ID_BYTES = 128 }; /* NCCL_UNIQUE_ID_BYTES, checked in nccl_comm.cu */
+
+/* ---- The GPU path's tables for the trainer: the model's backend and the collectives --------------- */
+struct nn_backend;   /* src/nn/backend.h */
+struct comm_backend; /* src/comm/comm.h */
+/* The CUDA backend's paths behind a switch (the variants of src/train/options.h,
+ * docs/gpu.md#variants-for-measurement):
+ * - NN_CUDA_CONV1_DIRECT: conv1 as one kernel and one reduction (conv1_bias_relu_forward, conv_backward) instead
+ *   of im2col, GEMMs and bias passes;
+ * - NN_CUDA_HEAD_FUSED: net's training head as one kernel (head_train);
+ * - NN_CUDA_POOL_FUSED: conv2's pool with dropout1's flatten and dropout in one pass, its backward with conv2's
+ *   bias gradient in one reduction, conv1's ReLU backward in conv2's col2im (pool_flatten_dropout_forward,
+ *   dropout_pool_backward_sum, col2im_relu);
+ * - NN_CUDA_CONV2_DIRECT: conv2 with its pool as three kernels without a column buffer (conv_pool_forward,
+ *   pool_conv_backward; src/nn/conv_pool_kernels.h);
+ * - NN_CUDA_TF32: --precision tf32's part of the kernels, conv2 direct's forward and input gradient on tensor
+ *   cores (cuBLAS has its own setting);
+ * - NN_CUDA_3XTF32: those two on tensor cores in the other precisions, three products each. */
+enum {
+    NN_CUDA_CONV1_DIRECT = 1,
+    NN_CUDA_HEAD_FUSED = 2,
+    NN_CUDA_POOL_FUSED = 4,
+    NN_CUDA_CONV2_DIRECT = 8,
+    NN_CUDA_TF32 = 16,
+    NN_CUDA_3XTF32 = 32,
+    NN_CUDA_SWITCHES = 64
+};
+
+/* The CUDA backend with the paths of `switches` (NN_CUDA_*); after gpu_select() and gpu_blas_init(). */
+const struct nn_backend *nn_cuda(unsigned switches);
+/* The NCCL collectives (GPU build: src/gpu/gpu_mpi.c); after gpu_select(). The CPU-only build has stubs for
+ * both tables that stop with EX_SOFTWARE (src/gpu/gpu_none.c): gpu_decide() never chooses the GPU there. */
+const struct comm_backend *comm_nccl(void);
 
 /* One rank's GPU, for the start-up table. */
 typedef struct {
@@ -58,7 +90,7 @@ typedef struct {
     int nccl_version;                      /* ncclGetVersion: 22809 = 2.28.9 */
 } gpu_info;
 
-/* ---- Device (cuda/device.cu): local, no MPI -------------------------------------------------- */
+/* ---- Device (src/gpu/cuda/device.cu): local, no MPI -------------------------------------------------- */
 
 /* 1 when this process can use a GPU (cudaGetDeviceCount succeeds with n > 0); otherwise 0 and one line
  * in why (may be NULL): no driver, driver too old, CUDA_VISIBLE_DEVICES empty, no device, CUDA error.
@@ -93,7 +125,7 @@ void *gpu_compute_stream(void);
  * gpu_set_compute_wait (the gradient all-reduce's: deadline, NCCL errors), else cudaStreamSynchronize.
  * Every host wait of the CUDA backend (upload, download, count_correct) is this one. GPU build only. */
 void gpu_wait_compute(void);
-/* Our launch wrappers and gpu_wait_compute() count what they do (cuda/layers.cu's kernels, gpu_gemm's
+/* Our launch wrappers and gpu_wait_compute() count what they do (src/gpu/cuda/nn_cuda.cu's kernels, gpu_gemm's
  * cuBLAS calls, host waits); nn_cuda()'s counts entry reads them. GPU build only. */
 void gpu_count_kernel(void);
 void gpu_count_gemm(void);
@@ -114,7 +146,7 @@ void gpu_graph_launch(gpu_graph *g);
 void gpu_graph_free(gpu_graph *g); /* NULL: a no-op */
 int gpu_capturing(void);           /* 1 between a successful gpu_graph_begin and gpu_graph_end */
 
-/* --profile on the GPU (cuda/device.cu): the clock for profile_use_clock, CUDA events on the compute
+/* --profile on the GPU (src/gpu/cuda/device.cu): the clock for profile_use_clock, CUDA events on the compute
  * stream read back after the host's own waits (gpu_wait_compute calls gpu_profile_settled: every event
  * recorded so far is complete then). After gpu_select(); gpu_release() destroys its events. CPU-only build:
  * a stub. */
@@ -128,7 +160,7 @@ void gpu_describe(const gpu_info *info, char *buf, size_t len);
 /* Destroys the compute stream; after gpu_comm_free(). */
 void gpu_release(void);
 
-/* ---- cuBLAS (cuda/gemm_cublas.cu): local ---------------------------------------------------------- */
+/* ---- cuBLAS (src/gpu/cuda/gemm_cublas.cu): local ---------------------------------------------------------- */
 
 /* The cuBLAS handle, bound to the compute stream; after gpu_select(). precision: "fp32" (full fp32),
  * "tf32" (cublasSetMathMode CUBLAS_TF32_TENSOR_OP_MATH), "bf16" (cublasGemmEx, compute
@@ -141,7 +173,7 @@ void gpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
 /* Destroys the handle (before gpu_release()). CPU-only build: a stub. */
 void gpu_blas_free(void);
 
-/* ---- NCCL (cuda/comm_nccl.cu): no MPI; gpu_comm_create() below is the entry --------------------- */
+/* ---- NCCL (src/gpu/cuda/nccl_comm.cu): no MPI; gpu_comm_create() below is the entry --------------------- */
 
 typedef struct gpu_comm gpu_comm;
 

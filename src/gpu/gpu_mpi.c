@@ -1,6 +1,6 @@
 /* The collective side of the GPU path (compiled by the MPI C compiler, GPU build only): agreement on the
  * device choice, the per-node duplicate-GPU check, the start-up table, and the NCCL bootstrap (address
- * check, unique ID broadcast). The CUDA/NCCL calls themselves live in device.cu and comm_nccl.cu, which
+ * check, unique ID broadcast). The CUDA/NCCL calls themselves live in device.cu and nccl_comm.cu, which
  * never include mpi.h (nvcc is not the MPI wrapper and would not find it). */
 #define _POSIX_C_SOURCE 200809L /* setenv under a strict -std=c11 too */
 #include "config.h"

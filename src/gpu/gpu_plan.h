@@ -1,5 +1,5 @@
 /* Pure decisions of the GPU path: no CUDA, no NCCL, no MPI. Compiled in every configuration (the
- * CPU-only build unit-tests it, tests/unit/check_gpu_plan.c) and used by cuda/ and src/gpu/gpu_mpi.c:
+ * CPU-only build unit-tests it, tests/unit/check_gpu_plan.c) and used by src/gpu/cuda/ and src/gpu/gpu_mpi.c:
  * - which GPU a rank takes, and whether the ranks of one node would share one (gathered PCI bus IDs);
  * - why no GPU is usable (for --device auto's fallback line and --device cuda's error);
  * - where NCCL's bootstrap listens (--bootstrap-addr versus NCCL_COMM_ID), and whether that port is free;

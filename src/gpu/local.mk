@@ -1,5 +1,5 @@
 # gpu: the C side of the GPU path (gpu.h: device choice, cuBLAS, CUDA graphs, the NCCL communicator and the
-# bucketed gradient all-reduce, implemented by cuda/). The pure decisions (gpu_plan.c) build and are unit-tested
+# bucketed gradient all-reduce, implemented by cuda/ here). The pure decisions (gpu_plan.c) build and are unit-tested
 # in every configuration; gpu_mpi.c, the MPI side (device agreement, the NCCL ID's broadcast), only with
 # HAVE_CUDA; a CPU-only build gets gpu_none.c (gpu_available: no GPU).
 src_libmnistddp_a_SOURCES += src/gpu/gpu.h src/gpu/gpu_plan.c src/gpu/gpu_plan.h

@@ -1,8 +1,8 @@
 /* Where the model computes: a table of the layer kernels of nn_cpu.h plus memory functions. The model,
  * optimizer, trainer and evaluation call only through it, so one model.c drives both devices:
- * nn_cpu (src/nn/cpu/nn_cpu.c: CBLAS and loops over ops.h) and nn_cuda() (cuda/layers.cu: cuBLAS and grid-stride
- * kernels over the same ops.h functions). Pointers handed to a backend's functions are its own memory
- * (alloc); host data crosses only through upload/download. Semantics of every entry are those of the
+ * nn_cpu (src/nn/cpu/nn_cpu.c: CBLAS and loops over ops.h) and the GPU layer's nn_cuda() (src/gpu/gpu.h:
+ * cuBLAS and grid-stride kernels over the same ops.h functions). Pointers handed to a backend's functions are
+ * its own memory (alloc); host data crosses only through upload/download. Semantics of every entry are those of the
  * nn_cpu.h function cpu_<entry>. The CUDA backend queues work on gpu_compute_stream(); only
  * download and the functions returning a host value wait for it. */
 #ifndef MNIST_BACKEND_H
@@ -170,30 +170,4 @@ typedef struct nn_backend {
 
 extern const nn_backend nn_cpu;
 
-/* The CUDA backend's paths behind a switch (train.c reads them from the environment;
- * docs/gpu.md#variants-for-measurement):
- * - NN_CUDA_CONV1_DIRECT: conv1 as one kernel and one reduction (conv1_bias_relu_forward, conv_backward) instead
- *   of im2col, GEMMs and bias passes;
- * - NN_CUDA_HEAD_FUSED: net's training head as one kernel (head_train);
- * - NN_CUDA_POOL_FUSED: conv2's pool with dropout1's flatten and dropout in one pass, its backward with conv2's
- *   bias gradient in one reduction, conv1's ReLU backward in conv2's col2im (pool_flatten_dropout_forward,
- *   dropout_pool_backward_sum, col2im_relu);
- * - NN_CUDA_CONV2_DIRECT: conv2 with its pool as three kernels without a column buffer (conv_pool_forward,
- *   pool_conv_backward; src/nn/conv_pool_kernels.h);
- * - NN_CUDA_TF32: --precision tf32's part of the kernels, conv2 direct's forward and input gradient on tensor
- *   cores (cuBLAS has its own setting);
- * - NN_CUDA_3XTF32: those two on tensor cores in the other precisions, three products each. */
-enum {
-    NN_CUDA_CONV1_DIRECT = 1,
-    NN_CUDA_HEAD_FUSED = 2,
-    NN_CUDA_POOL_FUSED = 4,
-    NN_CUDA_CONV2_DIRECT = 8,
-    NN_CUDA_TF32 = 16,
-    NN_CUDA_3XTF32 = 32,
-    NN_CUDA_SWITCHES = 64
-};
-
-/* The CUDA backend with the paths of `switches` (NN_CUDA_*); after gpu_select() and gpu_blas_init()
- * (src/gpu/gpu.h). A stub in the CPU-only build. */
-const nn_backend *nn_cuda(unsigned switches);
 #endif

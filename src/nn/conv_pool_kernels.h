@@ -1,4 +1,4 @@
-/* net's conv2 with its pool both ways without a column buffer (the direct conv2, cuda/conv_pool.cu;
+/* net's conv2 with its pool both ways without a column buffer (the direct conv2, src/gpu/cuda/conv_pool.cu;
  * docs/gpu.md#variants-for-measurement): what one thread of a block computes from the tiles its block staged in
  * shared memory. A CUDA kernel stages (every thread a share), syncs, computes, syncs, per stage.
  * tests/unit/check_conv_pool.c runs the same functions block by block on the CPU (each stage as one thread of one,

@@ -1,4 +1,4 @@
-/* conv2 direct's forward and input gradient on tensor cores: cuda/conv_pool.cu's k_cpt_forward and k_cpxt_xgrad
+/* conv2 direct's forward and input gradient on tensor cores: src/gpu/cuda/conv_pool.cu's k_cpt_forward and k_cpxt_xgrad
  * (the latter described below). The direct conv2 makes one TF32 product per pair with --precision tf32, and three
  * in its 3xTF32 form otherwise (tf32_split; docs/gpu.md#variants-for-measurement).
  * The forward is an implicit GEMM, D[pixel][f] = sum over k = c*9 + tap of x[c][pixel + tap] w[f][c][tap], in

@@ -1,5 +1,5 @@
 /* What one GPU thread computes for flat index i: the index decomposition of each elementwise layer
- * kernel, calling the math of ops.h. cuda/layers.cu runs these in grid-stride loops; tests/unit/check_kernels.c
+ * kernel, calling the math of ops.h. gpu/cuda/nn_cuda.cu runs these in grid-stride loops; tests/unit/check_kernels.c
  * runs them in plain loops on the CPU and compares with the CPU layers (src/nn/cpu/nn_cpu.c), so the GPU's
  * index math is tested on machines without a GPU. Sizes and layouts as in nn_cpu.h. */
 #ifndef MNIST_KERNELS_H
@@ -198,7 +198,7 @@ static inline HD void kern_dropout_unflatten(size_t i, const float *dy, const fl
 /* ---- Per-channel reductions (bias gradients, BatchNorm statistics and gradients) ----------------
  * A 2-D grid: block (c, s) reduces slice s (op_slice) of channel c's count values with KERN_LANES threads,
  * thread `lane` taking every KERN_LANES-th value (kern_lane_*). The block adds its lanes in a fixed tree
- * (block_sum in cuda/layers.cu) and writes one partial to scratch[c * slices + s]. A second pass
+ * (block_sum in src/gpu/cuda/nn_cuda.cu) and writes one partial to scratch[c * slices + s]. A second pass
  * (kern_*_finish) adds each channel's partials in slice order. No atomics: the same inputs give the same bits
  * on every run. The slicing depends on (channels, count) only. BatchNorm's second pass runs in every block of
  * its elementwise pass (the same sums in the same order in each), which saves a launch. */

@@ -1,5 +1,5 @@
 /* The convolution and linear layers, composed of a backend's primitives (im2col, gemm, ...), so both
- * devices share this composition; the primitives themselves are the backend's (nn_cpu.h, cuda/layers.cu).
+ * devices share this composition; the primitives themselves are the backend's (nn_cpu.h, src/gpu/cuda/nn_cuda.cu).
  * Layouts: convolution activations are channel-major [C][N][H][W] ("CNHW"), so per-channel work
  * (bias, BatchNorm, pooling, ReLU) runs on contiguous planes and a convolution over any run of
  * samples is one GEMM; fully connected activations are [N][F]. Backward functions ADD parameter gradients

@@ -12,6 +12,7 @@
 #include "train/model_file.h"
 #include "base/clock.h"
 #include "comm/comm.h"
+#include "gpu/gpu.h"
 #include "nn/cpu/conv_onednn.h"
 #include "base/errors.h"
 #include "train/evaluate.h"

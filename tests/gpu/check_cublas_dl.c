@@ -1,4 +1,4 @@
-/* cuBLAS opened at run time (cuda/cublas_dl.c), no GPU needed: the library the build found opens and the calls
+/* cuBLAS opened at run time (src/gpu/cuda/cublas_dl.c), no GPU needed: the library the build found opens and the calls
  * reach it; a library that cannot be opened, or one without cuBLAS's functions, turns every call into
  * CUBLAS_STATUS_NOT_INITIALIZED with a status text naming the library and why (what a GPU job then stops with,
  * exit 69, through cuda_check.h). Each case runs in a process of its own (Check's fork mode): one open each. */
@@ -9,7 +9,7 @@
 
 #include <cublas_v2.h>
 
-#include "../../cuda/cublas_dl.h"
+#include "gpu/cuda/cublas_dl.h"
 
 /* The calls a failed open leaves: every one NOT_INITIALIZED, the text saying WHY. */
 static void assert_unloaded(const char *why)

@@ -1,4 +1,4 @@
-/* The error paths of cuda/device.o, cuda/comm_nccl.o and cuda/gemm_cublas.o against the simulated CUDA
+/* The error paths of src/gpu/cuda/device.o, nccl_comm.o and gemm_cublas.o against the simulated CUDA
  * runtime, cuBLAS and NCCL of tests/gpu/gpu_mock.c: one short job (bind, communicator, broadcast, one
  * bucketed gradient step, shutdown) per case, with one failure injected at one point: a CUDA, NCCL or
  * cuBLAS call that fails, a device fault (sticky error), a peer that never answers, an API misuse.
@@ -101,7 +101,7 @@ static void bad_gemm(void)
 #define STEP "at step 7"
 #define PEER "a peer rank died, stalled or diverged"
 static const failure cases[] = {
-    /* cuda/device.cu */
+    /* src/gpu/cuda/device.cu */
     {"busy GPU", AT_START, busy_gpu, EAGER_COMM, 1, EX_UNAVAILABLE, "is in exclusive-process compute mode", 0},
     {"busy GPU, context at cudaFree", AT_START, busy_gpu_old_runtime, EAGER_COMM, 1, EX_UNAVAILABLE,
      "is in exclusive-process compute mode", 0},
@@ -112,11 +112,11 @@ static const failure cases[] = {
     {"bound twice", AT_BIND, bind_twice, EAGER_COMM, 1, EX_SOFTWARE, "gpu_bind: device 0 is already bound", 0},
     {"communicator before bind", AT_START, comm_before_bind, EAGER_COMM, 1, EX_SOFTWARE,
      "gpu_comm_init: no device bound", 0},
-    /* cuda/gemm_cublas.cu */
+    /* src/gpu/cuda/gemm_cublas.cu */
     {"cuBLAS unavailable", AT_BIND, no_cublas, EAGER_COMM, 1, EX_UNAVAILABLE, "cublasCreate(&handle) failed", 0},
     {"unknown precision", AT_BIND, bad_precision, EAGER_COMM, 1, EX_USAGE, "--precision fp16: expected fp32", 0},
     {"GEMM rejected", AT_STEP, bad_gemm, EAGER_COMM, 1, EX_SOFTWARE, "cublasSgemm(handle, ta, tb", 0},
-    /* cuda/comm_nccl.cu: start-up */
+    /* src/gpu/cuda/nccl_comm.cu: start-up */
     {"no unique ID", AT_BIND, no_unique_id, EAGER_COMM, 1, EX_UNAVAILABLE, "ncclGetUniqueId(&u) failed", 0},
     {"init rejected", AT_BIND, init_rejected, EAGER_COMM, 1, EX_SOFTWARE,
      "NCCL communicator initialisation (ncclCommInitRankConfig) at start-up failed: ncclResult 4", 0},
@@ -134,7 +134,7 @@ static const failure cases[] = {
      "cudaMalloc((void **)&scratch, n * sizeof(float)) failed: cudaErrorMemoryAllocation (mock error): out of GPU "
      "memory",
      0},
-    /* cuda/comm_nccl.cu: the gradient all-reduce */
+    /* src/gpu/cuda/nccl_comm.cu: the gradient all-reduce */
     {"all-reduce rejected", AT_STEP, allreduce_rejected, EAGER_COMM, 5, EX_SOFTWARE,
      "NCCL gradient all-reduce " STEP " failed: ncclResult 5", 1},
     {"enqueue stuck", AT_STEP, enqueue_stuck, EAGER_COMM, 0.2, EX_UNAVAILABLE,
@@ -161,7 +161,7 @@ static const failure cases[] = {
      "gradient range [999, 1001) reported ready lies outside the 1000 gradients", 0},
     {"peer dies, buckets in flight at free", AT_IN_FLIGHT, hang, EAGER_COMM, 0.2, EX_UNAVAILABLE,
      "NCCL gradient all-reduce " STEP " did not complete within --comm-timeout 0.2 s: " PEER, 1},
-    /* cuda/comm_nccl.cu: shutdown */
+    /* src/gpu/cuda/nccl_comm.cu: shutdown */
     {"finalize stuck", AT_SHUTDOWN, finalize_stuck, EAGER_COMM, 0.2, EX_UNAVAILABLE,
      "NCCL communicator shutdown (ncclCommFinalize) " STEP " did not complete within --comm-timeout 0.2 s", 1},
     {"destroy fails", AT_SHUTDOWN, destroy_fails, EAGER_COMM, 5, EX_SOFTWARE, "ncclCommDestroy(c->comm) failed", 0},

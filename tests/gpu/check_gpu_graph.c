@@ -195,7 +195,7 @@ START_TEST(test_alloc_and_instantiate)
 END_TEST
 
 /* Device 0 of the simulation bound, and a communicator of nranks with this process as rank 0. */
-/* The gradient all-reduce (cuda/grad_comm_nccl.cu) in the trainer's graph (cuda/device.cu): captured once after
+/* The gradient all-reduce (gpu/cuda/nccl_grad.cu) in the trainer's graph (gpu/cuda/device.cu): captured once after
  * an eager step, each replay reduces the data of the moment in order with "backward" (no race), counts its
  * buckets, and the host waits (deadline) only when it is a whole ring (64 replays) ahead of the device; the
  * graph keeps its nodes' priorities (the comm stream's for NCCL's kernels); every replayed step is timed (its

@@ -1,4 +1,4 @@
-/* The real cuda/device.o, cuda/comm_nccl.o and cuda/gemm_cublas.o against a simulated CUDA runtime,
+/* The real src/gpu/cuda/device.o, nccl_comm.o and gemm_cublas.o against a simulated CUDA runtime,
  * cuBLAS and NCCL (tests/gpu/gpu_mock.c and tests/gpu/gpu_mock_stream.c define the functions they call; the test
  * is linked without libcudart and libnccl), so their control flow runs on a machine without a GPU:
  * - streams are queues executed by a scheduler that is adversarial on purpose: either the communication

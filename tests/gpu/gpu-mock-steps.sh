@@ -16,7 +16,7 @@ small_mnist "$TMP/small" 128 16
 RUN_TIMEOUT=300
 STEPS=11 INTERVAL=4
 
-# Kernel launches per eager step (one micro-batch), derived from src/nn/model.c and cuda/layers.cu; "sum": a
+# Kernel launches per eager step (one micro-batch), derived from src/nn/model.c and src/gpu/cuda/nn_cuda.cu; "sum": a
 # per-channel reduction (bias gradient), its slices and their finish, 2 launches.
 # net:     gather 1; conv1: im2col, bias+ReLU 2; conv2: im2col, pool+bias+ReLU+flatten+dropout 2 (the fused
 #          pool, MNIST_DDP_POOL's default); fc1: bias fill, ReLU, dropout 3; fc2: bias fill 1; loss: log-softmax,
@@ -88,7 +88,7 @@ run_args="--model net --data $TMP/small --seed 0 --batch-size 4 --test-batch-siz
 # shellcheck disable=SC2086 # run_args: words
 MOCK_STEP_REPORT=$rep run_np 2 "$P" --device cuda $run_args --metrics "$rep.json" >"$TMP/out" 2>&1 ||
   { cat "$TMP/out" >&2; fail "--profile on the GPU: the run failed"; }
-# The hold that starts each step (cuda/device.cu: the step's work then runs back to back) is one launch more.
+# The hold that starts each step (src/gpu/cuda/device.cu: the step's work then runs back to back) is one launch more.
 msg=$(check_steps "$rep" $(($(expected_launches net) + 1))) || { cat "$rep" >&2; fail "--profile on the GPU: $msg"; }
 cmsg=$(check_counts "$rep" "$rep.json" 2>&1) || fail "--profile on the GPU: metrics summary: $cmsg"
 # shellcheck disable=SC2086

@@ -3,7 +3,7 @@
 # a real directory named without symlinks (/usr/local/cuda may point at another CUDA major version on the
 # node that runs it), and the loader finds libcudart and libnccl there or in the system's own directories,
 # with no LD_LIBRARY_PATH. cuBLAS is not linked (its constructors cost every process about 0.5 s): the GPU
-# path opens it (cuda/cublas_dl.c), and dlopen finds it in the same places. No GPU needed.
+# path opens it (src/gpu/cuda/cublas_dl.c), and dlopen finds it in the same places. No GPU needed.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 B=$abs_top_builddir/src/mnist_ddp

@@ -1,4 +1,4 @@
-/* The CUDA backend (nn_cuda(): cuda/layers.cu and cuBLAS) against the CPU backend (nn_cpu) on the same
+/* The CUDA backend (nn_cuda(): src/gpu/cuda/nn_cuda.cu and cuBLAS) against the CPU backend (nn_cpu) on the same
  * random inputs, on a GPU machine. One process: no MPI (die() exits without it).
  *
  * (a) Every entry of the table on its own. Data movement, selections and elementwise math that both

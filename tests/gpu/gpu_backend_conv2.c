@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
 #include "nn/conv_pool_tf32.h"
 #include "nn/layers.h"
 #include "gpu_backend.h"

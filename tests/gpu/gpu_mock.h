@@ -12,7 +12,7 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
-/* The kernels the simulation computes (cuda/comm_kernels.h), so their data flow and races are checked like a
+/* The kernels the simulation computes (src/gpu/cuda/comm_kernels.h), so their data flow and races are checked like a
  * copy's: OP_NARROW, OP_WIDEN (the bf16 wire: count elements from src to dst); OP_STAMP (value 0: the end of
  * backward, 1: the end of the exchange, on the step_stamps at dst, in the simulation's time: 10 us per
  * operation run, as cudaEventElapsedTime's 0.01 ms); OP_PROXY (the communication proxy: reads count floats at

@@ -11,7 +11,7 @@
  *   runtime call returns the error. */
 #include "base/bf16.h"
 #include "base/threads.h"
-#include "../../cuda/comm_kernels.h"
+#include "gpu/cuda/comm_kernels.h"
 #include "gpu_mock.h"
 
 #include <stdlib.h>
@@ -96,7 +96,7 @@ static void gemm_run(const mock_op *o)
     free(at);
 }
 
-/* The stamps of a replayed step (cuda/comm_kernels.cu), in the simulation's time. */
+/* The stamps of a replayed step (src/gpu/cuda/comm_kernels.cu), in the simulation's time. */
 static void stamp_run(const mock_op *o)
 {
     step_stamps *d = o->dst;

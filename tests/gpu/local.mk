@@ -49,7 +49,7 @@ tests_gpu_check_gpu_errors_LDADD = $(mock_ldadd) $(CHECK_LIBS)
 tests_gpu_check_gpu_graph_SOURCES = tests/gpu/check_gpu_graph.c $(mock_sources)
 tests_gpu_check_gpu_graph_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_gpu_check_gpu_graph_LDADD = $(mock_ldadd) $(CHECK_LIBS)
-# cuBLAS opened at run time (cuda/cublas_dl.c): the real library, and one missing or wrong. No GPU needed.
+# cuBLAS opened at run time (src/gpu/cuda/cublas_dl.c): the real library, and one missing or wrong. No GPU needed.
 check_PROGRAMS += tests/gpu/check_cublas_dl
 TESTS += tests/gpu/check_cublas_dl
 tests_gpu_check_cublas_dl_SOURCES = tests/gpu/check_cublas_dl.c

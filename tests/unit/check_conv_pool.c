@@ -1,5 +1,5 @@
 /* net's conv2 with its pool both ways without a column buffer (src/nn/conv_pool_kernels.h, MNIST_DDP_CONV2=direct),
- * its kernels' blocks run on the CPU as cuda/conv_pool.cu runs them (each stage by one thread of one, then every
+ * its kernels' blocks run on the CPU as gpu/cuda/conv_pool.cu runs them (each stage by one thread of one, then every
  * thread's share), against layers.c's composition on the CPU backend (im2col, GEMM, pool): the pooled outputs,
  * argmaxes and the three gradients within float rounding (the sums run in another order), on shapes wide and not,
  * with several channel groups, stages and sample slices. Then net trained on a CPU backend whose
@@ -20,7 +20,7 @@
 
 static int emu_calls[2];
 
-/* cuda/conv_pool.cu's k_cp_forward over its grid (N, F / CP_FG). */
+/* src/gpu/cuda/conv_pool.cu's k_cp_forward over its grid (N, F / CP_FG). */
 static int emu_forward(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
                        const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int k, int pad, int wide)
 {
@@ -174,7 +174,7 @@ static void warp_frags(const uint32_t *xs, const uint32_t *ws, uint32_t ldw, int
 
 enum { CPT_ACC = 32 * 2 * CPT_NT * 4, CPXT_ACC = 32 * 2 * CPXT_NT * 4 }; /* floats of a warp's accumulators */
 
-/* cuda/conv_pool.cu's k_cpt_forward over its grid (N, F / CPT_F), split or not: every warp's lanes take their
+/* src/gpu/cuda/conv_pool.cu's k_cpt_forward over its grid (N, F / CPT_F), split or not: every warp's lanes take their
  * fragments for each mma step, the warp's mmas emulated; or emu_forward where its tiles do not fit. */
 static int emu_forward_mma(const float *x, const float *w, const float *pb, float *py, int32_t *arg,
                            const nn_flat_dropout *fd, int N, int C, int H, int W, int F, int ld, int split)

@@ -239,7 +239,7 @@ typedef struct {
 } head_shape;
 static const head_shape heads[] = {{5, 128, 10}, {3, 7, 4}, {1, 9, 3}}; /* net's fc2; odd; one sample */
 
-/* A CPU backend's head_train: kern_head's phases in loops, as cuda/net_head.cu runs them in one block. */
+/* A CPU backend's head_train: kern_head's phases in loops, as src/gpu/cuda/net_head.cu runs them in one block. */
 static void loop_head(const nn_head *h)
 {
     for (int phase = 0; phase < KERN_HEAD_PHASES; phase++)

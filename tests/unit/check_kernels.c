@@ -366,7 +366,7 @@ END_TEST
 
 /* ---------------------------------------------------------------- per-channel reductions */
 
-/* The GPU's per-channel reductions (cuda/layers.cu) replayed on the CPU: every block (c, s) of the 2-D
+/* The GPU's per-channel reductions (src/gpu/cuda/nn_cuda.cu) replayed on the CPU: every block (c, s) of the 2-D
  * grid runs its lanes (kern_lane_*) and adds them in block_sum's tree (part[t] += part[t + h] for t < h,
  * h = KERN_LANES/2 .. 1; the only GPU code not shared through kernels.h), then the second pass
  * (kern_*_finish) and the elementwise pass. Compared with the CPU backend (op_sum, op_bn_stats and

@@ -41,7 +41,7 @@ static inline void same_floats(const char *what, const float *exp, const float *
     same(what, exp, got, n, sizeof(float), 0, n);
 }
 
-/* The sum of a reduction block's lanes in block_sum's tree (cuda/block_sum.h: part[t] += part[t + h] for t < h,
+/* The sum of a reduction block's lanes in block_sum's tree (src/gpu/cuda/block_sum.h: part[t] += part[t + h] for t < h,
  * h = KERN_LANES/2 .. 1; the only GPU code of the reductions not shared through kernels.h). */
 static inline double tree(double *lane)
 {

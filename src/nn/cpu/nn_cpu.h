@@ -1,5 +1,5 @@
 /* The CPU backend (nn_cpu of backend.h): CBLAS gemm plus these primitives, thin loops over the ops.h
- * element functions, named like their CUDA twins (cu_* in cuda/layers.cu). Layouts and gradient
+ * element functions, named like their CUDA twins (cu_* in src/gpu/cuda/nn_cuda.cu). Layouts and gradient
  * conventions are those of layers.h. The model reaches them only through nn_cpu; tests call them
  * directly. */
 #ifndef MNIST_NN_CPU_H

@@ -5,8 +5,8 @@
 // says.
 #include "config.h"
 
-#include "launch.h"
-#include "net_head.h"
+#include "gpu/cuda/launch.h"
+#include "gpu/cuda/net_head.h"
 
 enum { HEAD_THREADS = 1024 };
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "cuda_check.h"
+#include "gpu/cuda/cuda_check.h"
 #include "gpu/gpu.h"
 extern "C" {
 #include "nn/cpu/gemm.h"

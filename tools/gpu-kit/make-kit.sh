@@ -3,7 +3,7 @@
 # PyTorch's NCCL, but no Open MPI, HDF5, OpenBLAS or network): the --with-cuda binaries and GPU test programs in
 # the build tree's layout, every shared library they and Open MPI's mpirun, orted and plugins load except the
 # NVIDIA driver's, CUDA's and the C library's, Open MPI's and PMIx's plugins and help files (relocated with
-# OPAL_PREFIX / PMIX_PREFIX), the MNIST shards and a small cut of them, and cuda/kit/run, which finds the
+# OPAL_PREFIX / PMIX_PREFIX), the MNIST shards and a small cut of them, and tools/gpu-kit/run, which finds the
 # machine's CUDA, cuBLAS and NCCL and writes one report.
 # Usage: make-kit.sh BUILDDIR SRCDIR OUT.tar.gz
 set -eu
@@ -33,7 +33,7 @@ cp "$src/tests/bench/bench-gpu.sh" "$src/tests/bench/bench_gpu_report.py" "$src/
 # The benchmark's PyTorch peers, for a GPU machine whose Python has PyTorch and h5py.
 cp "$src/tests/reference/pytorch_ddp_mnist.py" "$src/tests/reference/pytorch_tuned_mnist.py" \
   "$src/tests/reference/eval_saved_model.py" "$k/tests/reference/"
-cp "$src/cuda/kit/run" "$k/run"
+cp "$src/tools/gpu-kit/run" "$k/run"
 cp -r "$build/data/mnist" "$k/data/mnist"
 # A small shard set for the quick CPU-only check (512 training, 200 test samples cut from the real ones).
 mkdir -p "$stage/idx"

@@ -8,7 +8,7 @@
  *   CUDA_CHECK(cudaMalloc(&p, bytes));
  *   CUBLAS_CHECK(cublasSgemm(...));
  *   NCCL_CHECK(ncclGetUniqueId(&id));   // calls without a communicator; a call on a communicator
- *                                       // goes through comm_nccl.cu, which aborts it first
+ *                                       // goes through nccl_comm.cu, which aborts it first
  */
 #ifndef MNIST_CUDA_CHECK_H
 #define MNIST_CUDA_CHECK_H

@@ -1,8 +1,8 @@
 // The block trees of the per-channel reductions (kernels.h's slices and lanes), shared by the CUDA files that
-// launch them (layers.cu, pool_fused.cu).
+// launch them (nn_cuda.cu, pool_fused.cu).
 #ifndef MNIST_CUDA_BLOCK_SUM_H
 #define MNIST_CUDA_BLOCK_SUM_H
-#include "launch.h"
+#include "gpu/cuda/launch.h"
 
 // The sum of v over the block, returned to every thread (in double, like the CPU's reductions).
 __device__ static inline double block_sum(double v)

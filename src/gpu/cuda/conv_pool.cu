@@ -6,9 +6,9 @@
 // the CPU.
 #include "config.h"
 
-#include "block_sum.h"
-#include "conv_pool.h"
-#include "launch.h"
+#include "gpu/cuda/block_sum.h"
+#include "gpu/cuda/conv_pool.h"
+#include "gpu/cuda/launch.h"
 extern "C" {
 #include "base/errors.h"
 #include "base/profile.h"

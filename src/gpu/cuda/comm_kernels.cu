@@ -2,9 +2,9 @@
 #include "config.h"
 
 #include "base/bf16.h"
-#include "comm_kernels.h"
-#include "cuda_check.h"
-#include "grid.h"
+#include "gpu/cuda/comm_kernels.h"
+#include "gpu/cuda/cuda_check.h"
+#include "gpu/cuda/grid.h"
 
 enum {
     WIRE_THREADS = 256,

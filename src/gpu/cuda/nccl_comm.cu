@@ -1,5 +1,5 @@
-// The NCCL communicator and its collectives on device buffers (nccl_comm.h; the gradient all-reduce is in
-// grad_comm_nccl.cu).
+// The NCCL communicator and its collectives on device buffers (nccl_private.h; the gradient all-reduce is in
+// nccl_grad.cu).
 //
 // Streams: the trainer computes on the compute stream (device.cu); every collective here runs on a
 // dedicated communication stream (non-blocking, highest priority), ordered with events:
@@ -22,8 +22,8 @@
 
 #include "base/clock.h"
 #include "comm/stall.h"
-#include "comm_kernels.h"
-#include "nccl_comm.h"
+#include "gpu/cuda/comm_kernels.h"
+#include "gpu/cuda/nccl_private.h"
 
 static_assert(GPU_NCCL_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "GPU_NCCL_ID_BYTES must equal NCCL_UNIQUE_ID_BYTES");
 static_assert(sizeof(ncclUniqueId) == GPU_NCCL_ID_BYTES, "ncclUniqueId size changed");

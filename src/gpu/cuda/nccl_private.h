@@ -1,8 +1,8 @@
-// The NCCL communicator's state and waits, shared by comm_nccl.cu (the communicator, its collectives) and
-// grad_comm_nccl.cu (the bucketed gradient all-reduce). Private to cuda/: src/gpu/gpu.h is the interface.
+// The NCCL communicator's state and waits, shared by nccl_comm.cu (the communicator, its collectives) and
+// nccl_grad.cu (the bucketed gradient all-reduce). Private to cuda/: src/gpu/gpu.h is the interface.
 #ifndef MNIST_CUDA_NCCL_COMM_H
 #define MNIST_CUDA_NCCL_COMM_H
-#include "cuda_check.h"
+#include "gpu/cuda/cuda_check.h"
 #include "gpu/gpu.h"
 
 struct gpu_comm {

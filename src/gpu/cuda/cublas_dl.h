@@ -1,4 +1,4 @@
-/* cuBLAS opened at run time (cuda/cublas_dl.c): the GPU path's cuBLAS calls load the library on first use. */
+/* cuBLAS opened at run time (src/gpu/cuda/cublas_dl.c): the GPU path's cuBLAS calls load the library on first use. */
 #ifndef MNIST_CUBLAS_DL_H
 #define MNIST_CUBLAS_DL_H
 

@@ -1,4 +1,4 @@
-// Grid-stride loops, shared by the CUDA files that launch elementwise kernels (layers.cu, comm_kernels.cu).
+// Grid-stride loops, shared by the CUDA files that launch elementwise kernels (nn_cuda.cu, comm_kernels.cu).
 #ifndef MNIST_CUDA_GRID_H
 #define MNIST_CUDA_GRID_H
 #include <cstddef>

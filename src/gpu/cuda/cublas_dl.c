@@ -1,6 +1,6 @@
 /* cuBLAS opened when the GPU path first asks for it (dlopen), not linked. Linked, libcublas would make every
  * process, CPU-only runs and `--version` included, run its and libcublasLt's slow constructors at start-up
- * (docs/gpu.md). These definitions stand in for the cuBLAS functions cuda/gemm_cublas.cu calls and forward to
+ * (docs/gpu.md). These definitions stand in for the cuBLAS functions src/gpu/cuda/gemm_cublas.cu calls and forward to
  * the library's. A new call needs its stand-in here: without one the link fails, cuBLAS not being linked. The
  * simulated runtime (tests/gpu/gpu_mock.c) defines the same names, so its programs never pull this object from
  * the archive. dlopen searches as the loader searched for a linked cuBLAS: LD_LIBRARY_PATH, the binary's run
@@ -12,7 +12,7 @@
 
 #include <cublas_v2.h>
 
-#include "cublas_dl.h"
+#include "gpu/cuda/cublas_dl.h"
 
 #define CUBLAS_DL_STR_(x) #x
 #define CUBLAS_DL_STR(x)  CUBLAS_DL_STR_(x)

@@ -10,12 +10,12 @@
 
 #include <cstdint>
 
-#include "cuda_check.h"
-#include "block_sum.h"
-#include "conv_pool.h"
-#include "launch.h"
-#include "net_head.h"
-#include "pool_fused.h"
+#include "gpu/cuda/cuda_check.h"
+#include "gpu/cuda/block_sum.h"
+#include "gpu/cuda/conv_pool.h"
+#include "gpu/cuda/launch.h"
+#include "gpu/cuda/net_head.h"
+#include "gpu/cuda/pool_fused.h"
 #include "gpu/gpu.h"
 extern "C" {
 #include "nn/backend.h"

@@ -5,8 +5,8 @@
 
 #include <cstdlib>
 
-#include "comm_kernels.h"
-#include "nccl_comm.h"
+#include "gpu/cuda/comm_kernels.h"
+#include "gpu/cuda/nccl_private.h"
 
 // Timed steps in flight: the host may run this many steps ahead of the GPU before finish() waits for the
 // oldest (CUDA's launch queue, about a thousand operations, throttles it sooner anyway).

@@ -4,9 +4,9 @@
 // the composition (check_fused holds them to the CPU bit for bit).
 #include "config.h"
 
-#include "block_sum.h"
-#include "launch.h"
-#include "pool_fused.h"
+#include "gpu/cuda/block_sum.h"
+#include "gpu/cuda/launch.h"
+#include "gpu/cuda/pool_fused.h"
 
 __global__ void k_pool_flatten_dropout(size_t n, const float *x, const float *b, float *y, int32_t *arg, float *f,
                                        float *mask, int C, int N, int H, int W, int ld, const uint64_t *ids,

@@ -1,4 +1,4 @@
-// Kernels of the gradient exchange (comm_nccl.cu), each queued on the stream it is given: the bf16 wire
+// Kernels of the gradient exchange (nccl_comm.cu), each queued on the stream it is given: the bf16 wire
 // format, the stamps that time replayed steps, and the communication proxy. Names matter: the simulated
 // runtime (tests/gpu/gpu_mock_steps.c) recognises these kernels by name and computes them; it includes this
 // header from C for step_stamps.

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <utility>
 
-#include "cuda_check.h"
-#include "launch.h"
+#include "gpu/cuda/cuda_check.h"
+#include "gpu/cuda/launch.h"
 #include "gpu/gpu.h"
 #include "base/profile_clock.h"
 

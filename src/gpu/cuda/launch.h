@@ -2,8 +2,8 @@
 // backend's per-step figures (gpu_count_kernel) and checked at once.
 #ifndef MNIST_CUDA_LAUNCH_H
 #define MNIST_CUDA_LAUNCH_H
-#include "cuda_check.h"
-#include "grid.h"
+#include "gpu/cuda/cuda_check.h"
+#include "gpu/cuda/grid.h"
 #include "gpu/gpu.h"
 extern "C" {
 #include "nn/kernels.h"
