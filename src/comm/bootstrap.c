@@ -103,10 +103,10 @@ static void check_pmi(void)
 }
 
 /* Open MPI's nonblocking all-reduce (libnbc) takes a binomial tree between 2 ranks: reduce to one rank,
- * then broadcast. net's 4.8 MB gradient took 2.2 ms that way, 0.95 ms with Rabenseifner's reduce-scatter
- * + allgather (as long as the blocking MPI_Allreduce; 2 cores, shared memory), which also needs only
- * 2 log2(p) rounds of progress where a ring needs 2(p - 1). A choice in the environment (mpirun --mca,
- * OMPI_MCA_...) stands; other MPI libraries ignore the variable. */
+ * then broadcast. Rabenseifner's reduce-scatter + allgather is about twice as fast there, as fast as the
+ * blocking MPI_Allreduce (docs/performance.md#cpu-kernels-and-threads). It also needs only 2 log2(p) rounds
+ * of progress where a ring needs 2(p - 1). A choice in the environment (mpirun --mca, OMPI_MCA_...) stands;
+ * other MPI libraries ignore the variable. */
 static void mpi_defaults(void) { setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0); /* 3: rabenseifner */ }
 
 /* What MPI cannot wait for within a deadline of its own: the watchdog ends the process at the deadline. */

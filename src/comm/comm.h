@@ -4,7 +4,7 @@
  * this file) or comm_nccl() (device buffers, NCCL; src/gpu/gpu.h), beside nn_backend
  * (backend.h) for the computation.
  *
- * The gradient all-reduce works in buckets (the rule of comm_plan.h): the model's backward calls
+ * The gradient all-reduce works in buckets (the rule of comm_plan.h). The model's backward calls
  * ready() as each layer's gradients become final (back to front), a bucket starts as soon as it holds
  * bucket_bytes, and only finish() waits, so communication overlaps the rest of backward. Sums, not
  * averages: the trainer scales gradients by 1/global batch beforehand, which keeps uneven last batches

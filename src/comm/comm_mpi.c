@@ -310,8 +310,8 @@ static grad_comm *mpi_grad_comm(const ddp_env *env, const comm_config *cfg, MPI_
         grad_comm_set_alone(g);
     if (cfg->wire_bf16)
         grad_comm_set_wire_bf16(g);
-    /* Only between nodes: on one node shared memory moves the bytes with the ranks' own cores, where the
-     * thread made steps 3-4% slower and hid nothing (docs/performance.md). */
+    /* Only between nodes: on one node the ranks' own cores move the bytes through shared memory, and the
+     * thread's wake-ups only slow the step (docs/performance.md#the-all-reduces-progress-thread). */
     if (env->nodes < 2)
         return g;
     if (env->mpi_thread >= MPI_THREAD_SERIALIZED)

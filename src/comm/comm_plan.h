@@ -42,10 +42,10 @@ typedef struct {
                           memory only, else 0): the ranks' unequal speed, not communication */
 } comm_stats;
 
-/* The deadline of a gradient all-reduce wait: start-up (before this process's first reduction: ranks start
- * at different times, the first step is slow) waits up to startup_s (--comm-timeout); later steps up to
- * the shorter of startup_s and steady_s (--step-timeout), so a frozen peer ends the job soon. *option
- * gets the name of the option that set it, for the message. */
+/* The deadline of a gradient all-reduce wait; *option gets the name of the option that set it, for the
+ * message. Before this process's first reduction (ranks start at different times, the first step is slow)
+ * a wait lasts up to startup_s (--comm-timeout). Later steps wait up to the shorter of startup_s and
+ * steady_s (--step-timeout), so a frozen peer ends the job soon. */
 double comm_wait_deadline(double startup_s, double steady_s, long reductions, const char **option);
 
 /* Exposed seconds per reduction. */
@@ -54,10 +54,10 @@ double comm_exposed_per_step(const comm_stats *s);
  * the exposed time less the skew where that is known. */
 double comm_hidden_fraction(double exposed_s, double blocking_s);
 
-/* A stand-in for the other GPUs' traffic (MNIST_DDP_COMM_PROXY; one GPU armed alone): after each bucket the
+/* A stand-in for the other GPUs' traffic (MNIST_DDP_COMM_PROXY; one GPU armed alone). After each bucket the
  * communication stream also moves the bytes a ring all-reduce over 'ranks' GPUs moves through each of them,
- * 2 (ranks - 1) / ranks times the bucket, and takes as long as that at bus_gbps, NCCL's bus bandwidth (GB/s,
- * as nccl-tests reports it). bus_gbps 0: no proxy. */
+ * 2 (ranks - 1) / ranks times the bucket, taking as long as those bytes take at bus_gbps. bus_gbps is NCCL's
+ * bus bandwidth (GB/s, as nccl-tests reports it); 0: no proxy. */
 typedef struct {
     double bus_gbps;
     int ranks;

@@ -1,5 +1,5 @@
-/* Whether each rank's threads fit the CPUs it may run on: a rank bound to one core (mpirun's default for two
- * ranks or fewer) with --threads 4, or more threads on a node than it has CPUs, trains several times slower
+/* Whether each rank's threads fit the CPUs it may run on. A rank bound to one core (mpirun's default for two
+ * ranks or fewer) with --threads 4, or a node with more threads than CPUs, trains several times slower
  * with nothing else to show why. Rank 0 names the first such rank and node, once, with the launcher's fix. */
 #ifndef MNIST_CPU_FIT_H
 #define MNIST_CPU_FIT_H

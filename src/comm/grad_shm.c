@@ -20,11 +20,12 @@
 
 enum { MAX_BUCKETS = 256, CTL_BYTES = 4096, PART_ALIGN = 16, SUM_BLOCK = 1024 };
 
-/* The first page of each rank's segment, written by that rank only: ready[b] holds the stamp of the last armed
- * pass whose bucket b is final on this rank, done the last pass whose parts this rank has summed, arrived[s % 2]
- * when this rank's backward ended in pass s (CLOCK_MONOTONIC, ns: one clock for the node's ranks). Two stamps:
- * a peer that is done may start the next pass's wait while this rank still reads this one's; it cannot start
- * the one after before this rank is done with the next. */
+/* The first page of each rank's segment, written by that rank only:
+ *   - ready[b]: the stamp of the last armed pass whose bucket b is final on this rank;
+ *   - done: the last pass whose parts this rank has summed;
+ *   - arrived[s % 2]: when this rank's backward ended in pass s (CLOCK_MONOTONIC, ns: one clock for the node's
+ *     ranks). Two stamps: a peer that is done may start the next pass's wait while this rank still reads this
+ *     one's; it cannot start the one after before this rank is done with the next. */
 typedef struct {
     _Atomic uint64_t ready[MAX_BUCKETS];
     _Atomic uint64_t done, arrived[2];

@@ -3,8 +3,8 @@
  * Each rank's gradients live in a POSIX shared-memory segment (/dev/shm) that every rank of the node maps,
  * so the model writes them there directly (grad_shm_buffer). Buckets follow comm_plan.h's rule. Once every
  * rank has published a bucket (a stamp in its control page), rank r sums part r of it over the ranks, in rank
- * order, and writes the sum into every rank's copy: a reduce-scatter and an all-gather without a copy, each
- * element added once and the same bits everywhere. Parts are summed as soon as they can be, between layers
+ * order, and writes the sum into every rank's copy. That is a reduce-scatter and an all-gather without a copy,
+ * each element added once and the same bits everywhere. Parts are summed as soon as they can be, between layers
  * and between conv2's backward samples (the model's poll hook); finish() sums what is left and waits until
  * every rank has summed its parts. Then no rank reads another's gradients until the next armed pass, so the
  * next step may zero and rewrite them at once.

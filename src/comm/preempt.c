@@ -38,10 +38,10 @@ void preempt_install(void)
 
 static int all_digits(const char *s) { return s && *s && strspn(s, "0123456789") == strlen(s); }
 
-/* EndTime=2024-05-01T12:34:56 (local time) of this job's own line of 'scontrol show job -o'; 0 when absent or
+/* EndTime=YYYY-MM-DDTHH:MM:SS (local time) of this job's own line of 'scontrol show job -o'; 0 when absent or
  * "Unknown". Asked for by the array's ID, scontrol lists every task of the array, and the task whose job ID is
- * the array's would take another task's end time (one long past, for a task that ran before it): an array task
- * asks for ARRAY_TASK, and only the line that begins with its own JobId counts. */
+ * the array's would take another task's end time (one long past, for a task that ran before it). So an array
+ * task asks for ARRAY_TASK, and only the line that begins with its own JobId counts. */
 static double scontrol_end_time(void)
 {
     const char *job = getenv("SLURM_JOB_ID"), *array = getenv("SLURM_ARRAY_JOB_ID");

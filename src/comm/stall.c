@@ -417,7 +417,7 @@ void stall_die_at(const char *file, int line, const stall_wait *w, const char *s
     while (!answered[speaker])
         speaker++;
     /* One line for the job: the lowest rank that answered speaks, and its MPI_Abort ends the others while
-     * they wait here; should it not reach them (a partition), each says it after the wait and ends within
+     * they wait here. Should it not reach them (a partition), each says it after the wait and ends within
      * ABORT_GRACE_S: the whole job ends within the deadline + 15 s. */
     if (speaker != me)
         clock_sleep(STALL_WINDOW_S + 1);

@@ -1,7 +1,7 @@
 /* Who is where: a stalled job names its culprit, and a live job says what each rank is doing.
  *
  * At a missed deadline each live rank sends every other rank where it waits (collective, step, bucket) on a
- * communicator of its own, and collects the others' answers for at most STALL_WINDOW_S; a rank waiting in
+ * communicator of its own, and collects the others' answers for at most STALL_WINDOW_S. A rank waiting in
  * another collective hears the notice and answers at once (stall_poll). The lowest rank that answered prints
  * one line: the ranks that did not answer (host, pid), and where the others were, grouped, so ranks that
  * diverged in their step count stand out. Then the job ends with 69.

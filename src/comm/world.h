@@ -1,5 +1,5 @@
 /* The plain collectives of MPI_COMM_WORLD that the layers above comm/ need, so that MPI is called in comm/
- * alone (and where errors.c aborts), and the one way comm/ waits for a collective: within a deadline, after
+ * alone (and where errors.c aborts). Also the one way comm/ waits for a collective: within a deadline, after
  * which the ranks that did not arrive are named and the job ends (69, stall.h). Every rank calls them. */
 #ifndef MNIST_WORLD_H
 #define MNIST_WORLD_H

@@ -63,9 +63,9 @@ typedef struct {
  * it cannot take files or another run holds it. */
 void checkpoint_prepare_dir(const char *dir);
 
-/* Collective. Finds the checkpoint to start from (the named file, or the newest valid one in dir for "auto"),
- * says which in one line, and on rank 0 loads it into m and opt; *pos gets its position on every rank
- * (the others then take the state by broadcast). Returns 1 when resuming, 0 when starting from scratch.
+/* Collective. Finds the checkpoint to start from (the named file, or the newest valid one in dir for "auto")
+ * and says which in one line. Rank 0 loads it into m and opt (the others then take the state by broadcast);
+ * *pos gets its position on every rank. Returns 1 when resuming, 0 when starting from scratch.
  * Stops the job with 65 for a checkpoint of another identity or when no checkpoint in dir is valid (a
  * corrupt one is skipped with a warning when an older one is valid), 66 for a missing file. */
 int checkpoint_resume(const checkpoint_config *c, model *m, optim *opt, checkpoint_position *pos);

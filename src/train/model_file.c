@@ -36,9 +36,9 @@ void model_file_check_writable(const char *option, const char *value, const char
 }
 
 /* fill's file built in memory (HDF5's core driver, nothing on disk): its image, malloc'd, or NULL. HDF5
- * never writes to the disk itself, so a full disk is an ordinary write error of ours, with its errno
- * (HDF5 1.10 crashes at exit after a failed H5Fclose on a full disk), and HDF5 never opens a name in a
- * shared directory. */
+ * never writes to the disk itself, so a full disk is an ordinary write error of ours, with its errno, not
+ * a failed H5Fclose (after which HDF5 1.10 crashes at exit). Nor does HDF5 open a name in a shared
+ * directory. */
 static void *hdf5_image(int (*fill)(hid_t f, const void *arg), const void *arg, size_t *len)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);

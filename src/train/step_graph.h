@@ -1,8 +1,8 @@
 /* The training step replayed as one device graph (CUDA graphs on the GPU path, docs/gpu.md): the first
  * replayable step of a shape is captured instead of queued, and every later one of that shape launches
  * the graph. A graph freezes its kernels' arguments, so it replays only a step whose work depends on
- * nothing but its shape and device memory: the caller says which steps are (not the last partial batch,
- * not gradient accumulation; the batch's sample ids copied into a fixed device buffer before the step).
+ * nothing but its shape and device memory. The caller says which steps qualify: neither the last partial
+ * batch nor gradient accumulation, and with the batch's sample ids copied into a fixed device buffer first.
  * A capture that fails on any rank is agreed over MPI before any rank launches: rank 0 prints one warning
  * with the first failing rank's reason, and the run goes on eagerly. */
 #ifndef MNIST_STEP_GRAPH_H

@@ -28,8 +28,8 @@ static uint64_t steps_left(const run *r, int epoch, uint64_t s, uint64_t steps)
 }
 
 /* The progress line after step s (0-based) of the epoch: loss and images/s since the last line, the
- * fraction of the epoch done, and the time left in the epoch and the run at this epoch's mean step time
- * (checkpoint writes left out; evaluations not counted). */
+ * fraction of the epoch done, and the time left in the epoch and the run. That time is at this epoch's mean
+ * step time (checkpoint writes left out; evaluations not counted). */
 void report_progress(run *r, epoch_log *L, int epoch, uint64_t s, double lr)
 {
     /* A GPU's one host wait of the interval (gpu.h: under the all-reduce's deadline). */
