@@ -31,9 +31,9 @@ AC_DEFUN([MNIST_CHECK_ONEDNN], [
   AS_IF([test $mnist_onednn = yes],
     [AC_DEFINE([HAVE_ONEDNN], [1], [Define to 1 for oneDNN convolutions on the CPU])
      mnist_onednn_summary="yes ($ONEDNN_LIBS)"],
-    [ONEDNN_CFLAGS= ONEDNN_LIBS= mnist_onednn_summary="no (im2col + GEMM convolutions only)"])
+    [ONEDNN_CFLAGS= ONEDNN_LIBS= mnist_onednn_summary="no"])
   AM_CONDITIONAL([HAVE_ONEDNN], [test $mnist_onednn = yes])
-  # The project's own kernels (wino43, conv1_direct beside oneDNN's convolutions; gemm_avx512 beside BLAS) are
+  # The project's own kernels (wino43, conv1_direct, their stack, with or without oneDNN; gemm_avx512 beside BLAS) are
   # AVX-512 intrinsics under a target attribute, chosen at run time: any x86-64 compiler builds them; elsewhere
   # avx512_none.c and gemm_avx512.h's stubs stand in. (mnist_cv_avx512_kernels=no ./configure builds the
   # stand-ins on x86-64 too.)
@@ -43,9 +43,8 @@ __attribute__((target("avx512f,fma"))) static __m512 f(__m512 a) { return _mm512
         [[(void)f;]])], [mnist_cv_avx512_kernels=yes], [mnist_cv_avx512_kernels=no])])
   AS_IF([test $mnist_cv_avx512_kernels = yes],
     [AC_DEFINE([HAVE_AVX512_KERNELS], [1], [Define to 1 to build the own AVX-512 kernels (chosen at run time)])])
-  AS_IF([test $mnist_onednn = yes && test $mnist_cv_avx512_kernels = yes],
-    [mnist_onednn_summary="$mnist_onednn_summary, own AVX-512 kernels"],
-    [test $mnist_onednn = yes],
-    [mnist_onednn_summary="$mnist_onednn_summary, no AVX-512 kernels"])
+  AS_IF([test $mnist_cv_avx512_kernels = yes],
+    [mnist_onednn_summary="$mnist_onednn_summary; own Winograd and AVX-512/AVX2 kernels (net's --conv auto)"],
+    [mnist_onednn_summary="$mnist_onednn_summary; no own kernels (x86-64 only): im2col + GEMM without oneDNN"])
   AM_CONDITIONAL([HAVE_AVX512_KERNELS], [test "x$mnist_cv_avx512_kernels" = xyes])
 ])

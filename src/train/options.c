@@ -148,8 +148,10 @@ static const option_spec specs[] = {
      "\nAVX-512 CPUs, direct elsewhere; onednn and winograd"
      "\nleave one-channel inputs to im2col. wino43: winograd"
      "\nwith mnist_ddp's own Winograd for conv2 (forward and"
-     "\nboth gradients) and direct conv1 where they fit."
-     "\nauto: wino43 where built with oneDNN, else im2col"},
+     "\nboth gradients) and direct conv1 where they fit; built"
+     "\nwithout oneDNN: net's convolutions by the own kernels,"
+     "\nthe rest im2col. auto: wino43 where built with oneDNN"
+     "\nor where the CPU has AVX2 or AVX-512, else im2col"},
     {NULL, "gemm", "G", ARG_INDEX, F(gemm), 0, 0, gemm_names, "auto", NULL,
      "CPU matrix products (fc1's, im2col's): auto | blas."
      "\nauto: mnist_ddp's own AVX-512 kernels on CPUs with"

@@ -20,6 +20,7 @@
 #include "data/mnist.h"
 #include "nn/model.h"
 #include "nn/cpu/conv_choice.h"
+#include "nn/cpu/wino43.h"
 #include "nn/cpu/gemm.h"
 #include "nn/cpu/nn_cpu.h"
 #include "nn/optim.h"
@@ -51,8 +52,8 @@ static recipe resolve_recipe(const options *o, int world)
     return r;
 }
 
-/* Samples first .. first+count-1 of a shard set in the backend's memory (all of MNIST is 55 MB: read once, so
- * no step copies images from the host): read straight into it where it is host memory, else through
+/* Samples first .. first+count-1 of a shard set in the backend's memory: all of MNIST is 55 MB, read once, so
+ * no step copies images from the host. Read straight into it where it is host memory, else through
  * stage_images and stage_labels (at least count samples). */
 static void read_to_backend(const nn_backend *be, shard_set *s, uint64_t first, uint64_t count, uint8_t *stage_images,
                             uint8_t *stage_labels, uint8_t **images, uint8_t **labels)
@@ -272,7 +273,7 @@ static void add_counts(const run *r, nn_counts *sum, nn_counts from)
 }
 
 /* The straggler variant (options.h): its rank sleeps before global step STEP (as the metrics number it, from
- * 1), outside every collective, as a rank slowed by its node would: the others wait for it at the end of their
+ * 1), outside every collective, as a rank slowed by its node would. The others wait for it at the end of their
  * backward, and the all-reduce line counts that wait apart. */
 static void straggler_setup(run *r)
 {
@@ -389,15 +390,18 @@ const nn_backend *train_cpu_backend(const char *conv, int gemm, char *desc, size
                 "option --conv %s: this mnist_ddp was built without oneDNN (apt-get install "
                 "libdnnl-dev, then ./configure --with-onednn)",
                 conv);
-    if (desc && be == &nn_cpu)
+    int avx2 = !strcmp(wino43_isa(), "AVX2"); /* AVX-512 the usual case: only AVX2 is named */
+    if (desc && (be == &nn_cpu || (be == nn_cpu_own() && !wino43_has_cpu())))
         snprintf(desc, len, "cpu, im2col conv");
-    else if (desc) /* AVX-512 the usual case: only AVX2 is named */
+    else if (desc && be == nn_cpu_own())
+        snprintf(desc, len, "cpu, own Winograd%s", avx2 ? " AVX2" : "");
+    else if (desc)
         snprintf(desc, len, "cpu, oneDNN %s %s%s", onednn_version(),
                  be == nn_cpu_onednn(WINO_NONE)                      ? "direct"
                  : be == nn_cpu_onednn(WINO_OWN) && wino43_has_cpu() ? "own Winograd"
                  : !onednn_has_winograd()                            ? "no Winograd"
                                                                      : "Winograd",
-                 be == nn_cpu_onednn(WINO_OWN) && !strcmp(wino43_isa(), "AVX2") ? " AVX2" : "");
+                 be == nn_cpu_onednn(WINO_OWN) && avx2 ? " AVX2" : "");
     return be;
 }
 

@@ -110,6 +110,11 @@ case $(sed -n 's/.*"blas": *"\([^"]*\)".*/\1/p' "$TMP/peer.json" | tail -n 1) in
 esac
 grep '^OpenBLAS kernels' "$TMP/ddp2.log" |
   sed "s/\$/${bench_coretype:+ (OPENBLAS_CORETYPE=$bench_coretype from the environment)}$peer_blas/"
+if grep -q '^#define HAVE_ONEDNN 1' "$abs_top_builddir/config.h"; then
+  echo "build: with oneDNN"
+else
+  echo "build: without oneDNN"
+fi
 sed -n 's/^ *0 .*  \(cpu, .*[^ ]\)  *[0-9][0-9]*$/convolutions: \1/p' "$TMP/ddp2.log" | head -1
 # The ISA caps a CPU without AVX-512 is measured with on one that has it (both programs, docs/performance.md).
 for v in ONEDNN_MAX_CPU_ISA ATEN_CPU_CAPABILITY; do

@@ -75,11 +75,12 @@ fi
 # --conv onednn, winograd, wino43 and the default, auto (= wino43): oneDNN's convolutions where the build has
 # them (the start-up table says which; "no Winograd": a CPU without AVX-512, or ONEDNN_MAX_CPU_ISA below it;
 # "own Winograd": the project's own Winograd beside oneDNN's, "own Winograd AVX2" its AVX2 kernels where
-# oneDNN has no Winograd), else 69 on every rank; im2col is always there.
+# oneDNN has no Winograd), else 69 on every rank; im2col is always there. Without oneDNN, wino43 and auto are
+# the own kernels alone ("cpu, own Winograd"), on a CPU with AVX2 or AVX-512 (auto: else im2col).
 conv_line() { # the start-up table's backend line of a run with --conv $1, once per rank
   run_np 2 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --conv "$1" --epochs 0 >"$TMP/conv.log" 2>&1 \
-    && [ "$(grep -Ec 'cpu, (im2col|oneDNN)' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log" >&2; fail "--conv $1"; }
-  grep -Eo 'cpu, (im2col|oneDNN)[a-zA-Z0-9 .]*[a-z]( AVX2)?' "$TMP/conv.log" | sort -u
+    && [ "$(grep -Ec 'cpu, (im2col|oneDNN|own)' "$TMP/conv.log")" -eq 2 ] || { cat "$TMP/conv.log" >&2; fail "--conv $1"; }
+  grep -Eo 'cpu, (im2col|oneDNN|own)[a-zA-Z0-9 .]*[a-z]( AVX2)?' "$TMP/conv.log" | sort -u
 }
 if grep -q '^#define HAVE_ONEDNN 1' "$abs_top_builddir/config.h"; then
   line=$(conv_line onednn) && echo "$line" | grep -q '^cpu, oneDNN [0-9.]* direct$' \
@@ -96,10 +97,18 @@ if grep -q '^#define HAVE_ONEDNN 1' "$abs_top_builddir/config.h"; then
   line=$(conv_line wino43) && [ "$line" = "$own" ] || fail "--conv wino43: start-up table says '$line', not '$own'"
   [ "$(conv_line auto)" = "$line" ] || fail "--conv auto is not wino43"
 else
-  for conv in onednn winograd wino43; do
+  for conv in onednn winograd; do
     expect_fail 69 "--conv $conv: this mnist_ddp was built without oneDNN" run_np 2 "$MNIST_DDP" \
       --data "$MNIST_DATA" --device cpu --conv $conv
   done
+  own='cpu, im2col conv'
+  if grep -qw avx512f /proc/cpuinfo; then
+    own='cpu, own Winograd'
+  elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    own='cpu, own Winograd AVX2'
+  fi
+  line=$(conv_line auto) && [ "$line" = "$own" ] || fail "--conv auto without oneDNN: start-up table says '$line', not '$own'"
+  [ "$own" = 'cpu, im2col conv' ] || [ "$(conv_line wino43)" = "$own" ] || fail "--conv wino43 is not auto"
 fi
 line=$(conv_line im2col) && echo "$line" | grep -q '^cpu, im2col conv$' || fail "--conv im2col: start-up table says '$line'"
 

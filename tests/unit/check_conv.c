@@ -11,6 +11,8 @@
 #include "nn/cpu/conv_cpu.h"
 #include "nn/cpu/conv_choice.h"
 #include "nn/cpu/conv_onednn.h"
+#include "nn/cpu/conv1_direct.h"
+#include "nn/cpu/wino43.h"
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
 #include "nn/ops.h"
@@ -253,8 +255,8 @@ END_TEST
 START_TEST(test_conv_winograd_runs)
 {
     int theirs = nn_cpu_onednn(WINO_ONEDNN) && onednn_has_winograd();
-    if (!theirs && !wino43_has_cpu()) {
-        printf("check_conv: no oneDNN Winograd and no own one in this build or on this CPU: nothing to tell apart\n");
+    if (!nn_cpu_onednn(WINO_OWN) || (!theirs && !wino43_has_cpu())) {
+        printf("check_conv: no oneDNN, or no Winograd of its or ours on this CPU: nothing to tell apart\n");
         return;
     }
     ck_assert_msg(nn_cpu_conv("auto") == nn_cpu_onednn(WINO_OWN), "--conv auto is not wino43 in a oneDNN build");
@@ -536,6 +538,37 @@ START_TEST(test_conv_stack)
 }
 END_TEST
 
+/* The backend of a build without oneDNN (nn_cpu_own): --conv auto and wino43 name it where the CPU runs the own
+ * kernels; net trains on it within rounding of the CPU's composition; and as oneDNN's wino43 backend, bit for
+ * bit, where both exist (net's convolutions then run through the same stack on both). */
+START_TEST(test_conv_own)
+{
+    if (!wino43_has_cpu()) {
+        ck_assert_msg(nn_cpu_conv("auto") != nn_cpu_own(), "--conv auto chose the own kernels on a CPU without them");
+        printf("check_conv: neither AVX-512 nor AVX2 here: the own backend does not apply\n");
+        return;
+    }
+    const nn_backend *onednn = nn_cpu_onednn(WINO_OWN);
+    ck_assert_msg(nn_cpu_conv("auto") == (onednn ? onednn : nn_cpu_own()), "--conv auto is not wino43");
+    ck_assert_msg(nn_cpu_conv("wino43") == (onednn ? onednn : nn_cpu_own()), "--conv wino43 is not its backend");
+    same_training(nn_cpu_own(), "the own backend");
+    if (!onednn)
+        return;
+    enum { N = 7 };
+    model *m[2] = {model_create_on(nn_cpu_own(), MODEL_NET, N), model_create_on(onednn, MODEL_NET, N)};
+    float *x = malloc((size_t)N * 784 * sizeof *x);
+    uint8_t labels[N];
+    uint64_t ids[N];
+    random_batch(81, N, x, labels, ids);
+    for (int k = 0; k < 2; k++)
+        model_forward_backward(m[k], x, labels, ids, N, 0x5eedULL, 1.0f / N);
+    size_t n = model_num_params(m[0]);
+    ck_assert_msg(memcmp(model_grads(m[0]), model_grads(m[1]), n * sizeof(float)) == 0,
+                  "the own backend's gradients differ from oneDNN's wino43 backend's");
+    model_free(m[0]), model_free(m[1]), free(x);
+}
+END_TEST
+
 /* wino43's weight gradient sums its samples by parts, one per thread, then adds the parts: three parts of five
  * samples (two, then one, two) against the definitions and differences. */
 START_TEST(test_conv_wino43_parts)
@@ -566,6 +599,7 @@ int main(void)
     tcase_add_test(tc, test_conv_wino43_parts);
     tcase_add_test(tc, test_conv1_direct);
     tcase_add_test(tc, test_conv_stack);
+    tcase_add_test(tc, test_conv_own);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -13,10 +13,8 @@ unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv
 	tests/unit/check_shards_bad tests/unit/check_shards_writer tests/unit/check_sampler \
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
 	tests/unit/check_atomic_file tests/unit/check_blas_core tests/unit/check_full_size
-if HAVE_ONEDNN
 if HAVE_AVX512_KERNELS
 unit_tests += tests/unit/check_wino43_isa tests/unit/check_wino43_edges
-endif
 endif
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)

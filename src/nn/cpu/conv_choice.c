@@ -4,6 +4,19 @@
 
 #include "nn/cpu/conv_onednn.h"
 #include "nn/cpu/nn_cpu.h"
+#include "nn/cpu/wino43.h"
+#include "nn/cpu/wino43_stack.h"
+
+const nn_backend *nn_cpu_own(void)
+{
+    static nn_backend b;
+    if (!b.name) {
+        b = nn_cpu;
+        b.conv_stack_forward = wino43_stack_forward;
+        b.conv_stack_backward = wino43_stack_backward;
+    }
+    return &b;
+}
 
 const nn_backend *nn_cpu_conv(const char *conv)
 {
@@ -16,5 +29,7 @@ const nn_backend *nn_cpu_conv(const char *conv)
     if (!winograd && strcmp(conv, "onednn") != 0)
         return NULL;
     const nn_backend *onednn = nn_cpu_onednn(winograd);
-    return onednn || !automatic ? onednn : &nn_cpu;
+    if (onednn || winograd != WINO_OWN)
+        return onednn;
+    return !automatic || wino43_has_cpu() ? nn_cpu_own() : &nn_cpu;
 }

@@ -20,8 +20,6 @@ const nn_backend *nn_cpu_onednn(int winograd);
 int onednn_has_winograd(void);
 /* "major.minor.patch" of the library loaded. */
 const char *onednn_version(void);
-#include "nn/cpu/wino43.h"       /* wino43_has_cpu, wino43_isa */
-#include "nn/cpu/conv1_direct.h" /* conv1_direct_usable */
 #else
 static inline const nn_backend *nn_cpu_onednn(int winograd)
 {
@@ -30,12 +28,5 @@ static inline const nn_backend *nn_cpu_onednn(int winograd)
 }
 static inline int onednn_has_winograd(void) { return 0; }
 static inline const char *onednn_version(void) { return "absent"; } /* never printed: no backend uses it */
-static inline int wino43_has_cpu(void) { return 0; }
-static inline const char *wino43_isa(void) { return "none"; }
-static inline int conv1_direct_usable(int H, int W, int F, int k, int pad)
-{
-    (void)H, (void)W, (void)F, (void)k, (void)pad;
-    return 0;
-}
 #endif
 #endif
