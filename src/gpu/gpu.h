@@ -57,7 +57,7 @@ struct comm_backend; /* src/comm/comm.h */
  *   bias gradient in one reduction, conv1's ReLU backward in conv2's col2im (pool_flatten_dropout_forward,
  *   dropout_pool_backward_sum, col2im_relu);
  * - NN_CUDA_CONV2_DIRECT: conv2 with its pool as three kernels without a column buffer (conv_pool_forward,
- *   pool_conv_backward; src/nn/conv_pool_kernels.h);
+ *   pool_conv_backward; src/gpu/conv_pool_kernels.h);
  * - NN_CUDA_TF32: --precision tf32's part of the kernels, conv2 direct's forward and input gradient on tensor
  *   cores (cuBLAS has its own setting);
  * - NN_CUDA_3XTF32: those two on tensor cores in the other precisions, three products each. */

@@ -1,7 +1,6 @@
 # nn: the models and optimizers over a backend table (backend.h), the layers built from it, and the
-# element functions and kernel bodies written once for host and device (ops.h, kernels.h, conv_pool_kernels.h,
-# conv_pool_tf32.h).
-src_libmnistddp_a_SOURCES += src/nn/backend.h src/nn/ops.h src/nn/kernels.h src/nn/conv_pool_kernels.h src/nn/conv_pool_tf32.h src/nn/head.h src/nn/conv_stack.h \
+# element functions written once for host and device (ops.h; the GPU kernels' bodies over them are in gpu/).
+src_libmnistddp_a_SOURCES += src/nn/backend.h src/nn/ops.h src/nn/head.h src/nn/conv_stack.h \
 	src/nn/layers.c src/nn/layers.h src/nn/model.c src/nn/model.h src/nn/model_parts.h \
 	src/nn/networks.c src/nn/optim.c src/nn/optim.h
 

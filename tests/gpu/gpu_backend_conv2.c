@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
-#include "nn/conv_pool_tf32.h"
+#include "gpu/conv_pool_tf32.h"
 #include "nn/layers.h"
 #include "gpu_backend.h"
 

@@ -1,4 +1,4 @@
-/* net's conv2 with its pool both ways without a column buffer (src/nn/conv_pool_kernels.h, MNIST_DDP_CONV2=direct),
+/* net's conv2 with its pool both ways without a column buffer (src/gpu/conv_pool_kernels.h, MNIST_DDP_CONV2=direct),
  * its kernels' blocks run on the CPU as gpu/cuda/conv_pool.cu runs them (each stage by one thread of one, then every
  * thread's share), against layers.c's composition on the CPU backend (im2col, GEMM, pool): the pooled outputs,
  * argmaxes and the three gradients within float rounding (the sums run in another order), on shapes wide and not,
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sysexits.h>
 
-#include "nn/conv_pool_kernels.h"
-#include "nn/conv_pool_tf32.h"
+#include "gpu/conv_pool_kernels.h"
+#include "gpu/conv_pool_tf32.h"
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
 #include "base/rng.h"

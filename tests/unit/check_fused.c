@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/kernels.h"
+#include "gpu/kernels.h"
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
 #include "nn/cpu/nchw16c.h"

@@ -1,4 +1,4 @@
-/* The GPU's per-thread index math (src/nn/kernels.h) against the CPU layers (nn_cpu, src/nn/cpu/nn_cpu.c):
+/* The GPU's per-thread index math (src/gpu/kernels.h) against the CPU layers (nn_cpu, src/nn/cpu/nn_cpu.c):
  * each kern_* function runs in a plain loop, one call per flat index as a grid-stride loop would,
  * and must agree with the CPU function bit for bit. Destinations start as an all-ones byte pattern
  * (a NaN for floats, -1 for argmaxes, 0xff for labels) in both copies, so an element either side
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/kernels.h"
+#include "gpu/kernels.h"
 #include "nn/layers.h"
 #include "nn/cpu/nn_cpu.h"
 #include "base/rng.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/kernels.h"
+#include "gpu/kernels.h"
 
 /* A buffer of `bytes` all-ones bytes. */
 static inline void *sentinel(size_t bytes)

@@ -2,7 +2,7 @@
 // composition runs im2col, three GEMMs, the pool both ways, the bias gradient and col2im. No 46 MB column buffer
 // is written and read each step. The forward and input gradient also run on tensor cores (TF32 with --precision
 // tf32, 3xTF32 with MNIST_DDP_CONV2=3xtf32). Each block stages its tiles in shared memory and runs
-// src/nn/conv_pool_kernels.h's and conv_pool_tf32.h's per-thread (per-lane) math, which check_conv_pool runs on
+// src/gpu/conv_pool_kernels.h's and conv_pool_tf32.h's per-thread (per-lane) math, which check_conv_pool runs on
 // the CPU.
 #include "config.h"
 
@@ -12,8 +12,8 @@
 extern "C" {
 #include "base/errors.h"
 #include "base/profile.h"
-#include "nn/conv_pool_kernels.h"
-#include "nn/conv_pool_tf32.h"
+#include "gpu/conv_pool_kernels.h"
+#include "gpu/conv_pool_tf32.h"
 }
 
 __global__ void __launch_bounds__(CP_THREADS)

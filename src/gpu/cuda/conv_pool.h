@@ -1,5 +1,5 @@
 // net's conv2 with its pool both ways without a column buffer (MNIST_DDP_CONV2=direct or 3xtf32): backend.h's
-// conv_pool_forward and pool_conv_backward on the GPU, kernels over src/nn/conv_pool_kernels.h and conv_pool_tf32.h.
+// conv_pool_forward and pool_conv_backward on the GPU, kernels over src/gpu/conv_pool_kernels.h and conv_pool_tf32.h.
 #ifndef MNIST_CUDA_CONV_POOL_H
 #define MNIST_CUDA_CONV_POOL_H
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include "gpu/cuda/grid.h"
 #include "gpu/gpu.h"
 extern "C" {
-#include "nn/kernels.h"
+#include "gpu/kernels.h"
 }
 
 enum { THREADS = KERN_LANES }; // a power of two: block_sum halves it

@@ -1,5 +1,5 @@
 # cuda: the nvcc side of the GPU path (src/gpu/gpu.h), MPI-free: device and streams, cuBLAS GEMMs, the layers'
-# kernels (their bodies shared with the CPU through src/nn/kernels.h), NCCL, the profile's device clock.
+# kernels (their bodies shared with the CPU through src/gpu/kernels.h), NCCL, the profile's device clock.
 if HAVE_CUDA
 src_libmnistddp_a_SOURCES += src/gpu/cuda/device.cu src/gpu/cuda/nccl_comm.cu src/gpu/cuda/nccl_grad.cu src/gpu/cuda/comm_kernels.cu src/gpu/cuda/gemm_cublas.cu src/gpu/cuda/nn_cuda.cu src/gpu/cuda/net_head.cu src/gpu/cuda/pool_fused.cu src/gpu/cuda/conv_pool.cu src/gpu/cuda/cublas_dl.c \
 	src/gpu/cuda/cublas_dl.h src/gpu/cuda/cuda_check.h src/gpu/cuda/comm_kernels.h src/gpu/cuda/grid.h src/gpu/cuda/launch.h src/gpu/cuda/nccl_private.h src/gpu/cuda/net_head.h src/gpu/cuda/block_sum.h src/gpu/cuda/pool_fused.h src/gpu/cuda/conv_pool.h

@@ -1,5 +1,5 @@
 // The CUDA backend (src/nn/backend.h). Elementwise kernels are grid-stride loops over the per-thread
-// functions of src/nn/kernels.h and the math of src/nn/ops.h (tested on the CPU by tests/unit/check_kernels.c);
+// functions of src/gpu/kernels.h and the math of src/nn/ops.h (tested on the CPU by tests/unit/check_kernels.c);
 // the GEMMs are gpu_gemm() (cuBLAS). GPU-only code here: memory and copies, launches, and the block trees
 // of the reductions (block_sum: per-channel slices, the loss). Their summation order differs from the
 // CPU's: results agree with the CPU path to rounding, not bit for bit, and with themselves bit for bit
@@ -19,7 +19,7 @@
 #include "gpu/gpu.h"
 extern "C" {
 #include "nn/backend.h"
-#include "nn/kernels.h"
+#include "gpu/kernels.h"
 }
 
 // ---- memory -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "nn/conv_pool_kernels.h"
+#include "gpu/conv_pool_kernels.h"
 
 /* Tiles: CPT_F output channels per block (CPT_NT n8 tiles), CPT_CC input channels per stage (CPT_K of the k
  * dimension: CPT_K / 8 mma steps). Weight rows lie CPT_LDW apart in shared memory (a warp's B loads hit 32 banks);

@@ -26,7 +26,7 @@
 
 #include "base/host_device.h"
 #include "nn/backend.h"
-#include "nn/kernels.h"
+#include "gpu/kernels.h"
 #include "nn/ops.h"
 
 /* Tiles.
