@@ -29,6 +29,14 @@ for v in $resumable; do
   done
   echo "ok: ckpt-$v.h5 resumed from step 3 and went on to step 5"
 done
+# SGD without momentum keeps no optimizer state: its checkpoint resumes as it was written.
+mkdir "$TMP/sgd0" && cp "$fx/ckpt-b649878-sgd-no-momentum.h5" "$(ckpt "$TMP/sgd0" 3)"
+# shellcheck disable=SC2086
+run_np 2 "$MNIST_DDP" $(echo "$common" | sed 's/--momentum 0.5/--momentum 0/') --max-steps 5 --checkpoint-dir "$TMP/sgd0" \
+  >"$TMP/sgd0.log" 2>&1 || { cat "$TMP/sgd0.log"; fail "ckpt-b649878-sgd-no-momentum.h5 does not resume"; }
+grep -q -F "resumed from step 3 (restart 1): $(ckpt "$TMP/sgd0" 3)" "$TMP/sgd0.log" ||
+  { cat "$TMP/sgd0.log"; fail "ckpt-b649878-sgd-no-momentum.h5 was not resumed"; }
+echo "ok: ckpt-b649878-sgd-no-momentum.h5 (SGD, no optimizer state) resumed from step 3"
 # A file without grad_comm was written with the fp32 exchange.
 # shellcheck disable=SC2086
 expect_fail 65 "written with grad_comm fp32, this run has grad_comm bf16" $once $common --grad-comm bf16 \

@@ -33,7 +33,7 @@ EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
 EXTRA_DIST += tests/fixtures/README.md tests/fixtures/ckpt-f80537a-unsealed.h5 \
 	tests/fixtures/ckpt-249fecd-checkpoint_format.h5 tests/fixtures/ckpt-f745d2a-no-grad_comm.h5 \
 	tests/fixtures/ckpt-5036e7d-grad_comm.h5 tests/fixtures/model-f80537a-unsealed.h5 \
-	tests/fixtures/model-5036e7d-sealed.h5
+	tests/fixtures/model-5036e7d-sealed.h5 tests/fixtures/ckpt-b649878-sgd-no-momentum.h5
 check_PROGRAMS += tests/integration/mpi_comm tests/integration/comm_fail tests/integration/shard_load
 tests_integration_mpi_comm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_integration_mpi_comm_LDADD = $(LDADD) $(CHECK_LIBS)

@@ -129,6 +129,9 @@ for name, fn in (("total-huge", setline(3, "total_samples 18446744073709551616")
                  ("other-prefix", setline(1, "prefix test")),
                  ("count-mismatch", lambda l: l[:5] + [" ".join(l[5].split()[:2] + ["151"] + l[5].split()[3:]),
                                                        " ".join(l[6].split()[:2] + ["149"] + l[6].split()[3:])]),
+                 # the second shard alone, the total made to agree: the message names that shard
+                 ("count-mismatch-1", lambda l: l[:3] + ["total_samples 299"] + l[4:6] +
+                                                [" ".join(l[6].split()[:2] + ["149"] + l[6].split()[3:])]),
                  ("size-absurd", lambda l: l[:5] + [" ".join(l[5].split()[:3] + ["99999999999999"] + l[5].split()[4:])] + l[6:]),
                  ("dropped-file", lambda l: l[:6])):
     d = fresh("manifest-" + name)
@@ -136,7 +139,8 @@ for name, fn in (("total-huge", setline(3, "total_samples 18446744073709551616")
     # a well-formed manifest listing the wrong sizes names the shard it disagrees with; counts that
     # disagree with the files are named once HDF5 has read them (verified files: safe to parse)
     text = {"size-absurd": ["train-00000-of-00002.h5", SIZE],
-            "count-mismatch": ["train-00000-of-00002.h5", "holds 150 samples, its manifest"]}.get(name, [man, BAD])
+            "count-mismatch": ["train-00000-of-00002.h5", "holds 150 samples, its manifest"],
+            "count-mismatch-1": ["train-00001-of-00002.h5", "holds 150 samples, its manifest"]}.get(name, [man, BAD])
     add("manifest-" + name, d, 65, text)
 
 # No manifest (another tool): unverified, so HDF5 parses the files, but absurd declared sizes are
@@ -208,6 +212,16 @@ run_np 2 "$MNIST_DDP" --data "$TMP/good" --batch-size 10 --epochs 1 --max-steps 
 [ "$(grep 'has no manifest' "$TMP/err" | grep -c 'rank 0/2')" -eq 2 ] ||
   { cat "$TMP/err"; fail "warnings not from rank 0 alone"; }
 echo "ok: no manifest: 2 warnings from rank 0, run proceeds"
+# Shards without the optional num_samples attribute (the datasets' sizes say it): read as before.
+"$PYTHON3" - "$TMP/good" <<'PY' || fail "cannot remove num_samples"
+import glob, sys, h5py
+for p in glob.glob(sys.argv[1] + "/*.h5"):
+    with h5py.File(p, "r+") as h:
+        del h.attrs["num_samples"]
+PY
+run_np 2 "$MNIST_DDP" --data "$TMP/good" --batch-size 10 --epochs 1 --max-steps 1 >"$TMP/out" 2>"$TMP/err" ||
+  { cat "$TMP/err"; fail "shards without num_samples did not load"; }
+echo "ok: shards without num_samples load"
 
 # The trainer on 2 ranks: a damaged shard and a damaged manifest end the job with 65 and a line
 # naming the file (every rank verifies what it opens, and die() takes the job down).

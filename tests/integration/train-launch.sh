@@ -139,7 +139,11 @@ pinned() { taskset -c 0 timeout -k 10 120 "${MPIEXEC:-mpirun}" --oversubscribe -
   if [ "$cpus" -ge 2 ]; then
     fit_warns "^mnist_ddp: warning: --threads 2: rank 0 on .* may run on 1 CPU (its affinity mask), so its threads take \
 turns; mpirun binds each rank .*'mpirun --map-by slot:PE=2' gives each rank 2 cores of its own" pinned -np 1 $run --threads 2
-    fit_warns "runs 2 threads (2 ranks) on 1 of its $cpus CPUs, the ranks' affinity masks overlapping" pinned -np 2 $run
+    # The whole line: one node, so no "more nodes alike" (each node's ranks count once).
+    fit_warns "^mnist_ddp: warning: [^ ]* runs 2 threads (2 ranks) on 1 of its $cpus CPUs, the ranks' affinity masks \
+overlapping: they take turns; mpirun binds each rank to one core for 2 ranks or fewer, to a socket above: \
+'mpirun --map-by slot:PE=1' gives each rank 1 core of its own \[rank 0/2 on [^ ]*, src/comm/cpu_fit.c:[0-9]*\]$" \
+      pinned -np 2 $run
     fit_warns "rank 0 on .* may run on 1 CPU .*'srun --cpus-per-task=2' gives each rank 2 CPUs" \
       srun_like 1 1 0 taskset -c 0 $run --threads 2
     fit_warns "rank 0 on .* may run on 1 CPU .*the process's affinity (taskset" taskset -c 0 $run --threads 2

@@ -14,12 +14,16 @@ OMPI_MCA_pml=no-such-pml "$MNIST_DDP" --help | grep -q -- '--batch-size' || fail
 OMPI_MCA_pml=no-such-pml "$MNIST_DDP" --frobnicate --version | grep -q '^mnist_ddp ' ||
   fail "--version needs MPI to start, or gives way to an unknown option"
 [ "$(run_np 2 "$MNIST_DDP" --help | grep -c '^Usage:')" = 1 ] || fail "mpirun -np 2 --help: not one usage text"
+# mpirun inside a Slurm allocation: a Slurm rank variable left in the environment does not outrank mpirun's.
+[ "$(SLURM_PROCID=0 run_np 2 "$MNIST_DDP" --help | grep -c '^Usage:')" = 1 ] ||
+  fail "mpirun -np 2 --help with SLURM_PROCID=0 set: not one usage text"
 
 for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs x" "--lr -1" "--lr nan" \
            "--gamma 1e999" "--seed -5" "--log-interval 0" "--model resnet" "--optimizer adam" "--momentum 2" \
            "--accum-steps 0" "--max-steps -1" "--threads 0" "--device tpu" "--precision fp8" "--conv fft" "--cuda-graph yes" \
            "--bootstrap-addr nohost" "--bootstrap-addr host:70000" "--bootstrap-addr :29500" "--bootstrap-addr fe80::1:29500" \
-           "--comm-timeout 0" "--bucket-mb -1" "--comm-progress -1" "--comm-progress 2000000" "--frobnicate" "--data" "--save-model=" "--profile=yes"; do
+           "--comm-timeout 0" "--bucket-mb -1" "--comm-progress -1" "--comm-progress 2000000" "--frobnicate" "--data" "--save-model=" "--profile=yes" \
+           "--device c" "--optimizer ada" "--conv wino" "--model ne" "--conv="; do
   opt=${bad%% *}; opt=${opt%%=*}
   # shellcheck disable=SC2086
   # A short run behind the bad option: should it ever be accepted, the test fails fast instead of training.
@@ -122,6 +126,16 @@ expect_fail 66 "--data $TMP/afile: not a directory" "$MNIST_DDP" --data "$TMP/af
 mkdir "$TMP/empty"
 expect_fail 66 "$TMP/empty" run_np 2 "$MNIST_DDP" --data "$TMP/empty"
 small_mnist "$TMP/small" 100 50
+# The training set against one step of every rank (2 x B of 100 samples): B = 49 and 50 train, 51 is refused.
+for b in 49 50; do
+  run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size $b --epochs 1 --max-steps 1 >"$TMP/fit" 2>&1 ||
+    { cat "$TMP/fit"; fail "--batch-size $b: 2 x $b of 100 training samples refused"; }
+done
+expect_fail 64 "--batch-size 51: 2 ranks x 51 = 102 samples per step, but $TMP/small holds only 100 training samples" \
+  run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 51 --epochs 1 --max-steps 1
+# --resume names a file unless it is exactly auto or never: a file that starts like one is still a file.
+(cd "$TMP" && expect_fail 66 "--resume autosave.h5: No such file or directory" "$MNIST_DDP" --data "$TMP/small" \
+  --batch-size 10 --max-steps 1 --checkpoint-dir "$TMP/resume-ckpt" --resume autosave.h5)
 # A small training subset beside a larger test set: the test share is staged in a buffer of its own size.
 small_mnist "$TMP/subset" 100 2000
 "$MNIST_DDP" --data "$TMP/subset" --batch-size 10 --epochs 1 --max-steps 2 >"$TMP/log" 2>&1 ||

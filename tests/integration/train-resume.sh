@@ -71,6 +71,11 @@ train edge1 2 --checkpoint-dir "$TMP/edge" --max-steps 7
 train edge2 2 --checkpoint-dir "$TMP/edge" --save-model "$TMP/edge.h5"
 says edge2 "resumed from step 7 (restart 1)"
 compare "$TMP/full.h5" "$TMP/edge.h5" 0
+# A checkpoint outranks --load-model: a requeued job started with --load-model resumes where it stopped.
+train load1 2 --checkpoint-dir "$TMP/load" --max-steps 7
+train load2 2 --checkpoint-dir "$TMP/load" --load-model "$TMP/mid-at10.h5" --save-model "$TMP/load.h5"
+says load2 "resumed from step 7 (restart 1)"
+compare "$TMP/full.h5" "$TMP/load.h5" 0
 # A file named by --resume, without a checkpoint directory.
 train byname 2 --resume "$(ckpt "$TMP/mid" 10)" --save-model "$TMP/byname.h5"
 compare "$TMP/full.h5" "$TMP/byname.h5" 0

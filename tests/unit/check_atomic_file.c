@@ -230,6 +230,20 @@ START_TEST(seal_refuses_every_damaged_byte)
 }
 END_TEST
 
+/* A seal of a newer format, canonical in every other byte, is refused naming both formats: bit flips of the
+ * version digit give 0 or no digit, never a later version's file. */
+START_TEST(seal_of_a_newer_format)
+{
+    char *path = sealed_file("newer"), why[512];
+    int fd = open(path, O_RDWR);
+    ck_assert_int_eq(pwrite(fd, "2", 1, (off_t)strlen("mnist_ddp sealed file ")), 1);
+    close(fd);
+    ck_assert_int_eq(af_verify(path, why, sizeof why), AF_BAD);
+    ck_assert_msg(strstr(why, "sealed in format 2, this mnist_ddp reads format 1") != NULL, "why: %s", why);
+    free(path);
+}
+END_TEST
+
 START_TEST(seal_refuses_every_truncation)
 {
     char *path = sealed_file("truncated"), why[512];
@@ -273,6 +287,7 @@ static Suite *atomic_file_suite(void)
     tcase_add_unchecked_fixture(tc, dir_setup, dir_teardown);
     tcase_add_test(tc, seal_refuses_every_damaged_byte);
     tcase_add_test(tc, seal_refuses_every_truncation);
+    tcase_add_test(tc, seal_of_a_newer_format);
     tcase_add_test(tc, unsealed_hdf5_and_junk);
     suite_add_tcase(s, tc);
     return s;

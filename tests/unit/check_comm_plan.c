@@ -142,7 +142,13 @@ START_TEST(test_proxy)
     ck_assert_double_eq_tol(comm_proxy_seconds(&p, 1e6), 2.0 * 15 / 16 * 1e6 / 25e9, 1e-15);
     ck_assert_int_eq(comm_proxy_parse("12.5:2", &p, why, sizeof why), 0);
     ck_assert_double_eq_tol(comm_proxy_bytes(&p, 1000), 1000, 1e-9); /* two ranks: each sends the bucket once */
-    const char *bad[] = {"", "0", "-5", "abc", "370:", "370:1", "370:65537", "370:8x", "370x", "1e6", "nan", ":8"};
+    /* The bounds themselves: 100000 GB/s and 65536 ranks are accepted, one step past either is not. */
+    ck_assert_int_eq(comm_proxy_parse("99999.9:65535", &p, why, sizeof why), 0);
+    ck_assert_int_eq(comm_proxy_parse("100000:65536", &p, why, sizeof why), 0);
+    ck_assert_double_eq(p.bus_gbps, 100000);
+    ck_assert_int_eq(p.ranks, 65536);
+    const char *bad[] = {"",       "0",    "-5",  "abc", "370:", "370:1",    "370:65537",
+                         "370:8x", "370x", "1e6", "nan", ":8",   "100000.1", "100001:2"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         why[0] = 0;
         ck_assert_msg(comm_proxy_parse(bad[i], &p, why, sizeof why) == -1, "'%s' accepted", bad[i]);

@@ -115,6 +115,8 @@ static const bad_text bad_texts[] = {
     {"mnist_ddp-shard-manifest 1\nprefix train\n", "line 3: expected 'shards', found the end of the file"},
     {"mnist_ddp-shard-manifest 1\nprefix test\n", "line 2: it describes prefix 'test', not 'train'"},
     {"mnist_ddp-shard-manifest 2\n", "line 1: expected 'mnist_ddp-shard-manifest 1'"},
+    {"mnist_ddp-shard-manifest 12\n", "line 1: expected 'mnist_ddp-shard-manifest 1'"},
+    {"mnist_ddp-shard-manifest 1\nprefixes train\n", "line 2: expected 'prefix'"},
     {"mnist_ddp-shard-manifest 1\nprefix train\nshards 02\n", "line 3: expected a number"},
     {"mnist_ddp-shard-manifest 1\nprefix train\nshards +2\n", "line 3: expected a number"},
     {"mnist_ddp-shard-manifest 1\nprefix train\nshards 100000\n", "line 3: number out of range"},

@@ -73,6 +73,13 @@ START_TEST(writer_bad_arguments)
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
         ck_assert_int_eq(tu_run(write_fn, &cases[k], err, sizeof err), EX_USAGE);
+    /* A prefix of at most 64 characters: 63 and 64 are names, 65 is not. */
+    char name[66];
+    for (int n = 63; n <= 65; n++) {
+        memset(name, 'p', (size_t)n), name[n] = '\0';
+        ck_assert_msg(shards_prefix_ok(name) == (n <= 64), "a prefix of %d characters %s", n,
+                      n <= 64 ? "refused" : "accepted");
+    }
     write_arg lab = {dir, "train", 3, 1};
     ck_assert_int_eq(tu_run(write_fn, &lab, err, sizeof err), EX_DATAERR);
     ck_assert_ptr_nonnull(strstr(err, "label 10 of sample 77"));
