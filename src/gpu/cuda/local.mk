@@ -10,7 +10,7 @@ EXTRA_DIST += src/gpu/cuda/device.cu src/gpu/cuda/nccl_comm.cu src/gpu/cuda/nccl
 
 # nvcc writes each object's header dependencies (-MMD, in the .cu.o rule) beside it.
 -include src/gpu/cuda/device.d src/gpu/cuda/nccl_comm.d src/gpu/cuda/nccl_grad.d src/gpu/cuda/comm_kernels.d src/gpu/cuda/gemm_cublas.d src/gpu/cuda/nn_cuda.d src/gpu/cuda/net_head.d src/gpu/cuda/pool_fused.d src/gpu/cuda/conv_pool.d
-CLEANFILES += cuda/*.d
+CLEANFILES += src/gpu/cuda/*.d
 
 # The GPU run kit (tools/gpu-kit/make-kit.sh): binaries, GPU test programs, the libraries they need but CUDA's and
 # the driver's, Open MPI's plugins, the MNIST shards and tools/gpu-kit/run, at most 64 MiB. GPU build only.
