@@ -20,7 +20,7 @@ CLEANFILES += mnist_ddp-gpu-kit.tar.gz
 if HAVE_CUDA
 gpu-kit: all tests/gpu/gpu_backend tests/gpu/mpi_gpu_device tests/gpu/mpi_gpu_allreduce tests/gpu/check_cublas_dl
 	@test -d data/mnist || $(MAKE) $(AM_MAKEFLAGS) data
-	PYTHON3=$(PYTHON3) $(SHELL) $(srcdir)/cuda/kit/make-kit.sh $(abs_top_builddir) $(abs_top_srcdir) mnist_ddp-gpu-kit.tar.gz
+	PYTHON3=$(PYTHON3) $(SHELL) $(srcdir)/tools/gpu-kit/make-kit.sh $(abs_top_builddir) $(abs_top_srcdir) mnist_ddp-gpu-kit.tar.gz
 else
 gpu-kit:
 	@echo "make gpu-kit needs the GPU build: ./configure --with-cuda" >&2; exit 1
