@@ -79,10 +79,8 @@ int main(int argc, char **argv)
     } else {
         report_blas();
     }
-    if (gpu && o.profile) { /* host clocks would time the queuing: events on the stream, whose graphs are off */
-        o.cuda_graph = 0;
-        profile_use_clock(gpu_profile_clock());
-    }
+    if (gpu && o.profile) /* host clocks would time the queuing: a clock on the GPU's stream */
+        profile_use_clock(gpu_profile_clock(o.cuda_graph));
     int rc = train_run(&o, &env, gpu);
     if (gpu) {
         gpu_blas_free();

@@ -7,8 +7,8 @@
  * every call is one test of a flag: the model can call it per layer at no cost.
  *
  * Host clocks only time what the CPU does; on the GPU path they would time the queuing of kernels. So there
- * main.c hands laps and marks to a device clock (profile_use_clock: CUDA events on the compute stream) and
- * turns CUDA graphs off (a graph's kernels cannot be timed per phase). Phases are listed in order of first use. */
+ * main.c hands laps and marks to a device clock (profile_use_clock: stamp kernels that a CUDA graph keeps, or
+ * CUDA events with --cuda-graph off). Phases are listed in order of first use. */
 #ifndef MNIST_PROFILE_H
 #define MNIST_PROFILE_H
 #include <stddef.h>

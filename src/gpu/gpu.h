@@ -146,13 +146,14 @@ void gpu_graph_launch(gpu_graph *g);
 void gpu_graph_free(gpu_graph *g); /* NULL: a no-op */
 int gpu_capturing(void);           /* 1 between a successful gpu_graph_begin and gpu_graph_end */
 
-/* --profile on the GPU (src/gpu/cuda/device.cu): the clock for profile_use_clock, CUDA events on the compute
- * stream read back after the host's own waits (gpu_wait_compute calls gpu_profile_settled: every event
- * recorded so far is complete then). After gpu_select(); gpu_release() destroys its events. CPU-only build:
- * a stub. */
-const struct profile_clock *gpu_profile_clock(void);
-void gpu_profile_settled(void); /* GPU build only */
-void gpu_profile_release(void); /* GPU build only */
+/* --profile on the GPU (src/gpu/cuda/profile_clock.cu): the clock for profile_use_clock. graphs 0: CUDA events
+ * on the compute stream (eager steps only); 1: stamp kernels, which a captured step keeps, so replayed steps are
+ * timed too. Either is read after the host's own waits (gpu_wait_compute calls gpu_profile_before_wait, then
+ * gpu_profile_settled). After gpu_select(); gpu_release() frees it. CPU-only build: a stub. */
+const struct profile_clock *gpu_profile_clock(int graphs);
+void gpu_profile_before_wait(void); /* GPU build only */
+void gpu_profile_settled(void);     /* GPU build only */
+void gpu_profile_release(void);     /* GPU build only */
 
 /* "cuda:0 (0000:3B:00.0)": the device column of bootstrap_report(). CPU-only build: a stub. */
 void gpu_describe(const gpu_info *info, char *buf, size_t len);

@@ -61,5 +61,9 @@ const nn_backend *nn_cuda(unsigned switches)
     (void)switches;
     no_gpu_path(__func__);
 }
-const struct profile_clock *gpu_profile_clock(void) { no_gpu_path(__func__); }
+const struct profile_clock *gpu_profile_clock(int graphs)
+{
+    (void)graphs;
+    no_gpu_path(__func__);
+}
 const comm_backend *comm_nccl(void) { no_gpu_path(__func__); }

@@ -190,8 +190,9 @@ static const option_spec specs[] = {
      "\nbackward per layer, loss, optimizer, batch gather,"
      "\nall-reduce wait, evaluation, start-up, checkpoints (max"
      "\nand mean over ranks; also in the --metrics summary). On a"
-     "\nGPU: device time from CUDA events on the compute stream,"
-     "\nsteps eager (turns --cuda-graph off)"},
+     "\nGPU: device time per phase, from stamp kernels inside"
+     "\nthe replayed step (each one node more); with --cuda-graph"
+     "\noff from CUDA events"},
 };
 
 /* Environment variables rather than options, so that a benchmark switches them without changing the command

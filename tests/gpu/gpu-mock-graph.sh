@@ -13,6 +13,10 @@
 # (4) --accum-steps 2 never captures, not even its last step of one full micro-batch;
 # (5) one rank armed alone (MNIST_DDP_ARM_ALONE=1) with the communication proxy: the results of the run without
 #     the proxy, every step but the first replayed, the all-reduce reported.
+# (6) --profile keeps the graphs (src/gpu/cuda/profile_clock.cu): stamp kernels inside them time the replayed
+#     steps' phases. The results and replayed steps stay those without --profile (the stamps compute nothing of
+#     the model's); the phases are the eager clock's, each with device time; and every step is timed, replayed
+#     or not: the optimizer's phase holds at least its kernel and its stamp (20 us in the simulation) per step.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -35,15 +39,17 @@ train() {
     "$@" >"$TMP/$name.out" 2>&1 || { cat "$TMP/$name.out" >&2; fail "$name: the run failed"; }
 }
 
-# same A B: the epochs' losses and test results and the summary's figures (but timings) agree.
+# same A B [KEY]: the epochs' losses and test results and the summary's figures (but timings, and KEY) agree.
 same() {
-  "$PYTHON3" - "$TMP/$1.json" "$TMP/$2.json" <<'PY' || fail "$1 and $2 differ"
+  "$PYTHON3" - "$TMP/$1.json" "$TMP/$2.json" "${3:-}" <<'PY' || fail "$1 and $2 differ"
 import json, sys
+keys = [k for k in ("fingerprint", "steps", "kernels_per_step", "gemms_per_step", "host_waits_per_step",
+                    "graph_steps") if k != sys.argv[3]]
 def load(p):
     rows = [json.loads(l) for l in open(p)]
     ep = [{k: r[k] for k in ("train_loss", "test_loss", "correct")} for r in rows if r["type"] == "epoch"]
     s = [r for r in rows if r["type"] == "summary"][-1]
-    return ep, {k: s[k] for k in ("fingerprint", "steps", "kernels_per_step", "gemms_per_step", "host_waits_per_step")}
+    return ep, {k: s[k] for k in keys}
 a, b = load(sys.argv[1]), load(sys.argv[2])
 if len(a[0]) != 2 or a != b:
     sys.exit("%s\n%s" % (a, b))
@@ -77,7 +83,7 @@ for POLICY in compute comm; do
   [ "$(captures graph-$POLICY)" = 2 ] || fail "$POLICY: $(captures graph-$POLICY) captures, expected 2 (one per epoch)"
   [ "$(graph_steps graph-$POLICY)" = 23 ] ||
     fail "$POLICY: $(graph_steps graph-$POLICY) graph steps, expected 23 (26 but the first and the 2 partial)"
-  same eager-$POLICY graph-$POLICY
+  same eager-$POLICY graph-$POLICY graph_steps
   msg=$(check_steps "$TMP/graph-$POLICY.rep") || { cat "$TMP/graph-$POLICY.rep" >&2; fail "$POLICY: $msg"; }
   ! grep "warning:" "$TMP/graph-$POLICY.out" | grep -qv "take turns" || # (src/comm/cpu_fit.c's: the machine's)
     fail "$POLICY: a capture warning without a failure"
@@ -95,7 +101,7 @@ for call in cudaStreamBeginCapture:0 cudaStreamEndCapture:1 cudaGraphInstantiate
   grep -q "rank ${call#*:} could not capture .*${call%:*}" "$out" ||
     { cat "$out"; fail "${call%:*}: the warning does not name the rank and call"; }
   [ "$(graph_steps fail-${call%:*})" = 0 ] || fail "${call%:*} failing: steps were still replayed"
-  same eager-compute fail-${call%:*}
+  same eager-compute fail-${call%:*} graph_steps
   echo "ok: ${call%:*} failing on rank ${call#*:}: one warning, every rank eager, the same results"
 done
 
@@ -115,3 +121,29 @@ same alone alone-proxy
 grep -q '^all-reduce: .* blocking for .* exposed per step in 2 buckets' "$TMP/alone-proxy.out" ||
   { cat "$TMP/alone-proxy.out"; fail "alone with the proxy: no all-reduce line"; }
 echo "ok: 1 rank armed alone with the communication proxy: the same results, replayed, the all-reduce reported"
+
+train profile-graph --profile
+same graph-compute profile-graph kernels_per_step
+train profile-eager --profile --cuda-graph off
+msg=$("$PYTHON3" - "$TMP/profile-graph.json" "$TMP/profile-eager.json" "$TMP/graph-compute.json" <<'PY'
+import json, sys
+g, e, plain = ([json.loads(l) for l in open(p) if '"summary"' in l][-1] for p in sys.argv[1:4])
+gp, ep = g["profile"], e["profile"]
+rows = lambda p: [(ph["phase"], ph["training"]) for ph in p["phases"]]
+bad = []
+if (gp.get("clock"), gp.get("held")) != ("graph-stamps", True):
+    bad.append("clock %s, held %s" % (gp.get("clock"), gp.get("held")))
+if rows(gp) != rows(ep):
+    bad.append("rows %s, the eager clock's %s" % (rows(gp), rows(ep)))
+bad += ["%s: no device time" % ph["phase"] for ph in gp["phases"] if ph["training"] and ph["mean_s"] <= 0]
+opt = [ph["mean_s"] for ph in gp["phases"] if ph["phase"] == "optimizer"]
+if not opt or opt[0] < g["steps"] * 2e-5 - 1e-9:
+    bad.append("optimizer %s s over %d steps: not every step timed" % (opt, g["steps"]))
+if g["kernels_per_step"] <= plain["kernels_per_step"]:
+    bad.append("%s kernels per step, %s without --profile: no stamp in the step" %
+               (g["kernels_per_step"], plain["kernels_per_step"]))
+print("; ".join(bad) if bad else "%d rows, optimizer %.0f us per step" % (len(gp["phases"]), 1e6 * opt[0] / g["steps"]))
+sys.exit(1 if bad else 0)
+PY
+) || { cat "$TMP/profile-graph.out"; fail "--profile with graphs: $msg"; }
+echo "ok: --profile with graphs: the same results, $(graph_steps profile-graph) steps replayed, $msg"

@@ -5,8 +5,8 @@
 # step (so it starts when backward ends); the same launches every step. Both models (convnet: the whole
 # gradient in one bucket), both adversarial schedules. The metrics summary's per-step figures, counted by
 # the backend's own launch wrappers and host waits (what a real GPU run reports), must match what the
-# simulation saw. --profile: the same steps (no host wait or allocation per phase), no graph, and the CPU's
-# table (see the end). No GPU needed.
+# simulation saw. --profile --cuda-graph off: the same steps (no host wait or allocation per phase), and the
+# CPU's table (see the end; tests/gpu/gpu-mock-graph.sh: --profile with graphs). No GPU needed.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -77,14 +77,14 @@ for model in net convnet; do
   done
 done
 
-# --profile on the GPU: CUDA events on the compute stream, read back when the host waits anyway. The steps are
-# those above (launches, one host wait per log interval, no allocation), eager though --cuda-graph is on; the
+# --profile --cuda-graph off on the GPU: CUDA events on the compute stream, read back when the host waits anyway.
+# The steps are those above (launches, one host wait per log interval, no allocation); the
 # table has the rows of the same run on the CPU in the same order, every figure >= 0 and each max >= its
 # mean, device time in every training row (each lap is at least its own event on the simulated stream), and
 # says which clock it used (the JSON's "clock", one line above the table).
 rep=$TMP/steps-profile
 run_args="--model net --data $TMP/small --seed 0 --batch-size 4 --test-batch-size 16 --epochs 1 --max-steps $STEPS \
-  --log-interval $INTERVAL --profile"
+  --log-interval $INTERVAL --profile --cuda-graph off"
 # shellcheck disable=SC2086 # run_args: words
 MOCK_STEP_REPORT=$rep run_np 2 "$P" --device cuda $run_args --metrics "$rep.json" >"$TMP/out" 2>&1 ||
   { cat "$TMP/out" >&2; fail "--profile on the GPU: the run failed"; }

@@ -16,7 +16,8 @@
  * copy's: OP_NARROW, OP_WIDEN (the bf16 wire: count elements from src to dst); OP_STAMP (value 0: the end of
  * backward, 1: the end of the exchange, on the step_stamps at dst, in the simulation's time: 10 us per
  * operation run, as cudaEventElapsedTime's 0.01 ms); OP_PROXY (the communication proxy: reads count floats at
- * src, writes them to dst). */
+ * src, writes them to dst); OP_PHASE_STAMP (--profile's stamp of phase value, -1 a mark, on the phase_stamps at
+ * dst, src/gpu/cuda/profile_stamps.h, in the same time). */
 enum {
     OP_MEMCPY,
     OP_MEMSET,
@@ -30,7 +31,8 @@ enum {
     OP_NARROW,
     OP_WIDEN,
     OP_STAMP,
-    OP_PROXY
+    OP_PROXY,
+    OP_PHASE_STAMP
 };
 /* Scheduling policies: which stream runs as early as it can while the other lags. */
 enum { EAGER_COMM, EAGER_COMPUTE };

@@ -27,7 +27,7 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
                                cudaStream_t stream);
 
 /* The kernels the simulation computes, known by their (mangled) names at registration. */
-static const void *narrow_fun, *widen_fun, *stamp_bwd_fun, *stamp_end_fun, *proxy_fun, *optim_fun[2];
+static const void *narrow_fun, *widen_fun, *stamp_bwd_fun, *stamp_end_fun, *proxy_fun, *phase_stamp_fun, *optim_fun[2];
 
 void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *name, int limit,
                             uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize)
@@ -43,6 +43,8 @@ void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fu
         stamp_end_fun = host_fun;
     if (strstr(name, "comm_proxy"))
         proxy_fun = host_fun;
+    if (strstr(name, "k_phase_stamp"))
+        phase_stamp_fun = host_fun;
     if (strstr(name, "k_adadelta") || strstr(name, "k_sgd")) /* the optimizer: the end of a step's device work */
         optim_fun[optim_fun[0] != NULL] = host_fun;
 }
@@ -101,6 +103,9 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
         return mock_enqueue(
             stream,
             (mock_op){.kind = OP_STAMP, .value = (const void *)kernel == stamp_end_fun, .dst = *(void **)args[0]});
+    if ((const void *)kernel == phase_stamp_fun) /* (phase_stamps *, int phase) */
+        return mock_enqueue(stream,
+                            (mock_op){.kind = OP_PHASE_STAMP, .dst = *(void **)args[0], .value = *(int *)args[1]});
     if ((const void *)kernel == proxy_fun) /* (in, n, moved, sink, ns) */
         return mock_enqueue(stream, (mock_op){.kind = OP_PROXY,
                                               .src = *(const void **)args[0],

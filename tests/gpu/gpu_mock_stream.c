@@ -12,14 +12,15 @@
 #include "base/bf16.h"
 #include "base/threads.h"
 #include "gpu/cuda/comm_kernels.h"
+#include "gpu/cuda/profile_stamps.h"
 #include "gpu_mock.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static const char *const kind_name[] = {
-    "memcpy",       "memset", "stream wait",    "event record",  "all-reduce", "broadcast",          "GEMM",
-    "kernel fault", "kernel", "bf16 narrowing", "bf16 widening", "step stamp", "communication proxy"};
+    "memcpy",       "memset", "stream wait",    "event record",  "all-reduce", "broadcast",           "GEMM",
+    "kernel fault", "kernel", "bf16 narrowing", "bf16 widening", "step stamp", "communication proxy", "phase stamp"};
 
 static const char *stream_name(const struct CUstream_st *s)
 {
@@ -109,6 +110,16 @@ static void stamp_run(const mock_op *o)
     d->steps++;
 }
 
+/* --profile's stamp (src/gpu/cuda/profile_clock.cu's k_phase_stamp), in the simulation's time. */
+static void phase_stamp_run(const mock_op *o)
+{
+    phase_stamps *d = o->dst;
+    unsigned long long now = 10000ULL * (unsigned long long)mock.time;
+    if (o->value >= 0 && d->last_ns)
+        d->ns[o->value] += now - d->last_ns;
+    d->last_ns = now;
+}
+
 /* A 2-rank job: for a sum the peer holds the same data (each value doubles), for a max it holds
  * peer_max; a broadcast from the other rank brings 1000 + i. */
 static void execute(struct CUstream_st *s)
@@ -151,6 +162,9 @@ static void execute(struct CUstream_st *s)
         break;
     case OP_STAMP:
         stamp_run(o);
+        break;
+    case OP_PHASE_STAMP:
+        phase_stamp_run(o);
         break;
     case OP_PROXY:
         memcpy(o->dst, o->src, o->count * sizeof(float));
@@ -227,6 +241,9 @@ static int accesses(const mock_op *o, access acc[3])
         return 2;
     case OP_STAMP: /* the end stamp reads backward_end_ns and writes the rest: all of it, for the detector */
         acc[0] = (access){o->dst, o->value ? sizeof(step_stamps) : sizeof(unsigned long long), 1};
+        return 1;
+    case OP_PHASE_STAMP:
+        acc[0] = (access){o->dst, sizeof(phase_stamps), 1};
         return 1;
     case OP_PROXY:
         acc[0] = (access){o->src, o->count * sizeof(float), 0};

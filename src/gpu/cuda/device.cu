@@ -5,12 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 
 #include "gpu/cuda/cuda_check.h"
-#include "gpu/cuda/launch.h"
 #include "gpu/gpu.h"
-#include "base/profile_clock.h"
 
 static int bound_device = -1;
 static cudaStream_t compute_stream = nullptr;
@@ -180,11 +177,12 @@ extern "C" void gpu_counted(long *kernels, long *gemms, long *waits)
 extern "C" void gpu_wait_compute(void)
 {
     waits_counted++;
+    gpu_profile_before_wait();
     if (compute_wait)
         compute_wait(compute_wait_ctx);
     else
         CUDA_CHECK(cudaStreamSynchronize(compute_stream));
-    gpu_profile_settled(); // --profile's events are complete now: read them without another wait
+    gpu_profile_settled(); // --profile's times are on the host now: read them without another wait
 }
 
 // ---- CUDA graph of a training step ------------------------------------------------------------------
@@ -269,92 +267,4 @@ extern "C" void gpu_release(void)
         CUDA_CHECK(cudaStreamDestroy(compute_stream)); // returns at once; resources go when its work is done
     compute_stream = nullptr;
     bound_device = -1;
-}
-
-// --profile on the GPU: profile.h's stopwatch as CUDA events on the compute stream (profile_clock.h). Each
-// lap or mark records the next event of a ring; the device time between two consecutive events goes to the
-// later one's phase (a mark's to none), so the phases cover the compute stream's timeline, its idle gaps
-// included. Each step starts with a hold (below), so its work runs back to back and those gaps are not the
-// host's launches: a phase is the GPU's time for its kernels. Events are read only when the host has waited
-// for the compute stream anyway (gpu_wait_compute: the loss read-back of each log interval, a download). So
-// profiling adds no host wait, but one when the ring fills (more than RING laps in a log interval) and the
-// flush at the end. The trainer profiles eager steps only (main.c turns CUDA graphs off: a graph's kernels
-// cannot be timed per phase).
-enum { RING = 4096 }; // ~20 laps per step: 200 steps between two read-backs
-
-static cudaEvent_t ring[RING];
-static int phase_of[RING]; // the phase event i's time goes to, -1: a mark's
-static int queued;         // events recorded since the last read-back; ring[0] is the read-back's last
-static int created;
-
-static void record(int phase)
-{
-    if (queued == RING)
-        gpu_wait_compute(); // reads the ring back, keeping its last event
-    CUDA_CHECK(cudaEventRecord(ring[queued], stream()));
-    phase_of[queued++] = phase;
-}
-
-static void lap(int phase) { record(phase); }
-static void mark(void) { record(-1); }
-
-// The hold: one thread spins on the GPU's nanosecond timer while the host queues the step behind it. 1.5 ms is
-// about three times the host's time to queue an eager step (docs/gpu.md).
-enum { HOLD_NS = 1500000 };
-
-__global__ void k_hold(unsigned long long ns)
-{
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    while (t - t0 < ns);
-}
-
-static void hold(void)
-{
-    LAUNCH_SHAPE(k_hold, 1, 1, (unsigned long long)HOLD_NS); // counted: one of the step's launches
-    mark();
-}
-
-extern "C" void gpu_profile_settled(void)
-{
-    for (int i = 1; i < queued; i++) {
-        if (phase_of[i] < 0)
-            continue;
-        float ms;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, ring[i - 1], ring[i]));
-        profile_add(phase_of[i], 1e-3 * ms);
-    }
-    if (queued > 1) { // the last event starts the next interval
-        std::swap(ring[0], ring[queued - 1]);
-        queued = 1;
-    }
-}
-
-static const profile_clock cuda_clock = {
-    .lap = lap,
-    .mark = mark,
-    .flush = gpu_wait_compute,
-    .hold = hold,
-    .about = "GPU time from CUDA events on the compute stream, eager steps (--profile turns CUDA graphs off), each "
-             "held until queued and timed back to back (the holds are in no phase)",
-    .name = "cuda-events",
-};
-
-extern "C" const profile_clock *gpu_profile_clock(void)
-{
-    if (!created) { // before the first step: no step creates anything
-        for (int i = 0; i < RING; i++)
-            CUDA_CHECK(cudaEventCreate(&ring[i]));
-        created = 1;
-    }
-    return &cuda_clock;
-}
-
-extern "C" void gpu_profile_release(void)
-{
-    for (int i = 0; created && i < RING; i++)
-        CUDA_CHECK(cudaEventDestroy(ring[i]));
-    created = queued = 0;
 }
