@@ -4,19 +4,17 @@
 # - pre-flight: the GPUs, driver and the CUDA version it supports, the CUDA runtime, cuBLAS and NCCL that
 #   mnist_ddp loads, and mnist_ddp's own probe. Strict, a missing library or an unusable GPU is a failure
 #   (exit 1); otherwise (make bench-gpu on a machine without a GPU) it says so and succeeds;
-# - mnist_ddp on 1 GPU for BENCH_GPU_EPOCHS epochs (default 3) in fp32 and tf32, each with the step replayed
-#   as a CUDA graph and eager, and bf16 as a graph; the paths behind a switch (MNIST_DDP_CONV1=direct,
-#   MNIST_DDP_HEAD=fused) and the default's fused pool undone (MNIST_DDP_POOL=composed) as graphs in fp32 and
-#   tf32, the first two together in fp32; MNIST_DDP_CONV2=direct in fp32 and tf32 (its forward and input
-#   gradient on tensor cores) and =3xtf32 in fp32, alone and with the other two; on all GPUs of the node in
-#   fp32. Steady state is epochs 2 onwards (epoch 1 holds the
-#   first capture and cuBLAS's warm-up);
-# - where each layer's time goes (--profile, eager, per step; also with each switch), start-up with lazy and
-#   eager module loading;
-# - the PyTorch peers where Python has a CUDA-enabled PyTorch and h5py, in the same run: PyTorch's DDP
-#   example (tests/reference/pytorch_ddp_mnist.py, BENCH_GPU_EPOCHS epochs) and a tuned single-GPU peer
-#   (tests/reference/pytorch_tuned_mnist.py: data resident on the GPU, channels-last, cuDNN autotuning, the
-#   whole step as a CUDA graph where its PyTorch can).
+# - then the runs in order of value (a run cut short still holds the first): (1) where a replayed step's time
+#   goes (--profile with graphs: stamp kernels between phases), fp32 and tf32; (2) mnist_ddp's default in fp32
+#   and tf32 as a CUDA graph against the tuned PyTorch peer (tests/reference/pytorch_tuned_mnist.py: data
+#   resident on the GPU, channels-last, cuDNN autotuning, the whole step as a CUDA graph where its PyTorch
+#   can); (3) both at per-GPU batches 256 and 1024 (BENCH_GPU_BATCHES); (4) the paths behind a switch
+#   (MNIST_DDP_CONV1=direct, MNIST_DDP_HEAD=fused, the fused pool undone with MNIST_DDP_POOL=composed,
+#   MNIST_DDP_CONV2=direct and =3xtf32, and together) as graphs against the default, with their eager
+#   per-layer tables; (5) eager steps, bf16, all GPUs of the node, the eager per-layer table (CUDA events),
+#   start-up with lazy and eager module loading, and PyTorch's DDP example
+#   (tests/reference/pytorch_ddp_mnist.py). mnist_ddp runs BENCH_GPU_EPOCHS epochs (default 2; steady state is
+#   epoch 2 onwards: epoch 1 holds the first capture and cuBLAS's warm-up), the profiles one.
 # GPU memory is the most nvidia-smi saw in use above the level before each run (every allocation, CUDA's
 # context and libraries' workspaces included, for both programs alike). Measures: docs/performance.md.
 # BENCH_GPU_DATA: the shards (default MNIST_DATA); BENCH_GPU_PROGRAM: the trainer (default src/mnist_ddp);
@@ -26,7 +24,7 @@
 set -e
 MNIST_DDP=${BENCH_GPU_PROGRAM:-$MNIST_DDP}
 MNIST_DATA=${BENCH_GPU_DATA:-$MNIST_DATA}
-epochs=${BENCH_GPU_EPOCHS:-3}
+epochs=${BENCH_GPU_EPOCHS:-2}
 strict=${BENCH_GPU_STRICT:-0}
 ref=$abs_top_srcdir/tests/reference
 
@@ -93,12 +91,58 @@ ddp() {
   grep -E '^(epoch [0-9]+:|all-reduce:|device work per step:|summary:)' "$TMP/$name.log" || true
   runs="$runs $name"
 }
+
+# ---- the PyTorch peers
+peers=
+# peer NAME SCRIPT ARGS...: a failure is printed, not fatal (a benchmark); its JSON line in $TMP/NAME.json
+peer() {
+  name=$1 script=$2
+  shift 2
+  [ "$have_peers" = 1 ] || return 0
+  echo "bench: $name: $script $*"
+  mem_start "$name"
+  t0=$(now)
+  if "$PYTHON3" "$ref/$script" "$@" >"$TMP/$name.json" 2>"$TMP/$name.err"; then
+    ms_since "$t0" >"$TMP/$name.wall"
+    cat "$TMP/$name.json"
+    peers="$peers $name"
+  else
+    tail -n 20 "$TMP/$name.err"
+    echo "note: the PyTorch peer failed: no row for $name"
+  fi
+  mem_stop
+}
+# BENCH_GPU_PEERS_DEVICE=cpu: both peers on the CPU for a few steps (the report's own test, without a GPU).
+if [ "${BENCH_GPU_PEERS_DEVICE:-cuda}" = cpu ]; then
+  fp32=cpu default=cpu tf32=cpu steps=4 have='import h5py, torch'
+else
+  fp32=cuda-fp32 default=cuda tf32=cuda-tf32 steps=0 have='import h5py, torch; assert torch.cuda.is_available()'
+fi
+have_peers=0
+if "$PYTHON3" -c "$have" 2>/dev/null; then
+  have_peers=1
+else
+  echo "note: $PYTHON3 has no CUDA-enabled PyTorch with h5py: no PyTorch peer rows"
+fi
+
+# The runs in order of value, so that a run cut short by a loan's end still holds what matters most.
+# 1. Where a replayed step's time goes: --profile with graphs, stamp kernels between the phases (each one node
+#    more; the unprofiled step's time is in 2).
+ddp profile-graph 1 fp32 on 1 --profile
+ddp profile-graph-tf32 1 tf32 on 1 --profile
+# 2. The default against the tuned peer, fp32 and tf32.
 ddp fp32-graph 1 fp32 on "$epochs"
-ddp fp32-eager 1 fp32 off "$epochs"
 ddp tf32-graph 1 tf32 on "$epochs"
-ddp tf32-eager 1 tf32 off "$epochs"
-ddp bf16-graph 1 bf16 on "$epochs"
-# Paths behind a switch until this report shows them faster (docs/gpu.md), each against the default, which
+peer tuned-fp32 pytorch_tuned_mnist.py "$MNIST_DATA" "$epochs" "$fp32" "$steps"
+peer tuned-tf32 pytorch_tuned_mnist.py "$MNIST_DATA" "$epochs" "$tf32" "$steps"
+# 3. The batches throughput users choose (per GPU; BENCH_GPU_BATCHES), both programs.
+for b in ${BENCH_GPU_BATCHES:-256 1024}; do
+  ddp "fp32-graph-b$b" 1 fp32 on "$epochs" --batch-size "$b"
+  ddp "tf32-graph-b$b" 1 tf32 on "$epochs" --batch-size "$b"
+  TUNED_BATCH=$b peer "tuned-fp32-b$b" pytorch_tuned_mnist.py "$MNIST_DATA" "$epochs" "$fp32" "$steps"
+  TUNED_BATCH=$b peer "tuned-tf32-b$b" pytorch_tuned_mnist.py "$MNIST_DATA" "$epochs" "$tf32" "$steps"
+done
+# 4. Paths behind a switch until this report shows them faster (docs/gpu.md), each against the default, which
 # has MNIST_DDP_POOL=fused since an H200 measured it faster: net's conv1 as one kernel.
 MNIST_DDP_CONV1=direct
 export MNIST_DDP_CONV1
@@ -133,12 +177,16 @@ MNIST_DDP_CONV1=direct MNIST_DDP_HEAD=fused ddp tf32-graph-all4 1 tf32 on "$epoc
 MNIST_DDP_CONV2=3xtf32 ddp fp32-graph-3xtf32 1 fp32 on "$epochs"
 MNIST_DDP_CONV2=3xtf32 MNIST_DDP_CONV1=direct MNIST_DDP_HEAD=fused ddp fp32-graph-all3x 1 fp32 on "$epochs"
 unset MNIST_DDP_CONV2
+# 5. The rest: eager steps, bf16, all GPUs of the node, the eager per-layer table (CUDA events), start-up, the
+# DDP example.
+ddp fp32-eager 1 fp32 off "$epochs"
+ddp tf32-eager 1 tf32 off "$epochs"
+ddp bf16-graph 1 bf16 on "$epochs"
 if [ "$ngpu" -ge 2 ]; then
   ddp "fp32-graph-${ngpu}gpu" "$ngpu" fp32 on "$epochs"
 else
   echo "note: 1 GPU visible: no multi-GPU row"
 fi
-# Where each layer's time goes: CUDA events around each phase, so eager (a graph has no phases).
 ddp profile 1 fp32 off 1 --profile
 # Start-up: CUDA loads its modules when first used (lazy, CUDA 12.2 onwards' default) or all at start.
 for mode in LAZY EAGER; do
@@ -147,41 +195,9 @@ for mode in LAZY EAGER; do
   ddp "startup-$mode" 1 fp32 on 1 --max-steps 20
 done
 unset CUDA_MODULE_LOADING
-
-# ---- the PyTorch peers
-peers=
-# peer NAME SCRIPT ARGS...: a failure is printed, not fatal (a benchmark); its JSON line in $TMP/NAME.json
-peer() {
-  name=$1 script=$2
-  shift 2
-  echo "bench: $name: $script $*"
-  mem_start "$name"
-  t0=$(now)
-  if "$PYTHON3" "$ref/$script" "$@" >"$TMP/$name.json" 2>"$TMP/$name.err"; then
-    ms_since "$t0" >"$TMP/$name.wall"
-    cat "$TMP/$name.json"
-    peers="$peers $name"
-  else
-    tail -n 20 "$TMP/$name.err"
-    echo "note: the PyTorch peer failed: no row for $name"
-  fi
-  mem_stop
-}
-# BENCH_GPU_PEERS_DEVICE=cpu: both peers on the CPU for a few steps (the report's own test, without a GPU).
-if [ "${BENCH_GPU_PEERS_DEVICE:-cuda}" = cpu ]; then
-  fp32=cpu default=cpu tf32=cpu steps=4 have='import h5py, torch'
-else
-  fp32=cuda-fp32 default=cuda tf32=cuda-tf32 steps=0 have='import h5py, torch; assert torch.cuda.is_available()'
-fi
-if "$PYTHON3" -c "$have" 2>/dev/null; then
-  peer example-fp32 pytorch_ddp_mnist.py "$MNIST_DATA" 1 "$epochs" "$steps" "$fp32"
-  peer example-default pytorch_ddp_mnist.py "$MNIST_DATA" 1 "$epochs" "$steps" "$default"
-  [ "$ngpu" -lt 2 ] || peer "example-fp32-${ngpu}gpu" pytorch_ddp_mnist.py "$MNIST_DATA" "$ngpu" "$epochs" "$steps" "$fp32"
-  peer tuned-fp32 pytorch_tuned_mnist.py "$MNIST_DATA" "$epochs" "$fp32" "$steps"
-  peer tuned-tf32 pytorch_tuned_mnist.py "$MNIST_DATA" "$epochs" "$tf32" "$steps"
-else
-  echo "note: $PYTHON3 has no CUDA-enabled PyTorch with h5py: no PyTorch peer rows"
-fi
+peer example-fp32 pytorch_ddp_mnist.py "$MNIST_DATA" 1 "$epochs" "$steps" "$fp32"
+peer example-default pytorch_ddp_mnist.py "$MNIST_DATA" 1 "$epochs" "$steps" "$default"
+[ "$ngpu" -lt 2 ] || peer "example-fp32-${ngpu}gpu" pytorch_ddp_mnist.py "$MNIST_DATA" "$ngpu" "$epochs" "$steps" "$fp32"
 
 # shellcheck disable=SC2086
 "$PYTHON3" "$abs_top_srcdir/tests/bench/bench_gpu_report.py" "$TMP" $runs -- $peers

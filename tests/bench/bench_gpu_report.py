@@ -1,7 +1,8 @@
 """The tables of tests/bench/bench-gpu.sh from its runs' files (measures: docs/performance.md).
 Usage: bench_gpu_report.py DIR RUN... -- PEER...: for each mnist_ddp RUN, DIR/RUN.json (metrics), .log, .wall
 (milliseconds) and .mem (nvidia-smi samples, "index, MiB", optional); for each PEER, DIR/PEER.json (the peer's
-one JSON line), .wall and .mem. Run names: PREC-GRAPH[-Ngpu], profile, startup-MODE."""
+one JSON line), .wall and .mem. Run names: PREC-GRAPH[-SWITCH|-Ngpu|-bBATCH], profile[-...], startup-MODE; peers
+NAME[-bBATCH]."""
 import json
 import os
 import re
@@ -97,14 +98,21 @@ def allreduce_table(rows):
               f"{s['allreduce_exposed_ms']:>12.3f}{100 * s['allreduce_hidden']:>7.0f}%")
 
 
-def profile_table(runs):
-    """µs per step of each training phase, one column per profiled run (the default, then each switch)."""
-    runs = [r for r in runs if r.s.get("profile")]
+TITLES = {
+    "cuda-events": "where a step goes (fp32, eager, --profile --cuda-graph off: CUDA events around each phase",
+    "graph-stamps": "where a replayed step goes (--profile with graphs: a stamp kernel after each phase, one node "
+                    "more each",
+}
+
+
+def profile_table(runs, clock):
+    """µs per step of each training phase, one column per run profiled with clock (the first is the reference)."""
+    runs = [r for r in runs if r.s.get("profile", {}).get("clock") == clock]
     if not runs:
         return
     steps = runs[0].s["steps"]
-    print(f"\nwhere a step goes (fp32, eager, --profile: CUDA events around each phase, each step held until queued "
-          f"and run back to back; {steps} steps; µs per step, mean over ranks; share of the first run's phases)")
+    print(f"\n{TITLES.get(clock, clock)}; each step held until queued and run back to back; {steps} steps; "
+          "µs per step, mean over ranks; share of the first run's phases)")
     print(f"  {'phase':<28}" + "".join(f"{r.name:>22}" for r in runs) + f"{'share':>8}")
     first = runs[0].s["profile"]
     cols = [{p["phase"]: p["mean_s"] / r.s["steps"] for p in r.s["profile"]["phases"]} for r in runs]
@@ -121,6 +129,22 @@ def profile_table(runs):
         share = 100 * p["mean_s"] / whole if p["mean_s"] is not None and whole else None
         cells = "".join(f"{fmt(1e6 * c[p['phase']] if p['phase'] in c else None, '.1f'):>22}" for c in cols)
         print(f"  {p['phase']:<28}{cells}{fmt(share, '.1f'):>7}{'%' if share is not None else ''}")
+
+
+def stamp_cost_lines(runs, rows):
+    """Each profiled replayed step against the same step unprofiled: what the stamps add."""
+    by = {r.name: r for r in rows}
+    for r in runs:
+        if r.s.get("profile", {}).get("clock") != "graph-stamps":
+            continue
+        parts = r.name.split("-")  # profile-graph[-PREC]
+        plain = by.get(f"{parts[2] if len(parts) > 2 else 'fp32'}-graph")
+        if not plain or not plain.steady_ips or not plain.epochs:
+            continue
+        phases = sum(p["mean_s"] for p in r.s["profile"]["phases"] if p["training"]) / r.s["steps"]
+        step = plain.samples / plain.steady_ips / (plain.s["steps"] / len(plain.epochs))
+        print(f"{r.name}: phases {1e6 * phases:.1f} µs per step with {r.nodes() - plain.nodes():.0f} nodes more (the "
+              f"stamps, the hold); {plain.name} steady {1e6 * step:.1f} µs per step without them")
 
 
 def startup_table(rows):
@@ -144,7 +168,8 @@ def peer_table(d, peers, rows):
         p = json.loads(open(f"{d}/{n}.json").read().strip().splitlines()[-1])
         world = p.get("world", 1)
         prec = "tf32" if n.startswith("tuned-tf32") or n.startswith("example-default") else "fp32"
-        ours = by.get(f"{prec}-graph" + (f"-{world}gpu" if world > 1 else ""))
+        batch = re.search(r"-b\d+$", n)
+        ours = by.get(f"{prec}-graph" + (f"-{world}gpu" if world > 1 else "") + (batch.group(0) if batch else ""))
         tuned = n.startswith("tuned")
         ips = p["steady_images_per_s"] if tuned else p["images_per_s"]
         mine = (ours.steady_ips if tuned else ours.s["images_per_s"]) if ours else None
@@ -163,7 +188,10 @@ def main():
     speed_table(speed)
     switch_lines(speed)
     allreduce_table(speed)
-    profile_table(sorted((r for r in runs if r.name.startswith("profile")), key=lambda r: r.name != "profile"))
+    profiled = sorted((r for r in runs if r.name.startswith("profile")), key=lambda r: r.name != "profile")
+    profile_table(profiled, "graph-stamps")
+    stamp_cost_lines(profiled, speed)
+    profile_table(profiled, "cuda-events")
     startup_table([r for r in runs if r.name.startswith("startup-")])
     peer_table(d, peers, speed)
 

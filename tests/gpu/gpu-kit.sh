@@ -5,8 +5,9 @@
 # of this machine), ./run --cpu-only finds CUDA's libraries and trains on 2 ranks with the kit's own mpirun,
 # plugins and libraries, and loads none of another PMIx's plugins where its PMIx searches them too (the H200
 # machine's image had one). The GPU part needs a GPU and CUDA on the target: not checked
-# here. Also: the tarball stays within 64 MiB (make-kit.sh refuses more), and ./run --cpu-bench (the CPU
-# benchmark against the PyTorch peer on a GPU machine's CPU) runs from the unpacked kit.
+# here. Also: the tarball stays within 64 MiB (make-kit.sh refuses more), ./run --cpu-bench (the CPU
+# benchmark against the PyTorch peer on a GPU machine's CPU) runs from the unpacked kit, and ./run --perf runs
+# it after the GPU report where the loan's time allows.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h" || skip "CPU-only build (the kit holds the GPU build)"
@@ -64,4 +65,14 @@ for want in '^images/s .*x$' '; the peer: PyTorch [0-9]' '^host: .* CPUs; ' \
   '^  conv2 backward ' '^PASS: bench.sh'; do
   grep -q "$want" "$TMP/cpu.txt" || { cat "$TMP/cpu.txt"; fail "./run --cpu-bench: no line matching $want"; }
 done
+# ./run --perf, a loan's one command: the GPU report (strict: without a GPU its pre-flight fails), then the CPU
+# benchmark in what is left of LOAN_SECONDS, or a line saying why not.
+for loan in 600 0; do
+  LOAN_SECONDS=$loan PYTHON3=$PYTHON3 BENCH_CPU_DATA=$kit/data/small BENCH_ROUNDS=1 BENCH_STEPS=4 \
+    sh "$kit/run" --perf "$TMP/perf-$loan.txt" >"$TMP/perf.out" 2>&1 || true
+  grep -q '^\(PASS\|FAIL\): bench-gpu.sh' "$TMP/perf-$loan.txt" || { cat "$TMP/perf-$loan.txt"; fail "--perf: no GPU report step"; }
+done
+grep -q '^PASS: bench.sh' "$TMP/perf-600.txt" || { cat "$TMP/perf-600.txt"; fail "--perf: no CPU benchmark after the GPU's"; }
+grep -q '^SKIP: bench.sh (the CPU benchmark): -\?[0-9]* s left of LOAN_SECONDS=0$' "$TMP/perf-0.txt" ||
+  { cat "$TMP/perf-0.txt"; fail "--perf, no time left: no line saying the CPU benchmark is skipped"; }
 echo "ok: the kit trains with nothing but itself and the C library ($(($(wc -c <"$TMP/kit.tar.gz") / 1048576)) MiB)"

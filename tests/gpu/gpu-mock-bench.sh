@@ -11,7 +11,8 @@
 # three kernels without a column buffer, the model smaller by that and conv2's output: the only switch that
 # shrinks it; in fp32 and tf32, and =3xtf32), twenty-four with the other two as well, the per-layer table and
 # the start-up rows are there, and the PyTorch peers' rows where BENCH_GPU_PEERS_DEVICE=cpu runs both peers
-# on the CPU for a few steps. Where the real mnist_ddp finds no GPU, strict pre-flight fails and says why.
+# on the CPU for a few steps. The runs come in order of value (the replayed step's phases, the default against the
+# tuned peer, the larger batches with their peers); the replayed step's table has its fp32 and tf32 columns. Where the real mnist_ddp finds no GPU, strict pre-flight fails and says why.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -22,7 +23,7 @@ need_data
 small_mnist "$TMP/small" 64 16
 
 BENCH_GPU_PROGRAM=$P BENCH_GPU_DATA=$TMP/small BENCH_GPU_EPOCHS=2 BENCH_GPU_STRICT=1 MOCK_POLICY=compute \
-  BENCH_GPU_ARGS="--batch-size 8 --test-batch-size 16" BENCH_GPU_PEERS_DEVICE=cpu \
+  BENCH_GPU_ARGS="--batch-size 8 --test-batch-size 16" BENCH_GPU_PEERS_DEVICE=cpu BENCH_GPU_BATCHES="16 32" \
   sh "$abs_top_srcdir/tests/bench/bench-gpu.sh" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "bench-gpu.sh failed"; }
 cat "$TMP/out"
 ! grep -q Traceback "$TMP/out" || fail "the report's Python failed"
@@ -68,6 +69,25 @@ assert re.search(r"^  conv-pool weight gradient +- +- +- +- +[0-9.]+ +-$", out, 
 assert re.search(r"^  LAZY +start-up [0-9.]+ s", out, re.M) and re.search(r"^  EAGER +start-up", out, re.M)
 for peer in ("example-fp32", "example-default", "tuned-fp32", "tuned-tf32"):
     assert re.search(rf"^{peer} .*x images/s", out, re.M), f"no row for the peer {peer}"
+# In order of value: the replayed step's phases, the default against the tuned peer, the batches, then the rest.
+order = re.findall(r"^bench: (\S+):", out, re.M)
+first = ["profile-graph", "profile-graph-tf32", "fp32-graph", "tf32-graph", "tuned-fp32", "tuned-tf32",
+         "fp32-graph-b16", "tf32-graph-b16", "tuned-fp32-b16", "tuned-tf32-b16", "fp32-graph-b32"]
+assert order[:len(first)] == first, order
+# The batches: both programs, each peer against mnist_ddp at its batch.
+for b in (16, 32):
+    for prec in ("fp32", "tf32"):
+        assert re.search(rf"^{prec}-graph-b{b}\s", table, re.M), f"no row for {prec}-graph-b{b}"
+        assert re.search(rf"^bench: {prec}-graph-b{b}: .* --batch-size {b}$", out, re.M), f"{prec}-graph-b{b}'s batch"
+        assert re.search(rf"^tuned-{prec}-b{b} .*x images/s.*\({prec}-graph-b{b}\)$", out, re.M), f"tuned-{prec}-b{b}"
+        peer = re.search(rf"^bench: tuned-{prec}-b{b}: .*\n(.*)$", out, re.M)
+        assert peer and f'"batch": {b},' in peer.group(1), f"tuned-{prec}-b{b} did not train at batch {b}"
+# The replayed step's phases (stamps): a column each for fp32 and tf32, and what the stamps cost.
+assert "where a replayed step goes (--profile with graphs" in out, "no table of the replayed step's phases"
+assert re.search(r"^  optimizer +[0-9.]+ +[0-9.]+ +[0-9.]+%$", out[out.index("where a replayed"):], re.M)
+for prec in ("", "-tf32"):
+    assert re.search(rf"^profile-graph{prec}: phases [0-9.]+ µs per step with [1-9][0-9]* nodes more \(the stamps, "
+                     rf"the hold\); {prec[1:] or 'fp32'}-graph steady [0-9.]+ µs per step without them$", out, re.M), prec
 PY
 
 # Strict: where mnist_ddp finds no GPU, the pre-flight fails with the reason; not strict, it succeeds.

@@ -15,8 +15,9 @@
 #     the proxy, every step but the first replayed, the all-reduce reported.
 # (6) --profile keeps the graphs (src/gpu/cuda/profile_clock.cu): stamp kernels inside them time the replayed
 #     steps' phases. The results and replayed steps stay those without --profile (the stamps compute nothing of
-#     the model's); the phases are the eager clock's, each with device time; and every step is timed, replayed
-#     or not: the optimizer's phase holds at least its kernel and its stamp (20 us in the simulation) per step.
+#     the model's); the phases are the eager clock's, each with device time, each layer's the same time as with
+#     events; and every step is timed, replayed or not: the optimizer's phase holds at least its kernel and its
+#     stamp (20 us in the simulation) per step.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -136,6 +137,11 @@ if (gp.get("clock"), gp.get("held")) != ("graph-stamps", True):
 if rows(gp) != rows(ep):
     bad.append("rows %s, the eager clock's %s" % (rows(gp), rows(ep)))
 bad += ["%s: no device time" % ph["phase"] for ph in gp["phases"] if ph["training"] and ph["mean_s"] <= 0]
+# In the simulation a stamp and an event are one operation each: a layer's phase is the same time in both clocks.
+# Not the exchange's (a replayed step orders NCCL's operations as captured), nor the host's launches between steps.
+mean = lambda p: {ph["phase"]: ph["mean_s"] for ph in p["phases"] if ph["training"]}
+bad += ["%s: %.6f s, the eager clock's %.6f s" % (k, v, mean(ep).get(k, -1)) for k, v in mean(gp).items()
+        if k not in ("all-reduce wait", "progress, stop checks") and abs(v - mean(ep).get(k, -1)) > 1e-9]
 opt = [ph["mean_s"] for ph in gp["phases"] if ph["phase"] == "optimizer"]
 if not opt or opt[0] < g["steps"] * 2e-5 - 1e-9:
     bad.append("optimizer %s s over %d steps: not every step timed" % (opt, g["steps"]))

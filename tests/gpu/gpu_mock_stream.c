@@ -113,11 +113,7 @@ static void stamp_run(const mock_op *o)
 /* --profile's stamp (src/gpu/cuda/profile_clock.cu's k_phase_stamp), in the simulation's time. */
 static void phase_stamp_run(const mock_op *o)
 {
-    phase_stamps *d = o->dst;
-    unsigned long long now = 10000ULL * (unsigned long long)mock.time;
-    if (o->value >= 0 && d->last_ns)
-        d->ns[o->value] += now - d->last_ns;
-    d->last_ns = now;
+    phase_stamp_add(o->dst, o->value, 10000ULL * (unsigned long long)mock.time);
 }
 
 /* A 2-rank job: for a sum the peer holds the same data (each value doubles), for a max it holds

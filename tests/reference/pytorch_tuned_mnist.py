@@ -2,7 +2,8 @@
 64, reshuffled each epoch, seed 1) as fast as PyTorch runs it on one GPU, for benchmarks.
 Usage: pytorch_tuned_mnist.py DATA_DIR EPOCHS DEVICE [MAX_STEPS]. DEVICE: cuda (PyTorch's defaults: cuDNN in
 TF32, matrix products in fp32), cuda-fp32 (TF32 off everywhere), cuda-tf32 (TF32 on everywhere), cpu (eager, one
-thread: a smoke test). MAX_STEPS > 0 ends each epoch after that many steps. Prints one JSON line.
+thread: a smoke test). MAX_STEPS > 0 ends each epoch after that many steps. TUNED_BATCH: the training batch
+(default 64, the recipe's; the benchmark's throughput rows use 256 and 1024). Prints one JSON line.
 Both splits stay on the device (no DataLoader); each epoch permutes the training set with randperm on the device
 (generator seeded 1 + epoch) and drops the last partial batch (937 steps of 64): every step has the same shapes.
 channels_last, cudnn.benchmark. "mode" is the first that works of: cuda-graph (the whole step, optimizer
@@ -69,6 +70,17 @@ def parse_args(argv):
     return data, epochs, device, max_steps
 
 
+def batch_from_env():
+    text = os.environ.get("TUNED_BATCH", str(BATCH))
+    try:
+        batch = int(text)
+    except ValueError:
+        batch = 0
+    if batch < 1:
+        bad_argument(f"TUNED_BATCH must be a whole number >= 1, not '{text}'")
+    return batch
+
+
 def sync(cuda):
     if cuda:
         torch.cuda.synchronize()
@@ -129,6 +141,8 @@ def train(mode, dev, train_x, train_y, epochs, max_steps):
     opt = make_optimizer(model, cuda, capturable=mode in WHOLE_STEP)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)
     steps_per_epoch = len(train_y) // BATCH
+    if not steps_per_epoch:
+        bad_argument(f"TUNED_BATCH {BATCH} is larger than the {len(train_y)} training samples")
     if max_steps:
         steps_per_epoch = min(steps_per_epoch, max_steps)
     static_x, static_y = torch.empty_like(train_x[:BATCH]), torch.empty_like(train_y[:BATCH])
@@ -201,7 +215,9 @@ def candidate_modes(cuda):
 
 
 def main():
+    global BATCH
     data, epochs, device, max_steps = parse_args(sys.argv[1:])
+    BATCH = batch_from_env()
     cuda = device != "cpu"
     if cuda and not torch.cuda.is_available():
         print(f"{PROG}: DEVICE {device}: torch {torch.__version__} sees no usable CUDA GPU "
@@ -239,7 +255,7 @@ def main():
     steady = epoch_s[1:] if epochs >= 2 else epoch_s
     images_per_epoch = steps_per_epoch * BATCH
     print(json.dumps({"peer": "pytorch-tuned-" + device, "torch": torch.__version__, "mode": mode,
-                      "fallback_reason": "; ".join(reasons) or None, "world": 1, "epochs": epochs,
+                      "fallback_reason": "; ".join(reasons) or None, "world": 1, "batch": BATCH, "epochs": epochs,
                       "steps": steps_per_epoch * epochs, "epoch_s": [round(s, 4) for s in epoch_s],
                       "train_s": round(train_s, 4), "steady_s_per_epoch": round(sum(steady) / len(steady), 4),
                       "steady_images_per_s": round(images_per_epoch * len(steady) / sum(steady), 1),

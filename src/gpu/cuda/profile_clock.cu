@@ -94,14 +94,7 @@ static phase_stamps *stamps, *stamps_host;                 // the device's sums,
 static unsigned long long stamps_read[PROFILE_MAX_PHASES]; // what profile_add has been given
 static int stamps_copy_queued;
 
-// The first stamp after creation (last_ns 0) starts the timeline, like a mark.
-__global__ void k_phase_stamp(phase_stamps *d, int phase)
-{
-    unsigned long long now = now_ns();
-    if (phase >= 0 && d->last_ns)
-        d->ns[phase] += now - d->last_ns;
-    d->last_ns = now;
-}
+__global__ void k_phase_stamp(phase_stamps *d, int phase) { phase_stamp_add(d, phase, now_ns()); }
 
 static void stamp_lap(int phase) { LAUNCH_SHAPE(k_phase_stamp, 1, 1, stamps, phase); }
 static void stamp_mark(void) { stamp_lap(-1); }
