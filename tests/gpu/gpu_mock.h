@@ -152,6 +152,8 @@ enum { TR_LAUNCH, TR_GEMM, TR_WAIT, TR_ALLOC, TR_MEMSET, TR_ALLREDUCE, TR_GRAPH,
 void mock_trace(int kind, const void *p, size_t bytes);
 /* Writes one line per optimizer step of the traced run to path (see gpu_mock_steps.c); 0 or -1. */
 int mock_step_report(const char *path);
+/* Writes each kernel's grid sizes in the traced run's steps to path (see gpu_mock_steps.c); 0 or -1. */
+int mock_launch_report(const char *path);
 
 extern gpu_mock_state mock;
 

@@ -3,6 +3,7 @@
  * host queues and when it waits), not the numbers. Driven by tests/gpu/gpu-mock-steps.sh.
  *   MOCK_POLICY=comm|compute   which stream runs eagerly (default compute: the all-reduces lag)
  *   MOCK_STEP_REPORT=FILE      rank 0 writes one line per optimizer step there (gpu_mock_steps.c)
+ *   MOCK_LAUNCH_REPORT=FILE    rank 0 writes each kernel's grid sizes in the steps there (gpu_mock_steps.c)
  *   MOCK_FAIL=CALL             CALL fails (cudaErrorStreamCaptureUnsupported) on the rank MOCK_FAIL_RANK
  *                              (OMPI_COMM_WORLD_RANK; default 0): a capture that fails on one rank only
  * At exit, a misuse of the simulated API (a race between the streams, a call on a communicator still in
@@ -33,6 +34,11 @@ static void report(void)
     const char *path = getenv("MOCK_STEP_REPORT");
     if (path && mock.nccl_rank == 0 && mock_step_report(path) != 0) {
         fprintf(stderr, "gpu_mock_train: cannot write %s\n", path);
+        _exit(97);
+    }
+    path = getenv("MOCK_LAUNCH_REPORT");
+    if (path && mock.nccl_rank == 0 && mock_launch_report(path) != 0) {
+        fprintf(stderr, "gpu_mock_train: cannot write %s (fewer than two optimizer steps?)\n", path);
         _exit(97);
     }
     if (mock.violations) {

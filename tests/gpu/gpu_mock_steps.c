@@ -29,10 +29,46 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
 /* The kernels the simulation computes, known by their (mangled) names at registration. */
 static const void *narrow_fun, *widen_fun, *stamp_bwd_fun, *stamp_end_fun, *proxy_fun, *phase_stamp_fun, *optim_fun[2];
 
+/* Every kernel's name without its C++ decoration (_Z, then the identifier's length and the identifier), for
+ * mock_launch_report. */
+enum { MAX_KERNELS = 1024, KERNEL_NAME = 64 };
+static struct {
+    const void *fun;
+    char name[KERNEL_NAME];
+} kernel_names[MAX_KERNELS];
+static int nkernels;
+
+static void register_name(const void *fun, const char *mangled)
+{
+    const char *p = mangled;
+    if (strncmp(p, "_Z", 2) == 0) {
+        p += 2 + (p[2] == 'L');
+        char *end;
+        long len = strtol(p, &end, 10);
+        if (len > 0 && len < KERNEL_NAME && (long)strlen(end) >= len) {
+            snprintf(kernel_names[nkernels].name, KERNEL_NAME, "%.*s", (int)len, end);
+            p = NULL;
+        }
+    }
+    if (p)
+        snprintf(kernel_names[nkernels].name, KERNEL_NAME, "%s", mangled);
+    kernel_names[nkernels++].fun = fun;
+}
+
+static const char *kernel_name(const void *fun)
+{
+    for (int i = 0; i < nkernels; i++)
+        if (kernel_names[i].fun == fun)
+            return kernel_names[i].name;
+    return "?";
+}
+
 void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *name, int limit,
                             uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize)
 {
     (void)handle, (void)device_fun, (void)limit, (void)tid, (void)bid, (void)bdim, (void)gdim, (void)wsize;
+    if (nkernels < MAX_KERNELS)
+        register_name(host_fun, name);
     if (strstr(name, "narrow_bf16"))
         narrow_fun = host_fun;
     if (strstr(name, "widen_bf16"))
@@ -91,7 +127,7 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
         mock_violate("a kernel launched on the legacy default stream");
     if (!grid.x || !block.x || block.x > 1024)
         return cudaErrorInvalidConfiguration;
-    mock_trace(TR_LAUNCH, NULL, 0);
+    mock_trace(TR_LAUNCH, kernel, (size_t)grid.x * grid.y * grid.z); /* the kernel and its blocks */
     if ((const void *)kernel == optim_fun[0] || (const void *)kernel == optim_fun[1])
         mock_trace(TR_OPTIM, NULL, 0);
     if ((const void *)kernel == narrow_fun || (const void *)kernel == widen_fun) /* (size_t n, in, out) */
@@ -236,6 +272,37 @@ int mock_step_report(const char *path)
             last_bucket = (long)i;
         if (t->kind == TR_WAIT && first_wait < 0)
             first_wait = (long)i;
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* One line per kernel and grid size launched by the host in the optimizer steps after the first (from the end of
+ * step 1's optimizer to the end of the last's): "NAME BLOCKS LAUNCHES_PER_STEP". 0, or -1 (also without two
+ * steps). Eager steps only: a replayed graph launches nothing. */
+int mock_launch_report(const char *path)
+{
+    size_t first = ntrace, last = 0;
+    long steps = -1;
+    for (size_t i = 0; i < ntrace; i++)
+        if (trace[i].kind == TR_OPTIM) {
+            first = first < i ? first : i;
+            last = i;
+            steps++;
+        }
+    FILE *f = steps > 0 ? fopen(path, "w") : NULL;
+    if (!f)
+        return -1;
+    for (size_t i = first; i < last; i++) {
+        const trace_entry *t = &trace[i];
+        int seen = 0;
+        for (size_t j = first; j < i && !seen; j++)
+            seen = trace[j].kind == TR_LAUNCH && trace[j].p == t->p && trace[j].bytes == t->bytes;
+        if (t->kind != TR_LAUNCH || seen)
+            continue;
+        long n = 0;
+        for (size_t j = i; j < last; j++)
+            n += trace[j].kind == TR_LAUNCH && trace[j].p == t->p && trace[j].bytes == t->bytes;
+        fprintf(f, "%s %zu %g\n", kernel_name(t->p), t->bytes, (double)n / (double)steps);
     }
     return fclose(f) == 0 ? 0 : -1;
 }

@@ -6,7 +6,8 @@ EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/
 	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh tests/gpu/gpu-proxy.sh \
 	tests/gpu/gpu_backend_models.c tests/gpu/gpu_backend_conv2.c tests/gpu/gpu_backend_util.c tests/gpu/gpu_backend.h \
 	tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock_main.c tests/gpu/gpu-mock-steps.sh tests/gpu/gpu-mock-graph.sh tests/gpu/gpu-rpath.sh \
-	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh tests/gpu/gpu-mock-bench.sh tests/gpu/check_cublas_dl.c
+	tests/gpu/gpu-mock-early.sh tests/gpu/gpu-kit.sh tests/gpu/gpu-mock-bench.sh tests/gpu/check_cublas_dl.c \
+	tests/gpu/gpu-mock-grid.sh tests/gpu/launch-shapes.tsv
 
 if HAVE_CUDA
 # The CUDA translation units and their MPI glue against a simulated CUDA runtime, cuBLAS and NCCL
@@ -28,6 +29,8 @@ tests_gpu_gpu_mock_train_LDADD = $(mock_ldadd)
 TESTS += tests/gpu/gpu-mock-steps.sh
 # The step as a CUDA graph: the same results as eager, one graph launch per step, the fallbacks.
 TESTS += tests/gpu/gpu-mock-graph.sh
+# Each step kernel fills the GPU's SMs or tests/gpu/launch-shapes.tsv says why not.
+TESTS += tests/gpu/gpu-mock-grid.sh
 # The GPU performance report's scripts end to end on the simulation (make gpu-report, the kit's ./run --perf).
 TESTS += tests/gpu/gpu-mock-bench.sh
 # The device bound before MPI_Init from the launcher's local rank, and MPI's node-local rank agreeing.
