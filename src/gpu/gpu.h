@@ -27,7 +27,8 @@
  *   gpu_comm_average(c, dev_bn_stats, nb, "BatchNorm statistics")
  *   gpu_grad_comm_free(g); gpu_comm_free(c); gpu_blas_free(); gpu_release()   before bootstrap_finalize()
  * Every kernel and cuBLAS call of the trainer must run on gpu_compute_stream(): the all-reduce orders
- * itself after backward with events recorded on that stream.
+ * itself after backward with events recorded on that stream. NN_CUDA_FORKED's side stream forks from it and
+ * joins it again before a layer's gradients are ready.
  */
 #ifndef MNIST_GPU_H
 #define MNIST_GPU_H
@@ -60,7 +61,9 @@ struct comm_backend; /* src/comm/comm.h */
  *   pool_conv_backward; src/gpu/conv_pool_kernels.h);
  * - NN_CUDA_TF32: --precision tf32's part of the kernels, conv2 direct's forward and input gradient on tensor
  *   cores (cuBLAS has its own setting);
- * - NN_CUDA_3XTF32: those two on tensor cores in the other precisions, three products each. */
+ * - NN_CUDA_3XTF32: those two on tensor cores in the other precisions, three products each;
+ * - NN_CUDA_FORKED: a linear layer's weight gradient on a second stream, beside its input gradient (side_fork,
+ *   gemm_side, side_join). */
 enum {
     NN_CUDA_CONV1_DIRECT = 1,
     NN_CUDA_HEAD_FUSED = 2,
@@ -68,7 +71,8 @@ enum {
     NN_CUDA_CONV2_DIRECT = 8,
     NN_CUDA_TF32 = 16,
     NN_CUDA_3XTF32 = 32,
-    NN_CUDA_SWITCHES = 64
+    NN_CUDA_FORKED = 64,
+    NN_CUDA_SWITCHES = 128
 };
 
 /* The CUDA backend with the paths of `switches` (NN_CUDA_*); after gpu_select() and gpu_blas_init(). */
@@ -121,6 +125,13 @@ int gpu_bound_device(void);
  * respect to the legacy default stream, lowest priority). NULL before gpu_bind(). GPU build only. */
 void *gpu_compute_stream(void);
 
+/* NN_CUDA_FORKED: a second stream of the compute stream's priority, created at the first call (before any
+ * step). gpu_side_fork() makes it wait for what the compute stream has queued; gpu_side_join() makes the compute
+ * stream wait for what it has queued. Inside a capture they are the graph's fork and join edges. GPU build only. */
+void *gpu_side_stream(void);
+void gpu_side_fork(void);
+void gpu_side_join(void);
+
 /* Waits on the host for everything queued on the compute stream: through the function set by
  * gpu_set_compute_wait (the gradient all-reduce's: deadline, NCCL errors), else cudaStreamSynchronize.
  * Every host wait of the CUDA backend (upload, download, count_correct) is this one. GPU build only. */
@@ -171,7 +182,12 @@ void gpu_blas_init(const char *precision);
  * compute stream, through gemm_colmajor(). GPU build only. */
 void gpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
               int ldb, float beta, float *c, int ldc);
-/* Destroys the handle (before gpu_release()). CPU-only build: a stub. */
+/* NN_CUDA_FORKED: a second handle on the side stream (gpu_side_stream), for gpu_gemm_side(), which is gpu_gemm()
+ * queued there. After gpu_blas_init(); GPU build only. */
+void gpu_blas_side_init(void);
+void gpu_gemm_side(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                   int ldb, float beta, float *c, int ldc);
+/* Destroys the handles (before gpu_release()). CPU-only build: a stub. */
 void gpu_blas_free(void);
 
 /* ---- NCCL (src/gpu/cuda/nccl_comm.cu): no MPI; gpu_comm_create() below is the entry --------------------- */

@@ -166,6 +166,12 @@ typedef struct nn_backend {
     void *(*graph_end)(char *why, size_t len);
     void (*graph_launch)(void *graph);
     void (*graph_free)(void *graph);
+    /* A second queue beside the backend's one (the CUDA backend's MNIST_DDP_BACKWARD=forked: a second stream):
+     * work queued by gemm_side between side_fork and side_join may run beside what the backend queues
+     * meanwhile; side_join orders it before everything queued after. NULL: one queue (CPU). */
+    void (*side_fork)(void);
+    nn_gemm_fn *gemm_side;
+    void (*side_join)(void);
 } nn_backend;
 
 extern const nn_backend nn_cpu;

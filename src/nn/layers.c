@@ -139,12 +139,19 @@ void linear_forward(const nn_backend *be, const float *x, const float *w, const 
     be->gemm(0, 1, N, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
 }
 
+/* The weight gradient and the input gradient read dy and write apart: with a side queue, the first runs beside
+ * the other two, joined before the layer's gradients are reported ready. */
 void linear_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                      float *dx, int N, int in, int out)
 {
-    be->gemm(1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
+    int side = be->side_fork && dx;
+    if (side)
+        be->side_fork();
+    (side ? be->gemm_side : be->gemm)(1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
     if (db)
         be->sum_add(db, dy, out, (size_t)N, 1, (size_t)out);
     if (dx)
         be->gemm(0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+    if (side)
+        be->side_join();
 }

@@ -115,7 +115,7 @@ static const failure cases[] = {
     /* src/gpu/cuda/gemm_cublas.cu */
     {"cuBLAS unavailable", AT_BIND, no_cublas, EAGER_COMM, 1, EX_UNAVAILABLE, "cublasCreate(&handle) failed", 0},
     {"unknown precision", AT_BIND, bad_precision, EAGER_COMM, 1, EX_USAGE, "--precision fp16: expected fp32", 0},
-    {"GEMM rejected", AT_STEP, bad_gemm, EAGER_COMM, 1, EX_SOFTWARE, "cublasSgemm(handle, ta, tb", 0},
+    {"GEMM rejected", AT_STEP, bad_gemm, EAGER_COMM, 1, EX_SOFTWARE, "cublasSgemm(h, ta, tb", 0},
     /* src/gpu/cuda/nccl_comm.cu: start-up */
     {"no unique ID", AT_BIND, no_unique_id, EAGER_COMM, 1, EX_UNAVAILABLE, "ncclGetUniqueId(&u) failed", 0},
     {"init rejected", AT_BIND, init_rejected, EAGER_COMM, 1, EX_SOFTWARE,

@@ -56,7 +56,8 @@ for prec in ("fp32", "tf32"):
 for name, fewer in (("fp32-graph-headfused", 15), ("tf32-graph-headfused", 15), ("fp32-graph-both", 20),
                     ("fp32-graph-poolcomposed", -5), ("tf32-graph-poolcomposed", -5),
                     ("fp32-graph-conv2direct", 4), ("tf32-graph-conv2direct", 4), ("fp32-graph-all4", 24),
-                    ("tf32-graph-all4", 24), ("fp32-graph-3xtf32", 4), ("fp32-graph-all3x", 24)):
+                    ("tf32-graph-all4", 24), ("fp32-graph-3xtf32", 4), ("fp32-graph-all3x", 24),
+                    ("fp32-graph-forked", 0), ("tf32-graph-forked", 0)):
     line = re.search(rf"^{name}: [0-9.]+x the steady images/s of {name.rsplit('-', 1)[0]}, (\d+) nodes per step "
                      r"against (\d+), the model's ([0-9.]+) MiB against ([0-9.]+)$", out, re.M)
     assert line and int(line.group(2)) - int(line.group(1)) == fewer, f"{name}: {line and line.group(0)}"

@@ -17,7 +17,10 @@
 #     steps' phases. The results and replayed steps stay those without --profile (the stamps compute nothing of
 #     the model's); the phases are the eager clock's, each with device time, each layer's the same time as with
 #     events; and every step is timed, replayed or not: the optimizer's phase holds at least its kernel and its
-#     stamp (20 us in the simulation) per step.
+#     stamp (20 us in the simulation) per step;
+# (7) MNIST_DDP_BACKWARD=forked (the fc layers' weight gradients on a second stream, src/nn/layers.c): the same
+#     results, replays and device work per step as the default, as a graph and eagerly, no race between the
+#     streams (the simulation's detector), and each eager step's GEMMs on two streams (one by default).
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -153,3 +156,12 @@ sys.exit(1 if bad else 0)
 PY
 ) || { cat "$TMP/profile-graph.out"; fail "--profile with graphs: $msg"; }
 echo "ok: --profile with graphs: the same results, $(graph_steps profile-graph) steps replayed, $msg"
+
+MNIST_DDP_BACKWARD=forked train forked-graph
+same graph-compute forked-graph
+MNIST_DDP_BACKWARD=forked train forked-eager --cuda-graph off
+same eager-compute forked-eager
+gemm_streams() { awk '$2 >= 1 && $2 <= 12 { print $22 }' "$TMP/$1.rep" | sort -u | tr '\n' ' '; }
+[ "$(gemm_streams forked-eager)" = "2 " ] || fail "forked, eager: GEMMs on $(gemm_streams forked-eager)streams per step, not 2"
+[ "$(gemm_streams eager-compute)" = "1 " ] || fail "the default, eager: GEMMs on $(gemm_streams eager-compute)streams per step"
+echo "ok: MNIST_DDP_BACKWARD=forked: the same results as a graph and eagerly, GEMMs on 2 streams, no race"

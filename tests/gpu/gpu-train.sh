@@ -1,7 +1,8 @@
 #!/bin/sh
 # Training on the GPU path (a GPU machine; SKIP without a usable GPU):
 # - 1 epoch on 1 GPU: at least 98.3% test accuracy, like the CPU path (tests/integration/train-accuracy.sh);
-# - 1 GPU with NCCL armed as with peers (MNIST_DDP_ARM_ALONE=1), graph and eager: the parameters of the
+# - 1 GPU with NCCL armed as with peers (MNIST_DDP_ARM_ALONE=1), graph and eager (and with MNIST_DDP_BACKWARD=forked,
+#   the fc weight gradients on a second stream): the parameters of the
 #   unarmed run, and the all-reduce reported; through the bf16 wire: other parameters (rounded);
 # - 1 epoch on 2 GPUs when the node has 2 or more: the same accuracy, and the NCCL all-reduce reports
 #   its blocking time and the share hidden behind backward;
@@ -47,6 +48,14 @@ for graph in on off; do
   [ "$a" = "$p" ] || fail "armed alone, --cuda-graph $graph: parameters $a, unarmed $p"
   echo "ok: 1 GPU armed alone, --cuda-graph $graph: the same parameters as unarmed ($a)"
 done
+# The fc layers' weight gradients on a second stream (MNIST_DDP_BACKWARD=forked), replayed and armed: the same
+# products in the same order, so the parameters of the serial run, bit for bit.
+# shellcheck disable=SC2086
+(export MNIST_DDP_ARM_ALONE=1 MNIST_DDP_BACKWARD=forked; run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" \
+  --epochs 1 --seed 2 $steps --metrics "$TMP/forked.json") >"$TMP/forked.log" 2>&1 ||
+  { cat "$TMP/forked.log"; fail "1 GPU, MNIST_DDP_BACKWARD=forked"; }
+[ "$(json_field "$TMP/forked.json" summary fingerprint)" = "$a" ] || fail "forked backward: parameters differ from serial"
+echo "ok: 1 GPU, MNIST_DDP_BACKWARD=forked: the serial run's parameters"
 # The same through the bf16 wire (narrowed, ncclBfloat16, widened): the rounding shows in the parameters.
 # shellcheck disable=SC2086
 (export MNIST_DDP_ARM_ALONE=1; run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --seed 2 $steps \

@@ -383,7 +383,10 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
     if (m < 0 || n < 0 || k < 0 || lda < (ra > 1 ? ra : 1) || ldb < (rb > 1 ? rb : 1) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
     mock.gemms++;
-    mock_trace(TR_GEMM, c, 0);
+    size_t stream = 0; /* which stream, from 1, for the step report */
+    for (int i = 0; i < mock.nstreams && !stream; i++)
+        stream = mock.streams[i] == h->stream ? (size_t)i + 1 : 0;
+    mock_trace(TR_GEMM, c, stream);
     mock_enqueue(h->stream, (mock_op){.kind = OP_GEMM,
                                       .ta = ta != CUBLAS_OP_N,
                                       .tb = tb != CUBLAS_OP_N,

@@ -240,7 +240,8 @@ static int step_starts(const trace_entry *t, const void *ids, int *after_optim)
  * first step. "last_bucket_first" is 1 when the step's last bucket (the one holding the gradients' first
  * element: buckets go back to front) was enqueued before the step's first host wait; "graphs" counts its CUDA
  * graph launches (a replayed step's kernels are not host launches), "copies" its device-to-device copies
- * queued by the host, "graph_copies" those its graphs replayed. */
+ * queued by the host, "graph_copies" those its graphs replayed, "gemm_streams" how many streams its host-queued
+ * GEMMs ran on. */
 int mock_step_report(const char *path)
 {
     const trace_entry *g = gradient_memset();
@@ -249,17 +250,19 @@ int mock_step_report(const char *path)
     if (!f)
         return -1;
     long step = 0, count[TR_OPTIM + 1] = {0}, last_bucket = -1, first_wait = -1;
+    unsigned gemm_streams = 0; /* a bit per stream */
     int after_optim = 1;
     for (size_t i = 0; g && ids && i < ntrace; i++) {
         const trace_entry *t = &trace[i];
         if (step_starts(t, ids, &after_optim)) {
             fprintf(f,
                     "step %ld launches %ld gemms %ld waits %ld allocs %ld buckets %ld last_bucket_first %d "
-                    "graphs %ld copies %ld graph_copies %ld\n",
+                    "graphs %ld copies %ld graph_copies %ld gemm_streams %d\n",
                     step, count[TR_LAUNCH], count[TR_GEMM], count[TR_WAIT], count[TR_ALLOC], count[TR_ALLREDUCE],
                     last_bucket >= 0 && (first_wait < 0 || last_bucket < first_wait), count[TR_GRAPH], count[TR_COPY],
-                    count[TR_GRAPH_COPY]);
+                    count[TR_GRAPH_COPY], __builtin_popcount(gemm_streams));
             step++;
+            gemm_streams = 0;
             for (int k = 0; k <= TR_OPTIM; k++)
                 count[k] = 0;
             last_bucket = first_wait = -1;
@@ -268,6 +271,8 @@ int mock_step_report(const char *path)
         if (t->kind == TR_ALLREDUCE && !in_grads)
             continue; /* another collective (BatchNorm statistics) */
         count[t->kind]++;
+        if (t->kind == TR_GEMM && t->bytes)
+            gemm_streams |= 1u << (t->bytes - 1);
         if (t->kind == TR_ALLREDUCE && t->p == g->p)
             last_bucket = (long)i;
         if (t->kind == TR_WAIT && first_wait < 0)

@@ -54,6 +54,11 @@ expect_fail 78 "MNIST_DDP_CONV2=implicit: im2col (the default), direct or 3xtf32
   env MNIST_DDP_CONV2=implicit "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
 expect_fail 78 "MNIST_DDP_CONV2=direct: the GPU path only" \
   env MNIST_DDP_CONV2=direct "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
+# MNIST_DDP_BACKWARD (the GPU's fc weight gradients on a second stream): the same.
+expect_fail 78 "MNIST_DDP_BACKWARD=parallel: serial (the default) or forked" \
+  env MNIST_DDP_BACKWARD=parallel "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
+expect_fail 78 "MNIST_DDP_BACKWARD=forked: the GPU path only" \
+  env MNIST_DDP_BACKWARD=forked "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
 expect_fail 78 "MNIST_DDP_CONV2=3xtf32: the GPU path only" \
   env MNIST_DDP_CONV2=3xtf32 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
 # MNIST_DDP_ARM_ALONE: 0 or 1; anything else (a word, 2) ends the run; 0, 1 and empty train.
@@ -69,10 +74,10 @@ done
 "$MNIST_DDP" --help >"$TMP/help"
 read_vars=$(sed -n 's/.*{NULL, "\(MNIST_DDP_[A-Z0-9_]*\)".*/\1/p; s/.*, "\(MNIST_DDP_[A-Z0-9_]*\)", NULL,.*/\1/p' \
   "$abs_top_srcdir/src/train/options.c" | sort -u)
-[ "$(echo "$read_vars" | wc -l)" -eq 7 ] || fail "the variants table names $(echo "$read_vars" | wc -l) variables, not 7"
+[ "$(echo "$read_vars" | wc -l)" -eq 8 ] || fail "the variants table names $(echo "$read_vars" | wc -l) variables, not 8"
 shown=$(sed -n '/^Variants for measurement/,/^  --help/s/^  \(MNIST_DDP_[A-Z0-9_]*\) .*/\1/p' "$TMP/help" | sort)
 [ "$shown" = "$read_vars" ] || fail "--help's variants ($(echo $shown)) are not the table's ($(echo $read_vars))"
-echo "ok: --help lists the 7 variants: $(echo $shown)"
+echo "ok: --help lists the 8 variants: $(echo $shown)"
 if ! grep -q '^#define HAVE_CUDA 1' "$abs_top_builddir/config.h"; then
   expect_fail 69 "--device cuda" "$MNIST_DDP" --data "$MNIST_DATA" --device cuda
 fi

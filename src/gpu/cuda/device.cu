@@ -150,6 +150,33 @@ extern "C" int gpu_bound_device(void) { return bound_device; }
 
 extern "C" void *gpu_compute_stream(void) { return (void *)compute_stream; }
 
+static cudaStream_t side_stream = nullptr;
+static cudaEvent_t fork_event, join_event;
+
+extern "C" void *gpu_side_stream(void)
+{
+    if (!side_stream) {
+        int least = 0, greatest = 0;
+        CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA_CHECK(cudaStreamCreateWithPriority(&side_stream, cudaStreamNonBlocking, least));
+        CUDA_CHECK(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&join_event, cudaEventDisableTiming));
+    }
+    return (void *)side_stream;
+}
+
+extern "C" void gpu_side_fork(void)
+{
+    CUDA_CHECK(cudaEventRecord(fork_event, compute_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(side_stream, fork_event, 0));
+}
+
+extern "C" void gpu_side_join(void)
+{
+    CUDA_CHECK(cudaEventRecord(join_event, side_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(compute_stream, join_event, 0));
+}
+
 static void (*compute_wait)(void *ctx); // the gradient all-reduce's wait with its deadline, when it exists
 static void *compute_wait_ctx;
 
@@ -263,6 +290,12 @@ extern "C" void gpu_describe(const gpu_info *info, char *buf, size_t len)
 extern "C" void gpu_release(void)
 {
     gpu_profile_release();
+    if (side_stream) {
+        CUDA_CHECK(cudaEventDestroy(fork_event));
+        CUDA_CHECK(cudaEventDestroy(join_event));
+        CUDA_CHECK(cudaStreamDestroy(side_stream));
+    }
+    side_stream = nullptr;
     if (compute_stream)
         CUDA_CHECK(cudaStreamDestroy(compute_stream)); // returns at once; resources go when its work is done
     compute_stream = nullptr;

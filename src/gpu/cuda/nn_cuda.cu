@@ -577,5 +577,11 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
                                         : cu_pool_conv_backward<CP_FP32>;
         b->conv_pool_covers = cu_conv_pool_covers;
     }
+    if (switches & NN_CUDA_FORKED) {
+        gpu_blas_side_init(); // creates the side stream and its handle before any step
+        b->side_fork = gpu_side_fork;
+        b->gemm_side = gpu_gemm_side;
+        b->side_join = gpu_side_join;
+    }
     return b;
 }
