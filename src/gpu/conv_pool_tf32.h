@@ -23,9 +23,10 @@
 
 /* Tiles: CPT_F output channels per block (CPT_NT n8 tiles), CPT_CC input channels per stage (CPT_K of the k
  * dimension: CPT_K / 8 mma steps). Weight rows lie CPT_LDW apart in shared memory (a warp's B loads hit 32 banks);
- * CPT_WARPS warps of 8 windows each. */
+ * CPT_WARPS warps of 8 windows each. Half of conv2's 64 channels a block: 128 blocks at batch 64, so that the
+ * grid covers an H100's or H200's 132 SMs nearly (tests/gpu/gpu-mock-grid.sh). */
 enum {
-    CPT_F = 64,
+    CPT_F = 32,
     CPT_NT = CPT_F / 8,
     CPT_CC = 8,
     CPT_K = CPT_CC * 9,
@@ -172,7 +173,7 @@ static inline HD void cpt_out(unsigned p, unsigned lane, float acc[2][CPT_NT][4]
  * gradient is staged as cpx_stage stages it, CPXT_FC output channels at a time (tf32_stage); conv1's ReLU
  * backward is its epilogue. */
 enum {
-    CPXT_C = 32,
+    CPXT_C = 16, /* half of conv2's 32 input channels a block: 128 blocks at batch 64, as k_cpt_forward's */
     CPXT_NT = CPXT_C / 8,
     CPXT_FC = 8,
     CPXT_K = CPXT_FC * 9,

@@ -3,7 +3,8 @@
 # net trains 3 eager steps at the default batch (64) on 1 rank, in fp32 and tf32 and with each MNIST_DDP_* switch,
 # and the simulation lists each kernel's grid sizes in the steps. A kernel launched with fewer blocks than an H100 or
 # H200 has SMs (132), leaving SMs idle, fails unless tests/gpu/launch-shapes.tsv states why; a reason for a
-# kernel that no longer runs that way fails too, so the list stays the set of kernels to widen (issue 63).
+# kernel that no longer runs that way fails too, so the list stays the set of kernels to widen (issue 63), and so
+# does a launch narrower than the list's fewest blocks for its kernel.
 # The list is printed either way: the under-filled kernels of each path, their blocks and launches per step.
 # No GPU needed.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
@@ -38,12 +39,12 @@ shapes conv2-3xtf32 fp32 MNIST_DDP_CONV2=3xtf32
 "$PYTHON3" - "$TMP" "$abs_top_srcdir/tests/gpu/launch-shapes.tsv" $SMS $runs <<'PY' || fail "launch shapes (above)"
 import sys
 tmp, table, sms, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
-reasons = {}
+reasons, fewest = {}, {}
 for line in open(table):
     if line.strip() and not line.startswith("#"):
-        kernel, reason = line.rstrip("\n").split("\t")
+        kernel, least, reason = line.rstrip("\n").split("\t")
         assert kernel not in reasons and reason.strip(), f"{table}: {kernel} twice, or without a reason"
-        reasons[kernel] = reason
+        reasons[kernel], fewest[kernel] = reason, int(least)
 narrow, bad = {}, []
 for run in runs:
     rows = [l.split() for l in open(f"{tmp}/{run}.shapes")]
@@ -51,6 +52,8 @@ for run in runs:
     for kernel, blocks, per_step in rows:
         if int(blocks) < sms:
             narrow.setdefault(kernel, []).append(f"{run}: {blocks} blocks x {per_step}/step")
+        if int(blocks) < fewest.get(kernel, 0):
+            bad.append(f"{kernel}: {blocks} blocks in {run}, fewer than the {fewest[kernel]} of {table}")
 for kernel, where in sorted(narrow.items()):
     print(f"{kernel:<28} {'; '.join(where)}")
     if kernel not in reasons:

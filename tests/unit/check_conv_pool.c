@@ -476,10 +476,12 @@ START_TEST(test_conv_pool_fits)
     ck_assert(!cp_fits(32, 26, 26, 272, 3, 0)); /* more output-channel groups than the weight gradient counts */
     ck_assert(!cp_fits(32, 28, 28, 64, 3, 0));  /* a plane over the forward's stage */
     ck_assert(cpt_fits(32, 26, 26, 64, 3, 0));
-    ck_assert(!cpt_fits(32, 26, 26, 48, 3, 0)); /* output channels in no whole TF32 block */
+    ck_assert(cpt_fits(32, 26, 26, 32, 3, 0)); /* one TF32 block of output channels (CPT_F) */
+    ck_assert(cp_fits(32, 26, 26, 48, 3, 0) && !cpt_fits(32, 26, 26, 48, 3, 0)); /* in no whole TF32 block */
     ck_assert(!cpt_fits(32, 28, 26, 64, 3, 0)); /* more windows than its warps own (13 x 12) */
     ck_assert(cpxt_fits(32, 26, 26, 64, 3, 0));
-    ck_assert(!cpxt_fits(16, 10, 8, 64, 3, 0)); /* input channels in no whole TF32 block */
+    ck_assert(cpxt_fits(16, 10, 8, 64, 3, 0)); /* one TF32 block of input channels (CPXT_C) */
+    ck_assert(cp_fits(24, 10, 8, 64, 3, 0) && !cpxt_fits(24, 10, 8, 64, 3, 0)); /* channels in no whole TF32 block */
 }
 END_TEST
 
