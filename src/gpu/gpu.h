@@ -163,8 +163,12 @@ int gpu_capturing(void);           /* 1 between a successful gpu_graph_begin and
  * gpu_profile_settled). After gpu_select(); gpu_release() frees it. CPU-only build: a stub. */
 const struct profile_clock *gpu_profile_clock(int graphs);
 void gpu_profile_before_wait(void); /* GPU build only */
-void gpu_profile_settled(void);     /* GPU build only */
-void gpu_profile_release(void);     /* GPU build only */
+/* Seconds per node of a graph of `nodes` empty kernels on the compute stream, replayed `replays` times: what a node
+ * costs by itself (launch, dependency, a block's start), beside the step's nodes. Waits for the device. CPU-only
+ * build: a stub. */
+double gpu_node_cost_s(int nodes, int replays);
+void gpu_profile_settled(void); /* GPU build only */
+void gpu_profile_release(void); /* GPU build only */
 
 /* "cuda:0 (0000:3B:00.0)": the device column of bootstrap_report(). CPU-only build: a stub. */
 void gpu_describe(const gpu_info *info, char *buf, size_t len);

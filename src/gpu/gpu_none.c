@@ -61,6 +61,12 @@ const nn_backend *nn_cuda(unsigned switches)
     (void)switches;
     no_gpu_path(__func__);
 }
+double gpu_node_cost_s(int nodes, int replays)
+{
+    (void)nodes, (void)replays;
+    no_gpu_path(__func__);
+}
+
 const struct profile_clock *gpu_profile_clock(int graphs)
 {
     (void)graphs;

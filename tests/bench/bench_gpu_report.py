@@ -38,7 +38,7 @@ class Run:
         self.name, self.wall, self.mem = name, wall(d, name), gpu_mib(d, name)
         self.epochs = [r for r in recs if r["type"] == "epoch"]
         self.s = [r for r in recs if r["type"] == "summary"][-1]
-        log = open(f"{d}/{name}.log").read()
+        log = self.log = open(f"{d}/{name}.log").read()
         self.params = int(re.search(r"model \S+: (\d+) parameters", log).group(1))
         self.samples = int(re.search(r"(\d+) training samples", log).group(1))
         steady = self.epochs[1:] or self.epochs
@@ -143,8 +143,10 @@ def stamp_cost_lines(runs, rows):
             continue
         phases = sum(p["mean_s"] for p in r.s["profile"]["phases"] if p["training"]) / r.s["steps"]
         step = plain.samples / plain.steady_ips / (plain.s["steps"] / len(plain.epochs))
+        node = re.search(r"an empty kernel costs ([0-9.]+) us a node", r.log)
         print(f"{r.name}: phases {1e6 * phases:.1f} µs per step with {r.nodes() - plain.nodes():.0f} nodes more (the "
-              f"stamps, the hold); {plain.name} steady {1e6 * step:.1f} µs per step without them")
+              f"stamps, the hold); {plain.name} steady {1e6 * step:.1f} µs per step without them; an empty kernel "
+              f"{node.group(1) if node else '-'} µs a node")
 
 
 def startup_table(rows):

@@ -88,7 +88,8 @@ assert "where a replayed step goes (--profile with graphs" in out, "no table of 
 assert re.search(r"^  optimizer +[0-9.]+ +[0-9.]+ +[0-9.]+%$", out[out.index("where a replayed"):], re.M)
 for prec in ("", "-tf32"):
     assert re.search(rf"^profile-graph{prec}: phases [0-9.]+ µs per step with [1-9][0-9]* nodes more \(the stamps, "
-                     rf"the hold\); {prec[1:] or 'fp32'}-graph steady [0-9.]+ µs per step without them$", out, re.M), prec
+                     rf"the hold\); {prec[1:] or 'fp32'}-graph steady [0-9.]+ µs per step without them; an empty kernel "
+                     r"[0-9.]+ µs a node$", out, re.M), prec
 PY
 
 # Strict: where mnist_ddp finds no GPU, the pre-flight fails with the reason; not strict, it succeeds.

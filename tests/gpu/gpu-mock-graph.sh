@@ -17,7 +17,8 @@
 #     steps' phases. The results and replayed steps stay those without --profile (the stamps compute nothing of
 #     the model's); the phases are the eager clock's, each with device time, each layer's the same time as with
 #     events; and every step is timed, replayed or not: the optimizer's phase holds at least its kernel and its
-#     stamp (20 us in the simulation) per step;
+#     stamp (20 us in the simulation) per step; the node cost of an empty kernel is calibrated (the simulation's
+#     10 us an operation);
 # (7) MNIST_DDP_BACKWARD=forked (the fc layers' weight gradients on a second stream, src/nn/layers.c): the same
 #     results, replays and device work per step as the default, as a graph and eagerly, no race between the
 #     streams (the simulation's detector), and each eager step's GEMMs on two streams (one by default).
@@ -128,6 +129,8 @@ echo "ok: 1 rank armed alone with the communication proxy: the same results, rep
 
 train profile-graph --profile
 same graph-compute profile-graph kernels_per_step
+grep -q '^profile: an empty kernel costs 10\.00 us a node in a replayed graph of 35 (200 replays)$' \
+  "$TMP/profile-graph.out" || { cat "$TMP/profile-graph.out"; fail "--profile with graphs: no node cost (10 us an operation)"; }
 train profile-eager --profile --cuda-graph off
 msg=$("$PYTHON3" - "$TMP/profile-graph.json" "$TMP/profile-eager.json" "$TMP/graph-compute.json" <<'PY'
 import json, sys

@@ -128,6 +128,37 @@ static const profile_clock stamp_clock = {
     .name = "graph-stamps",
 };
 
+// ---- Node cost: an empty kernel's share of a replayed graph ---------------------------------------
+
+__global__ void k_empty(void) {}
+
+extern "C" double gpu_node_cost_s(int nodes, int replays)
+{
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed));
+    for (int i = 0; i < nodes; i++)
+        k_empty<<<1, 1, 0, stream()>>>(); // not the trainer's: not counted
+    CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    cudaEvent_t t0, t1;
+    CUDA_CHECK(cudaEventCreate(&t0));
+    CUDA_CHECK(cudaEventCreate(&t1));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream())); // the first replay uploads the graph: not timed
+    CUDA_CHECK(cudaEventRecord(t0, stream()));
+    for (int r = 0; r < replays; r++)
+        CUDA_CHECK(cudaGraphLaunch(exec, stream()));
+    CUDA_CHECK(cudaEventRecord(t1, stream()));
+    CUDA_CHECK(cudaEventSynchronize(t1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    CUDA_CHECK(cudaEventDestroy(t0));
+    CUDA_CHECK(cudaEventDestroy(t1));
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    return 1e-3 * (double)ms / ((double)nodes * (double)replays);
+}
+
 // ---- The clock in use ----------------------------------------------------------------------------
 
 static const profile_clock *active;
