@@ -17,10 +17,10 @@
 #include "base/profile.h"
 #include "train/train.h"
 
-/* 1: every rank trains on its GPU; 0: on the CPU (gpu_decide says why when a GPU was wanted). */
 /* --profile with graphs calibrates node cost on a graph as long as net's step (35 nodes), replayed 200 times. */
 enum { NODE_COST_NODES = 35, NODE_COST_REPLAYS = 200 };
 
+/* 1: every rank trains on its GPU; 0: on the CPU (gpu_decide says why when a GPU was wanted). */
 static int choose_device(const options *o, const ddp_env *env)
 {
     int gpu = o->device != DEVICE_CPU && gpu_decide(env, o->device == DEVICE_CUDA);
