@@ -150,4 +150,10 @@ damage "$(ckpt "$TMP/ck" 5)" "$(ckpt "$TMP/auto" 5)" h5edit
 # shellcheck disable=SC2086
 RUN_TIMEOUT=60 expect_fail 65 "no valid checkpoint among $(ckpt "$TMP/auto" 10), $(ckpt "$TMP/auto" 5)" \
   run_np 2 "$MNIST_DDP" $common --checkpoint-dir "$TMP/auto"
-echo "ok: --resume auto falls back past a damaged newest checkpoint, and stops when none is valid"
+# One checkpoint, damaged: none valid either (not a fresh start over it).
+mkdir "$TMP/one"
+damage "$(ckpt "$TMP/ck" 10)" "$(ckpt "$TMP/one" 10)" flip@half
+# shellcheck disable=SC2086
+RUN_TIMEOUT=60 expect_fail 65 "no valid checkpoint among $(ckpt "$TMP/one" 10)" \
+  run_np 2 "$MNIST_DDP" $common --checkpoint-dir "$TMP/one"
+echo "ok: --resume auto falls back past a damaged newest checkpoint, and stops when none is valid (of 2, of 1)"

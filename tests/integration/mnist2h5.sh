@@ -87,8 +87,8 @@ run 65 "bad-magic-images'.*wrong magic 0x00000801" --images "$tmp/bad-magic-imag
 run 65 "bad-size-images'.*28x27" --images "$tmp/bad-size-images" --labels "$tmp/bad-size-labels" --out "$out" --shards 2
 run 65 "bad-truncated-images'.*truncated" --images "$tmp/bad-truncated-images" --labels "$tmp/bad-truncated-labels" --out "$out" --shards 2
 run 65 "bad-trailing-images'.*2 trailing bytes" --images "$tmp/bad-trailing-images" --labels "$tmp/bad-trailing-labels" --out "$out" --shards 2
-run 65 "count mismatch.*20 images.*19 labels" --images "$tmp/bad-count-images" --labels "$tmp/bad-count-labels" --out "$out" --shards 2
-run 65 "swapped" --images "$L" --labels "$I" --out "$out" --shards 2
+run 65 "count mismatch: images file '$tmp/bad-count-images' has 20 images but labels file '$tmp/bad-count-labels' has 19 labels" --images "$tmp/bad-count-images" --labels "$tmp/bad-count-labels" --out "$out" --shards 2
+run 65 "'$L' has wrong magic 0x00000801 \\(that of an IDX labels file; expected 0x00000803\\): are the images and labels files swapped\\?" --images "$L" --labels "$I" --out "$out" --shards 2
 [ ! -e "$out" ] || fail "failed runs created $out"
 # --- unwritable output (73): root ignores permissions, so a path under a regular file and /proc
 echo x >"$tmp/plain-file"

@@ -84,6 +84,16 @@ for run in sgd2 progress20; do
   ! grep -q 'progress thread' "$TMP/$run.log" || fail "$run: a progress thread on one node"
 done
 
+# --dry-run: one step of one epoch whatever --epochs says, but --epochs 0 stays an evaluation of the initial
+# parameters (p0's).
+train dry --dry-run --epochs 5
+train dry0 --dry-run --epochs 0
+[ "$(json_field "$TMP/dry.json" summary steps)" = 1 ] || fail "--dry-run --epochs 5: not one step"
+[ "$(json_field "$TMP/dry0.json" summary steps)" = 0 ] || fail "--dry-run --epochs 0: $(json_field "$TMP/dry0.json" summary steps) steps"
+[ "$(json_field "$TMP/dry0.json" summary fingerprint)" = "$(json_field "$TMP/p0.json" summary fingerprint)" ] ||
+  fail "--dry-run --epochs 0: the parameters changed"
+echo "ok: --dry-run trains one step, and none with --epochs 0"
+
 # A training batch above evaluation's chunk of 256 with a larger --test-batch-size: the model holds the
 # training batch (it once held 256 there, and such a run stopped at its first step, or crashed).
 small_mnist "$TMP/wide" 600 300

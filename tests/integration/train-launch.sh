@@ -59,6 +59,10 @@ srun_like() {
     cat "$TMP/err" >&2
     fail "task 1 without PMI: exit $rc (expected 78, silently)"
   fi
+  # One task needs no wire-up: srun -n 1 --mpi=none trains, without a word about PMI.
+  env SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=1 SLURM_PROCID=0 SLURM_NTASKS=1 $run >"$TMP/out" 2>"$TMP/err" ||
+    { cat "$TMP/err" >&2; fail "srun -n 1 without PMI refused"; }
+  ! grep -q 'PMI' "$TMP/err" || { cat "$TMP/err" >&2; fail "srun -n 1 without PMI: a word about PMI"; }
   launch_fails "SLURM_CPUS_PER_TASK='2x'" run_np 2 -x SLURM_CPUS_PER_TASK=2x $run
 }
 

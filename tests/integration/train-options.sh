@@ -8,6 +8,11 @@ need_data
 "$MNIST_DDP" --help | grep -q -- '--batch-size' || fail "--help does not list the options"
 "$MNIST_DDP" --help | grep -q -- '--profile .*table of where the time went' || fail "--help does not describe --profile"
 "$MNIST_DDP" --version | grep -q '^mnist_ddp ' || fail "--version"
+# Both asked for: the first wins, whichever it is.
+[ "$("$MNIST_DDP" --help --version | head -n 1)" = "Usage: mnist_ddp [OPTION]..." ] || fail "--help --version: no usage text"
+out=$("$MNIST_DDP" --version --help)
+case $out in "mnist_ddp "[0-9]*) ;; *) fail "--version --help: '$out', not the version alone" ;; esac
+[ "$(echo "$out" | wc -l)" = 1 ] || fail "--version --help: $(echo "$out" | wc -l) lines, not the version's one"
 # Neither starts MPI (a login node's may not start: here a transport that does not exist), and under a
 # launcher only its rank 0 prints.
 OMPI_MCA_pml=no-such-pml "$MNIST_DDP" --help | grep -q -- '--batch-size' || fail "--help needs MPI to start"
@@ -30,7 +35,11 @@ for bad in "--batch-size 0" "--batch-size abc" "--test-batch-size -3" "--epochs 
   expect_fail 64 "$opt" "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1 $bad
 done
 expect_fail 64 "unexpected argument 'stray'" "$MNIST_DDP" --data "$MNIST_DATA" stray
-expect_fail 64 "--precision bf16" "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --precision bf16
+# Both reduced precisions are the GPU's: each refused on the CPU, with the whole reason.
+for p in bf16 tf32; do
+  expect_fail 64 "--precision $p: only the GPU path computes in reduced precision; the CPU uses fp32" \
+    "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --precision $p
+done
 # MNIST_DDP_CONV1 (the GPU's one-kernel conv1): a value it does not know, or the CPU path, ends the run (78).
 expect_fail 78 "MNIST_DDP_CONV1=fast: im2col (the default) or direct" \
   env MNIST_DDP_CONV1=fast "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1

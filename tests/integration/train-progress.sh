@@ -1,7 +1,8 @@
 #!/bin/sh
 # Reading a running job: each progress line gives the fraction of the epoch done and the time left in the
 # epoch and in the run (steps left there times the measured mean step time, across epochs and under
-# --max-steps), with the same numbers in the --metrics step lines; the step time is that of the run; a pipe
+# --max-steps, and after a resume mid-epoch), with the same numbers in the --metrics step lines; the step time is
+# that of the run; a pipe
 # gets plain lines, never a carriage return, while a terminal (a process started alone) gets one updating
 # line. The summary's time line accounts for the wall-clock time: start-up, data loading, training,
 # evaluation and checkpoints add up to no more than the wall time (checkpoint writes are not training).
@@ -20,6 +21,10 @@ run() { # run NAME ARGS...: 2 ranks, metrics in NAME.jsonl, output (a pipe) in N
 }
 run epochs --epochs 3 --checkpoint-dir "$TMP/ck" --checkpoint-every 4
 run capped --epochs 3 --max-steps 14
+# Resumed at epoch 2's step 8 (global 18): its first progress line, at step 9, has one step's time behind it.
+run part --epochs 3 --max-steps 18 --checkpoint-dir "$TMP/ck2" --checkpoint-every 9
+run resumed --epochs 3 --checkpoint-dir "$TMP/ck2"
+grep -q 'resumed from step 18' "$TMP/resumed.out" || { cat "$TMP/resumed.out"; fail "not resumed from step 18"; }
 
 # check NAME EPOCHS MAX_STEPS: every progress line of NAME against the metrics and the expected steps left.
 check() {
@@ -71,6 +76,17 @@ PY
 }
 check epochs 3 0 || fail "progress lines of the 3-epoch run"
 check capped 3 14 || fail "progress lines of the --max-steps 14 run"
+check resumed 3 0 || fail "progress lines of the run resumed mid-epoch"
+# Its first line's step time is that of the one step since the resume, not spread over the epoch's 9 steps.
+"$PYTHON3" - "$TMP/resumed.jsonl" "$TMP/epochs.jsonl" <<'PY' || fail "the step time after a resume mid-epoch"
+import json, statistics, sys
+first = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "step"][0]
+usual = statistics.median(r["step_s"] for r in map(json.loads, open(sys.argv[2])) if r["type"] == "step")
+if (first["epoch"], first["step"]) != (2, 9) or first["step_s"] < 0.3 * usual:
+    sys.exit("epoch %d step %d: step time %.4f s, the uninterrupted run's %.4f s" %
+             (first["epoch"], first["step"], first["step_s"], usual))
+print("ok: resumed at step 18, the first step time %.4f s (uninterrupted: %.4f s)" % (first["step_s"], usual))
+PY
 
 # The time line: every phase measured, and together no more than the wall time; checkpoints apart.
 "$PYTHON3" - "$TMP/epochs.out" "$TMP/epochs.jsonl" <<'PY' || fail "the summary's time line"

@@ -102,6 +102,9 @@ refuse "written with seed 4, this run has seed 5" 2 --seed 5
 refuse "written with model net, this run has model convnet" 2 --model convnet
 refuse "written with optimizer adadelta, this run has optimizer sgd" 2 --optimizer sgd
 refuse "written with lr 1, this run has lr 0.5" 2 --lr 0.5
+refuse "written with gamma 0.7, this run has gamma 0.5" 2 --gamma 0.5
+refuse "written with momentum 0, this run has momentum 0.5" 2 --momentum 0.5
+refuse "written with weight_decay 0, this run has weight_decay 0.01" 2 --weight-decay 0.01
 refuse "written with global_batch 32, this run has global_batch 48" 3
 # convnet's default lr is 1e-4 x the ranks, so another world size is another lr: said in the digits that tell
 # the two apart (stored with 17), with the fix; the file's lr given resumes it.

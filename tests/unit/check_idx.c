@@ -274,8 +274,13 @@ static const bad_case bad_cases[] = {
     {"missing", 0, EX_NOINPUT, "No such file"},
     {"a-directory", 0, EX_NOINPUT, "directory"},
     {"wrong-magic", 0, EX_DATAERR, "wrong magic 0x00000804"},
-    {"labels-as-images", 0, EX_DATAERR, "swapped"},
-    {"images-as-labels", 1, EX_DATAERR, "swapped"},
+    /* Whole clauses: the hint names the kind the file is, and the kind expected. */
+    {"labels-as-images", 0, EX_DATAERR,
+     "wrong magic 0x00000801 (that of an IDX labels file; expected 0x00000803): are the images and labels files "
+     "swapped?"},
+    {"images-as-labels", 1, EX_DATAERR,
+     "wrong magic 0x00000803 (that of an IDX images file; expected 0x00000801): are the images and labels files "
+     "swapped?"},
     {"labels-wrong-magic", 1, EX_DATAERR, "wrong magic 0x00000901"},
     {"truncated-header", 0, EX_DATAERR, "truncated"},
     {"truncated-images", 0, EX_DATAERR, "truncated: 2367 bytes, expected 2368"},
@@ -286,7 +291,7 @@ static const bad_case bad_cases[] = {
     {"wrong-size", 0, EX_DATAERR, "28x27"},
     {"gzipped", 0, EX_DATAERR, "gzip"},
     {"empty", 1, EX_DATAERR, "truncated"},
-    {"count-mismatch", 2, EX_DATAERR, "has 3 images but labels file"},
+    {"count-mismatch", 2, EX_DATAERR, "/count-mismatch' has 3 images but labels file '"}, /* each count its file's */
 };
 #define NBAD (int)(sizeof bad_cases / sizeof *bad_cases)
 
