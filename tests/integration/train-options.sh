@@ -38,7 +38,7 @@ expect_fail 64 "unexpected argument 'stray'" "$MNIST_DDP" --data "$MNIST_DATA" s
 # Both reduced precisions are the GPU's: each refused on the CPU, with the whole reason.
 for p in bf16 tf32; do
   expect_fail 64 "--precision $p: only the GPU path computes in reduced precision; the CPU uses fp32" \
-    "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --precision $p
+    "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --precision $p --epochs 1 --max-steps 1
 done
 # MNIST_DDP_CONV1 (the GPU's one-kernel conv1): a value it does not know, or the CPU path, ends the run (78).
 expect_fail 78 "MNIST_DDP_CONV1=fast: im2col (the default) or direct" \
