@@ -91,6 +91,7 @@ int main(int argc, char **argv)
     int rc = train_run(&o, &env, gpu);
     if (gpu) {
         gpu_blas_free();
+        gpu_profile_release();
         gpu_release();
     }
     log_close();

@@ -25,7 +25,7 @@
  *                       gpu_grad_comm_finish(g); optimizer kernels on gpu_compute_stream()
  *   per log interval: the loss read-back, whose wait is gpu_grad_comm_settle(g) (gpu_wait_compute)
  *   gpu_comm_average(c, dev_bn_stats, nb, "BatchNorm statistics")
- *   gpu_grad_comm_free(g); gpu_comm_free(c); gpu_blas_free(); gpu_release()   before bootstrap_finalize()
+ *   gpu_grad_comm_free(g); gpu_comm_free(c); gpu_blas_free(); gpu_profile_release(); gpu_release()
  * Every kernel and cuBLAS call of the trainer must run on gpu_compute_stream(): the all-reduce orders
  * itself after backward with events recorded on that stream. NN_CUDA_FORKED's side stream forks from it and
  * joins it again before a layer's gradients are ready.
@@ -159,16 +159,16 @@ int gpu_capturing(void);           /* 1 between a successful gpu_graph_begin and
 
 /* --profile on the GPU (src/gpu/cuda/profile_clock.cu): the clock for profile_use_clock. graphs 0: CUDA events
  * on the compute stream (eager steps only); 1: stamp kernels, which a captured step keeps, so replayed steps are
- * timed too. Either is read after the host's own waits (gpu_wait_compute calls gpu_profile_before_wait, then
- * gpu_profile_settled). After gpu_select(); gpu_release() frees it. CPU-only build: a stub. */
+ * timed too. Either is read around the host's own waits (gpu_set_wait_hooks). After gpu_select();
+ * gpu_profile_release() frees it, before gpu_release(). CPU-only build: stubs. */
 const struct profile_clock *gpu_profile_clock(int graphs);
-void gpu_profile_before_wait(void); /* GPU build only */
+void gpu_profile_release(void);
+/* Called by gpu_wait_compute() before and after each wait (NULL: nothing). GPU build only. */
+void gpu_set_wait_hooks(void (*before)(void), void (*after)(void));
 /* Seconds per node of a graph of `nodes` empty kernels on the compute stream, replayed `replays` times: what a node
  * costs by itself (launch, dependency, a block's start), beside the step's nodes. Waits for the device. CPU-only
  * build: a stub. */
 double gpu_node_cost_s(int nodes, int replays);
-void gpu_profile_settled(void); /* GPU build only */
-void gpu_profile_release(void); /* GPU build only */
 
 /* "cuda:0 (0000:3B:00.0)": the device column of bootstrap_report(). CPU-only build: a stub. */
 void gpu_describe(const gpu_info *info, char *buf, size_t len);

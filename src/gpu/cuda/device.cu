@@ -186,6 +186,15 @@ extern "C" void gpu_set_compute_wait(void (*wait)(void *ctx), void *ctx)
     compute_wait_ctx = ctx;
 }
 
+// --profile's clock (profile_clock.cu) around each wait: its copy queued before, its times read after.
+static void (*wait_before)(void), (*wait_after)(void);
+
+extern "C" void gpu_set_wait_hooks(void (*before)(void), void (*after)(void))
+{
+    wait_before = before;
+    wait_after = after;
+}
+
 static long kernels_counted, gemms_counted, waits_counted; // gpu_counted(); one thread queues all work
 // While a step is captured its launches are the graph's, counted when it is launched (gpu_graph_launch).
 static int capturing;
@@ -204,12 +213,14 @@ extern "C" void gpu_counted(long *kernels, long *gemms, long *waits)
 extern "C" void gpu_wait_compute(void)
 {
     waits_counted++;
-    gpu_profile_before_wait();
+    if (wait_before)
+        wait_before();
     if (compute_wait)
         compute_wait(compute_wait_ctx);
     else
         CUDA_CHECK(cudaStreamSynchronize(compute_stream));
-    gpu_profile_settled(); // --profile's times are on the host now: read them without another wait
+    if (wait_after)
+        wait_after(); // --profile's times are on the host now: read them without another wait
 }
 
 // ---- CUDA graph of a training step ------------------------------------------------------------------
@@ -289,7 +300,7 @@ extern "C" void gpu_describe(const gpu_info *info, char *buf, size_t len)
 
 extern "C" void gpu_release(void)
 {
-    gpu_profile_release();
+    wait_before = wait_after = nullptr;
     if (side_stream) {
         CUDA_CHECK(cudaEventDestroy(fork_event));
         CUDA_CHECK(cudaEventDestroy(join_event));

@@ -163,7 +163,7 @@ extern "C" double gpu_node_cost_s(int nodes, int replays)
 
 static const profile_clock *active;
 
-extern "C" void gpu_profile_before_wait(void)
+static void before_wait(void)
 {
     if (active != &stamp_clock)
         return;
@@ -171,7 +171,7 @@ extern "C" void gpu_profile_before_wait(void)
     stamps_copy_queued = 1;
 }
 
-extern "C" void gpu_profile_settled(void)
+static void settled(void)
 {
     if (active == &stamp_clock)
         stamps_settled();
@@ -196,6 +196,7 @@ extern "C" const profile_clock *gpu_profile_clock(int graphs)
         created = 1;
         active = &event_clock;
     }
+    gpu_set_wait_hooks(before_wait, settled);
     return active;
 }
 
@@ -211,4 +212,5 @@ extern "C" void gpu_profile_release(void)
     stamps = stamps_host = nullptr;
     stamps_copy_queued = 0;
     active = nullptr;
+    gpu_set_wait_hooks(nullptr, nullptr);
 }
