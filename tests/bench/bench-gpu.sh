@@ -5,7 +5,8 @@
 #   mnist_ddp loads, and mnist_ddp's own probe. Strict, a missing library or an unusable GPU is a failure
 #   (exit 1); otherwise (make bench-gpu on a machine without a GPU) it says so and succeeds;
 # - then the runs in order of value (a run cut short still holds the first): (1) where a replayed step's time
-#   goes (--profile with graphs: stamp kernels between phases), fp32 and tf32; (2) mnist_ddp's default in fp32
+#   goes (--profile with graphs: stamp kernels between phases), fp32 and tf32, and where nsys exists every node of
+#   100 replayed steps (--cuda-graph-trace=node); (2) mnist_ddp's default in fp32
 #   and tf32 as a CUDA graph against the tuned PyTorch peer (tests/reference/pytorch_tuned_mnist.py: data
 #   resident on the GPU, channels-last, cuDNN autotuning, the whole step as a CUDA graph where its PyTorch
 #   can); (3) both at per-GPU batches 256 and 1024 (BENCH_GPU_BATCHES); (4) the paths behind a switch
@@ -130,6 +131,22 @@ fi
 #    more; the unprofiled step's time is in 2).
 ddp profile-graph 1 fp32 on 1 --profile
 ddp profile-graph-tf32 1 tf32 on 1 --profile
+# Where Nsight Systems exists: every node of 100 replayed steps (--cuda-graph-trace=node), kernels summed by name.
+if command -v nsys >/dev/null 2>&1; then
+  echo "bench: nsys-nodes: nsys profile --cuda-graph-trace=node, 100 steps of fp32"
+  # shellcheck disable=SC2086 # BENCH_GPU_ARGS: several options
+  if nsys profile --cuda-graph-trace=node --trace=cuda --force-overwrite=true -o "$TMP/nodes" "$MNIST_DDP" \
+    --device cuda --data "$MNIST_DATA" --epochs 1 --max-steps 100 --log-interval 100000 ${BENCH_GPU_ARGS:-} \
+    >"$TMP/nsys.log" 2>&1 &&
+    nsys stats --report cuda_gpu_kern_sum --format csv "$TMP/nodes.nsys-rep" >"$TMP/nsys.csv" 2>>"$TMP/nsys.log"; then
+    head -n 45 "$TMP/nsys.csv"
+  else
+    tail -n 20 "$TMP/nsys.log"
+    echo "note: nsys failed: no per-node rows"
+  fi
+else
+  echo "note: nsys not found: no per-node trace (the stamps above stand in)"
+fi
 # 2. The default against the tuned peer, fp32 and tf32.
 ddp fp32-graph 1 fp32 on "$epochs"
 ddp tf32-graph 1 tf32 on "$epochs"

@@ -21,8 +21,27 @@ need_data
 "$PYTHON3" -c 'import torch' 2>/dev/null || fail "PyTorch is needed for the peers' rows (apt-get install python3-torch)"
 # 64 samples (the probe's default batch), batches of 8: 8 steps per epoch.
 small_mnist "$TMP/small" 64 16
+# A stand-in for Nsight Systems: "profile [--opt=value]... -o OUT CMD..." (tracing graphs node by node) runs CMD and
+# writes OUT.nsys-rep; "stats" prints a summary in nsys's CSV form.
+mkdir "$TMP/bin"
+cat >"$TMP/bin/nsys" <<'SH'
+#!/bin/sh
+case $1 in
+  profile) shift
+    case " $* " in *" --cuda-graph-trace=node "*) ;; *) exit 2 ;; esac # each node of a graph, not the graph whole
+    while [ "${1#--}" != "$1" ]; do shift; done
+    [ "$1" = -o ] || exit 2
+    out=$2; shift 2
+    "$@" && : >"$out.nsys-rep" ;;
+  stats) [ -e "${*##* }" ] || exit 2
+    echo 'Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name'
+    echo '50.0,1000,10,100.0,100.0,90,110,5.0,k_stand_in' ;;
+  *) exit 2 ;;
+esac
+SH
+chmod +x "$TMP/bin/nsys"
 
-BENCH_GPU_PROGRAM=$P BENCH_GPU_DATA=$TMP/small BENCH_GPU_EPOCHS=2 BENCH_GPU_STRICT=1 MOCK_POLICY=compute \
+PATH="$TMP/bin:$PATH" BENCH_GPU_PROGRAM=$P BENCH_GPU_DATA=$TMP/small BENCH_GPU_EPOCHS=2 BENCH_GPU_STRICT=1 MOCK_POLICY=compute \
   BENCH_GPU_ARGS="--batch-size 8 --test-batch-size 16" BENCH_GPU_PEERS_DEVICE=cpu BENCH_GPU_BATCHES="16 32" \
   sh "$abs_top_srcdir/tests/bench/bench-gpu.sh" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "bench-gpu.sh failed"; }
 cat "$TMP/out"
@@ -72,7 +91,7 @@ for peer in ("example-fp32", "example-default", "tuned-fp32", "tuned-tf32"):
     assert re.search(rf"^{peer} .*x images/s", out, re.M), f"no row for the peer {peer}"
 # In order of value: the replayed step's phases, the default against the tuned peer, the batches, then the rest.
 order = re.findall(r"^bench: (\S+):", out, re.M)
-first = ["profile-graph", "profile-graph-tf32", "fp32-graph", "tf32-graph", "tuned-fp32", "tuned-tf32",
+first = ["profile-graph", "profile-graph-tf32", "nsys-nodes", "fp32-graph", "tf32-graph", "tuned-fp32", "tuned-tf32",
          "fp32-graph-b16", "tf32-graph-b16", "tuned-fp32-b16", "tuned-tf32-b16", "fp32-graph-b32"]
 assert order[:len(first)] == first, order
 # The batches: both programs, each peer against mnist_ddp at its batch.
@@ -83,6 +102,8 @@ for b in (16, 32):
         assert re.search(rf"^tuned-{prec}-b{b} .*x images/s.*\({prec}-graph-b{b}\)$", out, re.M), f"tuned-{prec}-b{b}"
         peer = re.search(rf"^bench: tuned-{prec}-b{b}: .*\n(.*)$", out, re.M)
         assert peer and f'"batch": {b},' in peer.group(1), f"tuned-{prec}-b{b} did not train at batch {b}"
+# Where nsys exists (here a stand-in), its kernel summary of the replayed steps' nodes.
+assert re.search(r"^Time \(%\),Total Time \(ns\),Instances,.*,Name\n50\.0,.*,k_stand_in$", out, re.M), "no nsys rows"
 # The replayed step's phases (stamps): a column each for fp32 and tf32, and what the stamps cost.
 assert "where a replayed step goes (--profile with graphs" in out, "no table of the replayed step's phases"
 assert re.search(r"^  optimizer +[0-9.]+ +[0-9.]+ +[0-9.]+%$", out[out.index("where a replayed"):], re.M)
