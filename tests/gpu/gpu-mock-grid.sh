@@ -3,7 +3,7 @@
 # net trains 3 eager steps at the default batch (64) on 1 rank, in fp32 and tf32 and with each MNIST_DDP_* switch,
 # and the simulation lists each kernel's grid sizes in the steps. A kernel launched with fewer blocks than an H100 or
 # H200 has SMs (132), leaving SMs idle, fails unless tests/gpu/launch-shapes.tsv states why; a reason for a
-# kernel that no longer runs that way fails too, so the list stays the set of kernels to widen (issue 63), and so
+# kernel that no longer runs that way fails too, so the list stays the set of kernels to widen, and so
 # does a launch narrower than the list's fewest blocks for its kernel.
 # The list is printed either way: the under-filled kernels of each path, their blocks and launches per step.
 # No GPU needed.
