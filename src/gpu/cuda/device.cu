@@ -124,6 +124,18 @@ extern "C" int gpu_probe(int local_rank, gpu_info *info, char *why, size_t len)
     return 0;
 }
 
+// A stream of the lowest priority (NCCL's run above it). Non-blocking: no implicit synchronisation with the
+// legacy default stream (which nothing of ours uses: every kernel, copy and cuBLAS call names its stream; the
+// simulation rejects stream 0).
+static cudaStream_t low_priority_stream(void)
+{
+    int least = 0, greatest = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+    return s;
+}
+
 extern "C" void gpu_bind(const gpu_info *info)
 {
     if (bound_device >= 0)
@@ -138,11 +150,7 @@ extern "C" void gpu_bind(const gpu_info *info)
             info->device, info->name, info->pci_bus_id);
     if (e != cudaSuccess)
         cuda_check_fail(e, "cudaSetDevice(info->device)", __FILE__, __LINE__);
-    int least = 0, greatest = 0;
-    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    // Non-blocking: no implicit synchronisation with the legacy default stream (which nothing of ours
-    // uses: every kernel, copy and cuBLAS call names the compute stream; the simulation rejects stream 0).
-    CUDA_CHECK(cudaStreamCreateWithPriority(&compute_stream, cudaStreamNonBlocking, least));
+    compute_stream = low_priority_stream();
     bound_device = info->device;
 }
 
@@ -156,9 +164,7 @@ static cudaEvent_t fork_event, join_event;
 extern "C" void *gpu_side_stream(void)
 {
     if (!side_stream) {
-        int least = 0, greatest = 0;
-        CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        CUDA_CHECK(cudaStreamCreateWithPriority(&side_stream, cudaStreamNonBlocking, least));
+        side_stream = low_priority_stream();
         CUDA_CHECK(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&join_event, cudaEventDisableTiming));
     }

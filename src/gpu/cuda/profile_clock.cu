@@ -34,7 +34,14 @@ __global__ void k_hold(unsigned long long ns)
         ;
 }
 
-static void launch_hold(void) { LAUNCH_SHAPE(k_hold, 1, 1, (unsigned long long)HOLD_NS); } // one of the step's launches
+static const profile_clock *active; // the clock in use, NULL: none yet
+
+// Counted: one of the step's launches. The clock's mark then starts the step's timeline.
+static void hold(void)
+{
+    LAUNCH_SHAPE(k_hold, 1, 1, (unsigned long long)HOLD_NS);
+    active->mark();
+}
 
 // ---- Events: a ring, read back in order ----------------------------------------------------------
 
@@ -57,12 +64,6 @@ static void record(int phase)
 static void event_lap(int phase) { record(phase); }
 static void event_mark(void) { record(-1); }
 
-static void event_hold(void)
-{
-    launch_hold();
-    event_mark();
-}
-
 static void events_settled(void)
 {
     for (int i = 1; i < queued; i++) {
@@ -82,7 +83,7 @@ static const profile_clock event_clock = {
     .lap = event_lap,
     .mark = event_mark,
     .flush = gpu_wait_compute,
-    .hold = event_hold,
+    .hold = hold,
     .about = "GPU time from CUDA events on the compute stream, eager steps (--cuda-graph off), each held until "
              "queued and timed back to back (the holds are in no phase)",
     .name = "cuda-events",
@@ -98,12 +99,6 @@ __global__ void k_phase_stamp(phase_stamps *d, int phase) { phase_stamp_add(d, p
 
 static void stamp_lap(int phase) { LAUNCH_SHAPE(k_phase_stamp, 1, 1, stamps, phase); }
 static void stamp_mark(void) { stamp_lap(-1); }
-
-static void stamp_hold(void)
-{
-    launch_hold();
-    stamp_mark();
-}
 
 static void stamps_settled(void)
 {
@@ -122,7 +117,7 @@ static const profile_clock stamp_clock = {
     .lap = stamp_lap,
     .mark = stamp_mark,
     .flush = gpu_wait_compute,
-    .hold = stamp_hold,
+    .hold = hold,
     .about = "GPU time from %globaltimer stamps on the compute stream, replayed steps included (each stamp one "
              "node more), each step held until queued and timed back to back (the holds are in no phase)",
     .name = "graph-stamps",
@@ -160,8 +155,6 @@ extern "C" double gpu_node_cost_s(int nodes, int replays)
 }
 
 // ---- The clock in use ----------------------------------------------------------------------------
-
-static const profile_clock *active;
 
 static void before_wait(void)
 {
