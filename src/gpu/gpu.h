@@ -63,7 +63,9 @@ struct comm_backend; /* src/comm/comm.h */
  *   cores (cuBLAS has its own setting);
  * - NN_CUDA_3XTF32: those two on tensor cores in the other precisions, three products each;
  * - NN_CUDA_FORKED: a linear layer's weight gradient on a second stream, beside its input gradient (side_fork,
- *   gemm_side, side_join). */
+ *   gemm_side, side_join);
+ * - NN_CUDA_FC_EPILOGUE: a linear layer's forward as one cuBLASLt matmul with its bias and ReLU as epilogue
+ *   (linear_forward). */
 enum {
     NN_CUDA_CONV1_DIRECT = 1,
     NN_CUDA_HEAD_FUSED = 2,
@@ -72,7 +74,8 @@ enum {
     NN_CUDA_TF32 = 16,
     NN_CUDA_3XTF32 = 32,
     NN_CUDA_FORKED = 64,
-    NN_CUDA_SWITCHES = 128
+    NN_CUDA_FC_EPILOGUE = 128,
+    NN_CUDA_SWITCHES = 256
 };
 
 /* The CUDA backend with the paths of `switches` (NN_CUDA_*); after gpu_select() and gpu_blas_init(). */
@@ -191,6 +194,11 @@ void gpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
 void gpu_blas_side_init(void);
 void gpu_gemm_side(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                    int ldb, float beta, float *c, int ldc);
+/* NN_CUDA_FC_EPILOGUE: a cuBLASLt handle and its workspace, for gpu_linear_lt(), which is linear_forward of
+ * layers.h (and its ReLU where relu) as one matmul on the compute stream: 1, or 0 having done nothing where
+ * cuBLASLt has no algorithm for the shape (warned once). After gpu_blas_init(); GPU build only. */
+void gpu_blas_lt_init(void);
+int gpu_linear_lt(const float *x, const float *w, const float *b, float *y, int N, int in, int out, int relu);
 /* Destroys the handles (before gpu_release()). CPU-only build: a stub. */
 void gpu_blas_free(void);
 

@@ -160,6 +160,10 @@ typedef struct nn_backend {
     /* net's training head (head.h) in one pass; NULL: networks.c composes it from the entries above. The CUDA
      * backend's with the fused head (docs/gpu.md#variants-for-measurement): one block. */
     void (*head_train)(const nn_head *h);
+    /* layers.h's linear_forward with a bias (and its ReLU where relu: linear_relu_forward) in one call; 0
+     * having done nothing (layers.c composes it). NULL: always composed. The CUDA backend's with
+     * MNIST_DDP_FC=epilogue (docs/gpu.md#variants-for-measurement): one cuBLASLt matmul. */
+    int (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int in, int out, int relu);
     /* A graph of the work queued between graph_begin and graph_end, replayed by graph_launch (CUDA graphs:
      * gpu.h's gpu_graph_*, whose failures they report the same way); NULL: the backend has none (CPU). */
     int (*graph_begin)(char *why, size_t len);

@@ -134,9 +134,20 @@ void pool_conv_backward(const nn_backend *be, float *dpy, const nn_flat_dropout 
 void linear_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,
                     int out)
 {
+    if (b && be->linear_forward && be->linear_forward(x, w, b, y, N, in, out, 0))
+        return;
     if (b)
         be->fill(y, b, N, (size_t)out, (size_t)out, 0);
     be->gemm(0, 1, N, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
+}
+
+void linear_relu_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,
+                         int out)
+{
+    if (b && be->linear_forward && be->linear_forward(x, w, b, y, N, in, out, 1))
+        return;
+    linear_forward(be, x, w, b, y, N, in, out);
+    be->relu_forward(y, (size_t)N * (size_t)out);
 }
 
 /* The weight gradient and the input gradient read dy and write apart: with a side queue, the first runs beside

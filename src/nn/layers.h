@@ -74,6 +74,9 @@ void pool_conv_backward(const nn_backend *be, float *dpy, const nn_flat_dropout 
 /* x [N][in], w [out][in] (PyTorch layout), b [out] -> y [N][out]; b NULL: no bias (the caller adds it). */
 void linear_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,
                     int out);
+/* linear_forward, then ReLU on y. */
+void linear_relu_forward(const nn_backend *be, const float *x, const float *w, const float *b, float *y, int N, int in,
+                         int out);
 /* dw += dy^T x, db += column sums of dy unless db is NULL (the caller's), dx = dy w unless dx is NULL. */
 void linear_backward(const nn_backend *be, const float *x, const float *w, const float *dy, float *dw, float *db,
                      float *dx, int N, int in, int out);

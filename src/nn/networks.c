@@ -297,7 +297,6 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
 {
     const nn_backend *be = m->be;
     net_acts *a = &m->a.net;
-    size_t N = (size_t)n;
     nn_flat_dropout fd = {.f = a->f, .mask = train ? a->mask1 : NULL, .ids = ids, .key = key, .layer = 0, .p = 0.25f};
     const nn_flat_dropout *fused = be->pool_flatten_dropout_forward ? &fd : NULL; /* dropout1 in conv2's pass */
     if (!net_stack(m, x, n, train, 0)) {
@@ -316,8 +315,7 @@ static void net_forward(model *m, const float *x, int n, const uint64_t *ids, ui
         lap(train, "fc1 forward");
         return;
     }
-    linear_fwd(m, NET_FC1, a->f, a->h3, n, NET_FLAT, NET_HIDDEN);
-    be->relu_forward(a->h3, N * NET_HIDDEN);
+    linear_relu_forward(be, a->f, m->layer[NET_FC1].w, m->layer[NET_FC1].b, a->h3, n, NET_FLAT, NET_HIDDEN);
     lap(train, "fc1 forward");
     if (train)
         be->dropout_forward(a->h3, a->mask2, n, NET_HIDDEN, ids, key, NET_DROP2_LAYER, NET_DROP2_P);

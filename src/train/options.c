@@ -55,6 +55,7 @@ static const char *const head_names[] = {"composed", "fused", NULL};
 static const char *const pool_names[] = {"fused", "composed", NULL};
 static const char *const conv2_names[] = {"im2col", "direct", "3xtf32", NULL};
 static const char *const backward_names[] = {"serial", "forked", NULL};
+static const char *const fc_names[] = {"gemm", "epilogue", NULL};
 static const char *const zero_one[] = {"0", "1", NULL};
 
 static int parse_straggler(const char *v, void *field, char *why, size_t len)
@@ -215,6 +216,9 @@ static const option_spec variants[] = {
     {NULL, "MNIST_DDP_BACKWARD", NULL, ARG_INDEX, F(backward), 1, 0, backward_names, "serial", NULL,
      "serial | forked: the GPU's fc layers compute their weight"
      "\ngradient on a second stream beside their input gradient"},
+    {NULL, "MNIST_DDP_FC", NULL, ARG_INDEX, F(fc), 1, 0, fc_names, "gemm", NULL,
+     "gemm | epilogue: the GPU's fc forward as a GEMM with bias"
+     "\nand ReLU kernels, or one cuBLASLt matmul doing both"},
     {NULL, "MNIST_DDP_ARM_ALONE", NULL, ARG_INDEX, F(arm_alone), 0, 0, zero_one, "0", NULL,
      "0 | 1: one rank exchanges its gradients as with peers"},
     {NULL, "MNIST_DDP_STRAGGLER", NULL, ARG_STRAGGLER, F(straggler), 0, 0, NULL, NULL, "",

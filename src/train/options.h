@@ -28,6 +28,7 @@ enum { HEAD_COMPOSED, HEAD_FUSED };
 enum { POOL_FUSED, POOL_COMPOSED };
 enum { CONV2_IM2COL, CONV2_DIRECT, CONV2_3XTF32 };
 enum { BACKWARD_SERIAL, BACKWARD_FORKED };
+enum { FC_GEMM, FC_EPILOGUE };
 
 typedef struct {
     int batch_size; /* per rank; 0 = the model's recipe default */
@@ -65,11 +66,11 @@ typedef struct {
     const char *checkpoint_dir; /* NULL: no training-state checkpoints */
     long checkpoint_every;      /* optimizer steps; 0: at each epoch end */
     int checkpoint_keep;
-    const char *resume;                     /* "auto", "never" or a checkpoint file */
-    int conv1, head, pool, conv2, backward; /* the GPU kernels' variants (CONV1_IM2COL, ...) */
-    int arm_alone;                          /* 1: one rank exchanges gradients as if it had peers */
-    straggler_variant straggler;            /* a rank held back before a step (tests, demonstrations) */
-    proxy_variant proxy;                    /* other GPUs' traffic stood in for (one GPU armed alone) */
+    const char *resume;                         /* "auto", "never" or a checkpoint file */
+    int conv1, head, pool, conv2, backward, fc; /* the GPU kernels' variants (CONV1_IM2COL, ...) */
+    int arm_alone;                              /* 1: one rank exchanges gradients as if it had peers */
+    straggler_variant straggler;                /* a rank held back before a step (tests, demonstrations) */
+    proxy_variant proxy;                        /* other GPUs' traffic stood in for (one GPU armed alone) */
 } options;
 
 /* Before MPI_Init: 1 where --help, 2 where --version comes before the first argument that is not an option,

@@ -414,7 +414,7 @@ static unsigned cuda_switches(const options *o)
     return (strcmp(o->precision, "tf32") == 0 ? NN_CUDA_TF32 : 0) |
            (o->conv1 == CONV1_DIRECT ? NN_CUDA_CONV1_DIRECT : 0) | (o->head == HEAD_FUSED ? NN_CUDA_HEAD_FUSED : 0) |
            (o->pool == POOL_FUSED ? NN_CUDA_POOL_FUSED : 0) | conv2[o->conv2] |
-           (o->backward == BACKWARD_FORKED ? NN_CUDA_FORKED : 0);
+           (o->backward == BACKWARD_FORKED ? NN_CUDA_FORKED : 0) | (o->fc == FC_EPILOGUE ? NN_CUDA_FC_EPILOGUE : 0);
 }
 
 /* Everything a run needs before its first step, on the device chosen by main (gpu). */

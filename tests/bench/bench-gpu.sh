@@ -11,7 +11,8 @@
 #   resident on the GPU, channels-last, cuDNN autotuning, the whole step as a CUDA graph where its PyTorch
 #   can); (3) both at per-GPU batches 256 and 1024 (BENCH_GPU_BATCHES); (4) the paths behind a switch
 #   (MNIST_DDP_CONV1=direct, MNIST_DDP_HEAD=fused, the fused pool undone with MNIST_DDP_POOL=composed,
-#   MNIST_DDP_CONV2=direct and =3xtf32, and together; MNIST_DDP_BACKWARD=forked) as graphs against the default,
+#   MNIST_DDP_CONV2=direct and =3xtf32, and together; MNIST_DDP_BACKWARD=forked; MNIST_DDP_FC=epilogue) as graphs
+#   against the default,
 #   with their eager per-layer tables; (5) eager steps, bf16, all GPUs of the node, the eager per-layer table (CUDA events),
 #   start-up with lazy and eager module loading, and PyTorch's DDP example
 #   (tests/reference/pytorch_ddp_mnist.py). mnist_ddp runs BENCH_GPU_EPOCHS epochs (default 2; steady state is
@@ -197,6 +198,9 @@ unset MNIST_DDP_CONV2
 # The fc layers' weight gradients on a second stream, beside their input gradients (a fork and a join per layer).
 MNIST_DDP_BACKWARD=forked ddp fp32-graph-forked 1 fp32 on "$epochs"
 MNIST_DDP_BACKWARD=forked ddp tf32-graph-forked 1 tf32 on "$epochs"
+# The fc layers' forward as one cuBLASLt matmul each, the bias and fc1's ReLU in its epilogue (3 kernels fewer).
+MNIST_DDP_FC=epilogue ddp fp32-graph-epilogue 1 fp32 on "$epochs"
+MNIST_DDP_FC=epilogue ddp tf32-graph-epilogue 1 tf32 on "$epochs"
 # 5. The rest: eager steps, bf16, all GPUs of the node, the eager per-layer table (CUDA events), start-up, the
 # DDP example.
 ddp fp32-eager 1 fp32 off "$epochs"

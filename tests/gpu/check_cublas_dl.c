@@ -8,6 +8,10 @@
 #include <string.h>
 
 #include <cublas_v2.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes" /* cublasLt.h declares cublasLtLoggerForceDisable() */
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
 
 #include "gpu/cuda/cublas_dl.h"
 
@@ -21,6 +25,9 @@ static void assert_unloaded(const char *why)
     ck_assert_int_eq(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), CUBLAS_STATUS_NOT_INITIALIZED);
     ck_assert_int_eq(cublasSgemm_v2(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &x, &x, 1, &x, 1, &x, &x, 1),
                      CUBLAS_STATUS_NOT_INITIALIZED);
+    cublasLtHandle_t lt = NULL;
+    ck_assert_int_eq(cublasLtCreate(&lt), CUBLAS_STATUS_NOT_INITIALIZED);
+    ck_assert_ptr_null(lt);
     ck_assert_str_eq(cublasGetStatusName(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
     const char *s = cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED);
     ck_assert_msg(strstr(s, why) != NULL, "status text '%s' does not say '%s'", s, why);
@@ -40,6 +47,16 @@ START_TEST(test_opens_cublas)
                   cublasGetStatusName(r));
     if (r == CUBLAS_STATUS_SUCCESS)
         ck_assert_int_eq(cublasDestroy_v2(h), CUBLAS_STATUS_SUCCESS);
+    /* cuBLASLt opened beside it: a handle needs no GPU; a descriptor's checks are the library's own. */
+    cublasLtHandle_t lt = NULL;
+    r = cublasLtCreate(&lt);
+    ck_assert_msg(r == CUBLAS_STATUS_SUCCESS || r == CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtCreate: %s",
+                  cublasGetStatusName(r));
+    if (r == CUBLAS_STATUS_SUCCESS)
+        ck_assert_int_eq(cublasLtDestroy(lt), CUBLAS_STATUS_SUCCESS);
+    cublasLtMatrixLayout_t l = NULL;
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 4, 3, 4), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutDestroy(l), CUBLAS_STATUS_SUCCESS);
 }
 END_TEST
 

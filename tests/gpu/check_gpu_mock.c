@@ -287,18 +287,24 @@ static float rm_at(const float *x, int ld, int trans, int i, int j)
     return trans ? x[(size_t)j * ld + i] : x[(size_t)i * ld + j];
 }
 
+/* A fresh simulation, device 0 bound and cuBLAS initialised in precision. */
+static void blas_on_device_0(const char *precision)
+{
+    mock_reset(EAGER_COMM);
+    gpu_info info;
+    char why[GPU_MSG_LEN];
+    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
+    gpu_bind(&info);
+    gpu_blas_init(precision);
+}
+
 START_TEST(test_gemm)
 {
     static const char *const precisions[] = {"fp32", "tf32", "bf16"};
     static const struct {
         int m, n, k, pad;
     } shapes[] = {{7, 5, 3, 2}, {1, 9, 4, 1}, {13, 1, 11, 3}, {17, 19, 1, 0}};
-    mock_reset(EAGER_COMM);
-    gpu_info info;
-    char why[GPU_MSG_LEN];
-    ck_assert_int_eq(gpu_probe(0, &info, why, sizeof why), 0);
-    gpu_bind(&info);
-    gpu_blas_init(precisions[_i]);
+    blas_on_device_0(precisions[_i]);
     ck_assert_int_eq(mock.blas_on_compute_stream, 1);
     ck_assert_int_eq(mock.blas_math, _i == 1 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
     cudaStream_t s = (cudaStream_t)gpu_compute_stream();
@@ -343,6 +349,59 @@ START_TEST(test_gemm)
 }
 END_TEST
 
+/* MNIST_DDP_FC=epilogue: linear_forward (and its ReLU) as one cuBLASLt matmul, y[N][out] = x w^T + b, in each
+ * precision's compute type; one heuristic query a shape; every descriptor released; composed (0) where cuBLASLt
+ * has no algorithm. */
+START_TEST(test_linear_lt)
+{
+    static const char *const precisions[] = {"fp32", "tf32", "bf16"};
+    static const cublasComputeType_t compute[] = {CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32,
+                                                  CUBLAS_COMPUTE_32F_FAST_16BF};
+    static const int shapes[][3] = {{5, 7, 3}, {1, 4, 9}, {13, 11, 1}}; /* N, in, out */
+    blas_on_device_0(precisions[_i]);
+    gpu_blas_lt_init();
+    cudaStream_t s = (cudaStream_t)gpu_compute_stream();
+    for (int sh = 0; sh < 3; sh++)
+        for (int relu = 0; relu < 2; relu++) {
+            int N = shapes[sh][0], in = shapes[sh][1], out = shapes[sh][2];
+            float *x = malloc((size_t)N * in * sizeof *x), *w = malloc((size_t)out * in * sizeof *w),
+                  *b = malloc((size_t)out * sizeof *b), *y = calloc((size_t)N * out, sizeof *y);
+            for (int i = 0; i < N * in; i++)
+                x[i] = (float)((i * 7) % 13) - 6;
+            for (int i = 0; i < out * in; i++)
+                w[i] = (float)((i * 5) % 11) - 5;
+            for (int i = 0; i < out; i++)
+                b[i] = (float)(i % 5) - 2;
+            for (int rep = 0; rep < 2; rep++) { /* the second call reuses the first one's plan */
+                ck_assert_int_eq(gpu_linear_lt(x, w, b, y, N, in, out, relu), 1);
+                ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+                for (int n = 0; n < N; n++)
+                    for (int o = 0; o < out; o++) {
+                        double acc = b[o];
+                        for (int q = 0; q < in; q++)
+                            acc += (double)x[n * in + q] * w[o * in + q];
+                        float want = relu && acc < 0 ? 0.0f : (float)acc;
+                        ck_assert_msg(y[n * out + o] == want, "%s %dx%dx%d relu %d: y[%d][%d] = %g, expected %g",
+                                      precisions[_i], N, in, out, relu, n, o, (double)y[n * out + o], (double)want);
+                    }
+            }
+            free(x), free(w), free(b), free(y);
+        }
+    ck_assert_int_eq(mock.lt_heuristics, 6);
+    ck_assert_int_eq(mock.lt_matmuls, 12);
+    ck_assert_int_eq(mock.lt_compute, compute[_i]);
+    /* No algorithm for a shape: nothing queued, the caller composes. */
+    mock_fail("cublasLtMatmulAlgoGetHeuristic", 0, CUBLAS_STATUS_NOT_SUPPORTED, 0);
+    float one = 1;
+    ck_assert_int_eq(gpu_linear_lt(&one, &one, &one, &one, 1, 1, 1, 0), 0);
+    ck_assert_int_eq(mock.lt_matmuls, 12);
+    gpu_blas_free();
+    ck_assert_int_eq(mock.lt_handles, 0);
+    ck_assert_int_eq(mock.lt_objects, 0);
+    no_violations();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gpu_mock");
@@ -356,6 +415,7 @@ int main(void)
     tcase_add_loop_test(tc, test_free_in_flight, 0, 2);
     tcase_add_loop_test(tc, test_race_detector, 0, 2);
     tcase_add_loop_test(tc, test_gemm, 0, 3);
+    tcase_add_loop_test(tc, test_linear_lt, 0, 3);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -9,7 +9,8 @@
 # more with MNIST_DDP_POOL=composed (conv2's pool and dropout1 two kernels, their backward and conv2's bias
 # gradient four, conv1's ReLU backward its own), four fewer with MNIST_DDP_CONV2=direct (conv2 and its pool
 # three kernels without a column buffer, the model smaller by that and conv2's output: the only switch that
-# shrinks it; in fp32 and tf32, and =3xtf32), twenty-four with the other two as well, the per-layer table and
+# shrinks it; in fp32 and tf32, and =3xtf32), twenty-four with the other two as well, three fewer with
+# MNIST_DDP_FC=epilogue (fc1's bias fill and ReLU and fc2's bias fill in cuBLASLt's epilogues), the per-layer table and
 # the start-up rows are there, and the PyTorch peers' rows where BENCH_GPU_PEERS_DEVICE=cpu runs both peers
 # on the CPU for a few steps. The runs come in order of value (the replayed step's phases, the default against the
 # tuned peer, the larger batches with their peers); the replayed step's table has its fp32 and tf32 columns. Where the real mnist_ddp finds no GPU, strict pre-flight fails and says why.
@@ -76,7 +77,8 @@ for name, fewer in (("fp32-graph-headfused", 15), ("tf32-graph-headfused", 15), 
                     ("fp32-graph-poolcomposed", -5), ("tf32-graph-poolcomposed", -5),
                     ("fp32-graph-conv2direct", 4), ("tf32-graph-conv2direct", 4), ("fp32-graph-all4", 24),
                     ("tf32-graph-all4", 24), ("fp32-graph-3xtf32", 4), ("fp32-graph-all3x", 24),
-                    ("fp32-graph-forked", 0), ("tf32-graph-forked", 0)):
+                    ("fp32-graph-forked", 0), ("tf32-graph-forked", 0), ("fp32-graph-epilogue", 3),
+                    ("tf32-graph-epilogue", 3)):
     line = re.search(rf"^{name}: [0-9.]+x the steady images/s of {name.rsplit('-', 1)[0]}, (\d+) nodes per step "
                      r"against (\d+), the model's ([0-9.]+) MiB against ([0-9.]+)$", out, re.M)
     assert line and int(line.group(2)) - int(line.group(1)) == fewer, f"{name}: {line and line.group(0)}"

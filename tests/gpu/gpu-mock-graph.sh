@@ -22,6 +22,9 @@
 # (7) MNIST_DDP_BACKWARD=forked (the fc layers' weight gradients on a second stream, src/nn/layers.c): the same
 #     results, replays and device work per step as the default, as a graph and eagerly, no race between the
 #     streams (the simulation's detector), and each eager step's GEMMs on two streams (one by default).
+# (8) MNIST_DDP_FC=epilogue (the fc layers' forward as cuBLASLt matmuls, src/gpu/cuda/gemm_cublas.cu): the same
+#     replays and GEMMs per step as the default, 3 kernels fewer (fc1's bias fill and ReLU, fc2's bias fill), the
+#     same results as a graph and eagerly, no race.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -168,3 +171,12 @@ gemm_streams() { awk '$2 >= 1 && $2 <= 12 { print $22 }' "$TMP/$1.rep" | sort -u
 [ "$(gemm_streams forked-eager)" = "2 " ] || fail "forked, eager: GEMMs on $(gemm_streams forked-eager)streams per step, not 2"
 [ "$(gemm_streams eager-compute)" = "1 " ] || fail "the default, eager: GEMMs on $(gemm_streams eager-compute)streams per step"
 echo "ok: MNIST_DDP_BACKWARD=forked: the same results as a graph and eagerly, GEMMs on 2 streams, no race"
+
+MNIST_DDP_FC=epilogue train epilogue-graph
+MNIST_DDP_FC=epilogue train epilogue-eager --cuda-graph off
+same epilogue-graph epilogue-eager graph_steps
+kernels() { json_field "$TMP/$1.json" summary kernels_per_step; }
+awk -v a="$(kernels graph-compute)" -v b="$(kernels epilogue-graph)" 'BEGIN { exit !(a - b == 3) }' ||
+  fail "MNIST_DDP_FC=epilogue: $(kernels epilogue-graph) kernels per step, the default $(kernels graph-compute): not 3 fewer"
+same graph-compute epilogue-graph kernels_per_step
+echo "ok: MNIST_DDP_FC=epilogue: 3 kernels fewer per step, the same replays and GEMMs, graph = eager, no race"

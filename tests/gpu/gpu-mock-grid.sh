@@ -34,6 +34,7 @@ shapes poolcomposed fp32 MNIST_DDP_POOL=composed
 shapes conv2direct fp32 MNIST_DDP_CONV2=direct
 shapes conv2direct-tf32 tf32 MNIST_DDP_CONV2=direct
 shapes conv2-3xtf32 fp32 MNIST_DDP_CONV2=3xtf32
+shapes fcepilogue fp32 MNIST_DDP_FC=epilogue
 
 # shellcheck disable=SC2086 # runs: words
 "$PYTHON3" - "$TMP" "$abs_top_srcdir/tests/gpu/launch-shapes.tsv" $SMS $runs <<'PY' || fail "launch shapes (above)"

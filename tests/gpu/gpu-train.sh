@@ -1,6 +1,7 @@
 #!/bin/sh
 # Training on the GPU path (a GPU machine; SKIP without a usable GPU):
-# - 1 epoch on 1 GPU: at least 98.3% test accuracy, like the CPU path (tests/integration/train-accuracy.sh);
+# - 1 epoch on 1 GPU: at least 98.3% test accuracy, like the CPU path (tests/integration/train-accuracy.sh); the
+#   same with the fc layers' forward as cuBLASLt matmuls (MNIST_DDP_FC=epilogue);
 # - 1 GPU with NCCL armed as with peers (MNIST_DDP_ARM_ALONE=1), graph and eager (and with MNIST_DDP_BACKWARD=forked,
 #   the fc weight gradients on a second stream): the parameters of the
 #   unarmed run, and the all-reduce reported; through the bf16 wire: other parameters (rounded);
@@ -56,6 +57,11 @@ done
   { cat "$TMP/forked.log"; fail "1 GPU, MNIST_DDP_BACKWARD=forked"; }
 [ "$(json_field "$TMP/forked.json" summary fingerprint)" = "$a" ] || fail "forked backward: parameters differ from serial"
 echo "ok: 1 GPU, MNIST_DDP_BACKWARD=forked: the serial run's parameters"
+# The fc layers' forward as cuBLASLt matmuls with their bias and ReLU as epilogues: cuBLASLt's kernels round
+# otherwise than cuBLAS's, so the accuracy of an epoch, not the same parameters.
+MNIST_DDP_FC=epilogue run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 \
+  --metrics "$TMP/epilogue.json" >"$TMP/epilogue.log" 2>&1 || { cat "$TMP/epilogue.log"; fail "1 GPU, MNIST_DDP_FC=epilogue"; }
+check_accuracy epilogue
 # The same through the bf16 wire (narrowed, ncclBfloat16, widened): the rounding shows in the parameters.
 # shellcheck disable=SC2086
 (export MNIST_DDP_ARM_ALONE=1; run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 --seed 2 $steps \

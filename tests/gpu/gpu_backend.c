@@ -446,6 +446,30 @@ static void test_pool_fused(const tolerances *t)
     bk[1] = composed;
 }
 
+/* MNIST_DDP_FC=epilogue: the fc layers' forward as one cuBLASLt matmul (bias, and fc1's ReLU, in its epilogue)
+ * against the CPU's GEMM, bias and ReLU at net's shapes (cuBLASLt's kernels: the GEMM's tolerance); then net. */
+static void test_fc_epilogue(const tolerances *t)
+{
+    static const int shapes[][3] = {{64, 9216, 128}, {64, 128, 10}, {7, 300, 37}}; /* N, in, out */
+    const nn_backend *composed = bk[1];
+    printf("-- the fc layers' forward as cuBLASLt matmuls with epilogues (MNIST_DDP_FC=epilogue)\n");
+    bk[1] = nn_cuda(NN_CUDA_FC_EPILOGUE);
+    for (int i = 0; i < 3; i++) {
+        int N = shapes[i][0], in = shapes[i][1], out = shapes[i][2];
+        twin x = twin_rnd((size_t)N * in, -1, 1), w = twin_rnd((size_t)out * in, -1, 1), b = twin_rnd(out, -1, 1);
+        twin y = twin_new(NULL, (size_t)N * out * sizeof(float));
+        char what[96];
+        for (int relu = 0; relu < 2; relu++) {
+            BOTH((relu ? linear_relu_forward : linear_forward)(be, P(x), P(w), P(b), P(y), N, in, out));
+            snprintf(what, sizeof what, "linear%s %dx%d->%d, epilogue", relu ? " + ReLU" : "", N, in, out);
+            check(what, &y, (size_t)N * out, t->gemm);
+        }
+        twin_free(&x), twin_free(&w), twin_free(&b), twin_free(&y);
+    }
+    test_model("net", NET_BATCH, t);
+    bk[1] = composed;
+}
+
 static void run_precision(const tolerances *t, int primitives)
 {
     gpu_blas_init(t->precision);
@@ -466,6 +490,7 @@ static void run_precision(const tolerances *t, int primitives)
     test_gemm(t);
     test_model("net", NET_BATCH, t);
     test_model("convnet", CONVNET_BATCH, t);
+    test_fc_epilogue(t);
     if (primitives) {
         test_conv1_direct(t);
         test_head_fused(t);

@@ -376,31 +376,33 @@ const char *cublasGetStatusString(cublasStatus_t s)
 }
 
 /* cuBLAS's own argument checks: a wrong row-major -> column-major mapping shows up here. */
-static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                           float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+cublasStatus_t mock_gemm(cudaStream_t s, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                         const float *b, int ldb, float beta, float *c, int ldc, const float *bias, int relu)
 {
-    int ra = ta == CUBLAS_OP_N ? m : k, rb = tb == CUBLAS_OP_N ? k : n;
+    int ra = !ta ? m : k, rb = !tb ? k : n;
     if (m < 0 || n < 0 || k < 0 || lda < (ra > 1 ? ra : 1) || ldb < (rb > 1 ? rb : 1) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
     mock.gemms++;
     size_t stream = 0; /* which stream, from 1, for the step report */
     for (int i = 0; i < mock.nstreams && !stream; i++)
-        stream = mock.streams[i] == h->stream ? (size_t)i + 1 : 0;
+        stream = mock.streams[i] == s ? (size_t)i + 1 : 0;
     mock_trace(TR_GEMM, c, stream);
-    mock_enqueue(h->stream, (mock_op){.kind = OP_GEMM,
-                                      .ta = ta != CUBLAS_OP_N,
-                                      .tb = tb != CUBLAS_OP_N,
-                                      .m = m,
-                                      .n = n,
-                                      .k = k,
-                                      .alpha = alpha,
-                                      .a = a,
-                                      .lda = lda,
-                                      .b = b,
-                                      .ldb = ldb,
-                                      .beta = beta,
-                                      .c = c,
-                                      .ldc = ldc});
+    mock_enqueue(s, (mock_op){.kind = OP_GEMM,
+                              .ta = ta,
+                              .tb = tb,
+                              .m = m,
+                              .n = n,
+                              .k = k,
+                              .alpha = alpha,
+                              .a = a,
+                              .lda = lda,
+                              .b = b,
+                              .ldb = ldb,
+                              .beta = beta,
+                              .c = c,
+                              .ldc = ldc,
+                              .bias = bias,
+                              .relu = relu});
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -408,7 +410,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
                               const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
                               float *c, int ldc)
 {
-    return gemm(h, ta, tb, m, n, k, *alpha, a, lda, b, ldb, *beta, c, ldc);
+    return mock_gemm(h->stream, ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *alpha, a, lda, b, ldb, *beta, c, ldc,
+                     NULL, 0);
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -421,5 +424,6 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
         return CUBLAS_STATUS_NOT_SUPPORTED;
     mock.gemm_ex_calls++;
     mock.gemm_ex_compute = compute;
-    return gemm(h, ta, tb, m, n, k, *(const float *)alpha, a, lda, b, ldb, *(const float *)beta, c, ldc);
+    return mock_gemm(h->stream, ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *(const float *)alpha, a, lda, b, ldb,
+                     *(const float *)beta, c, ldc, NULL, 0);
 }

@@ -62,6 +62,8 @@ typedef struct {
     float alpha, beta;
     const float *a, *b;
     float *c;
+    const float *bias; /* cuBLASLt's bias epilogue (m values), NULL: none; relu: then its ReLU */
+    int relu;
 } mock_op;
 
 /* Both of our streams are non-blocking; the communication stream is the one with the highest priority
@@ -134,6 +136,9 @@ typedef struct {
     cublasMath_t blas_math;
     cublasComputeType_t gemm_ex_compute;
     int blas_on_compute_stream; /* the handle's stream is the compute stream */
+    int lt_handles, lt_objects; /* cuBLASLt handles and descriptors alive (tests/gpu/gpu_mock_lt.c) */
+    long lt_matmuls, lt_heuristics;
+    cublasComputeType_t lt_compute; /* the last heuristic query's */
     /* What the host did, counted (and traced for mock_step_report): kernel launches, host waits (a
      * synchronising call or an event poll that finds device work pending), device and pinned allocations. */
     long launches, waits, allocs;
@@ -183,6 +188,10 @@ void mock_violate(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int mock_injected(const char *call);
 /* What a CUDA runtime call returns before doing anything: the sticky error, or its injected failure. */
 cudaError_t mock_cuda_status(const char *call);
+/* cuBLAS's GEMM (column-major, ta/tb: transposed) checked as cuBLAS checks it, counted, traced and queued on s;
+ * bias (m values, NULL: none) and relu: cuBLASLt's epilogue. */
+cublasStatus_t mock_gemm(cudaStream_t s, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                         const float *b, int ldb, float beta, float *c, int ldc, const float *bias, int relu);
 /* Queues o on s after checking it against unordered work of the other streams (a race is a violation). */
 cudaError_t mock_enqueue(struct CUstream_st *s, mock_op o);
 

@@ -91,6 +91,8 @@ static void gemm_run(const mock_op *o)
         for (size_t i = 0; i < m; i++) {
             float *cij = &o->c[i + (size_t)j * o->ldc];
             *cij = (float)(o->alpha * acc[i] + (o->beta == 0 ? 0.0 : (double)o->beta * *cij));
+            if (o->bias) /* cuBLASLt's epilogue: the bias of the row, then the ReLU */
+                *cij = o->relu && !(*cij + o->bias[i] > 0) ? 0.0f : *cij + o->bias[i];
         }
     }
     free(acc);
@@ -220,7 +222,7 @@ static size_t span(int ld, int rows, int cols)
 }
 
 /* The memory o reads and writes (a collective reads and writes its whole buffer, on every rank). */
-static int accesses(const mock_op *o, access acc[3])
+static int accesses(const mock_op *o, access acc[4])
 {
     switch (o->kind) {
     case OP_MEMCPY:
@@ -253,7 +255,8 @@ static int accesses(const mock_op *o, access acc[3])
         acc[0] = (access){(const char *)o->a, o->ta ? span(o->lda, o->k, o->m) : span(o->lda, o->m, o->k), 0};
         acc[1] = (access){(const char *)o->b, o->tb ? span(o->ldb, o->n, o->k) : span(o->ldb, o->k, o->n), 0};
         acc[2] = (access){(const char *)o->c, span(o->ldc, o->m, o->n), 1};
-        return 3;
+        acc[3] = (access){(const char *)o->bias, o->bias ? (size_t)o->m * sizeof(float) : 0, 0};
+        return 4;
     default:
         return 0;
     }
@@ -261,7 +264,7 @@ static int accesses(const mock_op *o, access acc[3])
 
 static int conflict(const mock_op *x, const mock_op *y)
 {
-    access a[3], b[3];
+    access a[4], b[4];
     int na = accesses(x, a), nb = accesses(y, b);
     for (int i = 0; i < na; i++)
         for (int j = 0; j < nb; j++)

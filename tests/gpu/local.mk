@@ -1,6 +1,6 @@
 # The GPU path's tests (GPU build only). All of them build and run without a GPU but the last group.
 # make dist ships them whatever this tree was configured with.
-EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/check_gpu_graph.c tests/gpu/gpu_mock.c \
+EXTRA_DIST += tests/gpu/check_gpu_mock.c tests/gpu/check_gpu_errors.c tests/gpu/check_gpu_graph.c tests/gpu/gpu_mock.c tests/gpu/gpu_mock_lt.c \
 	tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock.h tests/gpu/mock_comm.h tests/gpu/gpu_mock_host.c \
 	tests/gpu/gpu-mock-host.sh \
 	tests/gpu/mpi_gpu_device.c tests/gpu/mpi_gpu_allreduce.c tests/gpu/gpu_backend.c tests/gpu/gpu-train.sh tests/gpu/gpu-proxy.sh \
@@ -14,7 +14,7 @@ if HAVE_CUDA
 # (tests/gpu/gpu_mock*.c define the cuda*/cublas*/nccl* functions; libcudart and libnccl are not linked):
 # control flow, stream/event ordering (race detector), deadlines, error and abort paths, device agreement
 # and the bootstrap address, on machines without a GPU.
-mock_sources = tests/gpu/gpu_mock.c tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock.h \
+mock_sources = tests/gpu/gpu_mock.c tests/gpu/gpu_mock_lt.c tests/gpu/gpu_mock_stream.c tests/gpu/gpu_mock_graph.c tests/gpu/gpu_mock_steps.c tests/gpu/gpu_mock.h \
 	tests/gpu/mock_comm.h
 # The kernels' host stubs (layers.o, comm_nccl.o) are C++: -lstdc++, which CUDA_LIBS brings elsewhere.
 mock_ldadd = src/libmnistddp.a $(HDF5_LIBS) $(CRYPTO_LIBS) $(ONEDNN_LIBS) $(BLAS_LIBS) -lm -lstdc++

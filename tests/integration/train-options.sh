@@ -70,6 +70,13 @@ expect_fail 78 "MNIST_DDP_BACKWARD=forked: the GPU path only" \
   env MNIST_DDP_BACKWARD=forked "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
 expect_fail 78 "MNIST_DDP_CONV2=3xtf32: the GPU path only" \
   env MNIST_DDP_CONV2=3xtf32 "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
+# MNIST_DDP_FC (the GPU's fc forward as cuBLASLt matmuls): the same; its default trains on the CPU.
+expect_fail 78 "MNIST_DDP_FC=lt: gemm (the default) or epilogue" \
+  env MNIST_DDP_FC=lt "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
+expect_fail 78 "MNIST_DDP_FC=epilogue: the GPU path only" \
+  env MNIST_DDP_FC=epilogue "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
+env MNIST_DDP_FC=gemm "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1 >"$TMP/fc" 2>&1 ||
+  { cat "$TMP/fc"; fail "MNIST_DDP_FC=gemm (the default) refused on the CPU"; }
 # MNIST_DDP_ARM_ALONE: 0 or 1; anything else (a word, 2) ends the run; 0, 1 and empty train.
 for v in yes 2; do
   expect_fail 78 "MNIST_DDP_ARM_ALONE=$v: 0 (the default) or 1" \
@@ -83,7 +90,7 @@ done
 "$MNIST_DDP" --help >"$TMP/help"
 read_vars=$(sed -n 's/.*{NULL, "\(MNIST_DDP_[A-Z0-9_]*\)".*/\1/p; s/.*, "\(MNIST_DDP_[A-Z0-9_]*\)", NULL,.*/\1/p' \
   "$abs_top_srcdir/src/train/options.c" | sort -u)
-[ "$(echo "$read_vars" | wc -l)" -eq 8 ] || fail "the variants table names $(echo "$read_vars" | wc -l) variables, not 8"
+[ "$(echo "$read_vars" | wc -l)" -eq 9 ] || fail "the variants table names $(echo "$read_vars" | wc -l) variables, not 9"
 shown=$(sed -n '/^Variants for measurement/,/^  --help/s/^  \(MNIST_DDP_[A-Z0-9_]*\) .*/\1/p' "$TMP/help" | sort)
 [ "$shown" = "$read_vars" ] || fail "--help's variants ($(echo $shown)) are not the table's ($(echo $read_vars))"
 echo "ok: --help lists the 8 variants: $(echo $shown)"

@@ -583,5 +583,9 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
         b->gemm_side = gpu_gemm_side;
         b->side_join = gpu_side_join;
     }
+    if (switches & NN_CUDA_FC_EPILOGUE) {
+        gpu_blas_lt_init(); // the handle and workspace before any step: a capture allocates nothing
+        b->linear_forward = gpu_linear_lt;
+    }
     return b;
 }
