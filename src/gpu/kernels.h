@@ -12,6 +12,17 @@
 #include "nn/head.h"
 #include "nn/ops.h"
 
+/* The step's learning rate and dropout key in device memory (backend.h's step_scalars): the optimizer and
+ * dropout kernels read them there, so one graph replays with the values the host wrote before each step. A kernel
+ * given NULL uses its by-value argument (nothing bound: unit tests, evaluation). */
+typedef struct {
+    uint64_t key;
+    float lr;
+} kern_scalars;
+
+static inline HD float kern_lr(const kern_scalars *s, float lr) { return s ? s->lr : lr; }
+static inline HD uint64_t kern_key(const kern_scalars *s, uint64_t key) { return s ? s->key : key; }
+
 /* i < n * MNIST_PIXELS: pixel p of batch sample i / MNIST_PIXELS, which is sample idx[that] (idx NULL: itself). */
 static inline HD void kern_gather(size_t i, const uint8_t *images, const uint8_t *labels, const uint64_t *idx, float *x,
                                   uint8_t *y)

@@ -164,6 +164,12 @@ typedef struct nn_backend {
      * having done nothing (layers.c composes it). NULL: always composed. The CUDA backend's with
      * MNIST_DDP_FC=epilogue (docs/gpu.md#variants-for-measurement): one cuBLASLt matmul. */
     int (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int in, int out, int relu);
+    /* The step's learning rate and dropout key, written to the backend's memory in order with the work queued
+     * around it: from then on the entries above read them there (the CUDA backend's optimizer and dropout
+     * kernels), so a graph captured once replays with each step's values. Every lr and key passed to them
+     * while training must be the pair last written (the backend dies otherwise). NULL: they are taken by value
+     * only (CPU). */
+    void (*step_scalars)(float lr, uint64_t key);
     /* A graph of the work queued between graph_begin and graph_end, replayed by graph_launch (CUDA graphs:
      * gpu.h's gpu_graph_*, whose failures they report the same way); NULL: the backend has none (CPU). */
     int (*graph_begin)(char *why, size_t len);

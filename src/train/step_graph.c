@@ -26,9 +26,10 @@ step_graph *step_graph_create(const nn_backend *be, const comm_backend *cb, void
     return sg;
 }
 
-static int same_shape(const step_shape *a, const step_shape *b)
+/* lr and the dropout key freeze in a graph only where the backend cannot write them to its memory first. */
+static int same_shape(const nn_backend *be, const step_shape *a, const step_shape *b)
 {
-    return a->lr == b->lr && a->dropout_key == b->dropout_key && a->total == b->total;
+    return (be->step_scalars || (a->lr == b->lr && a->dropout_key == b->dropout_key)) && a->total == b->total;
 }
 
 /* Every rank's capture verdict: 1 when all succeeded; else rank 0 prints the first failing rank's reason. */
@@ -80,8 +81,12 @@ static int capture(step_graph *sg, const step_shape *shape, long step, void (*qu
 void step_graph_step(step_graph *sg, const step_shape *shape, int replayable, long step, void (*queue)(void *ctx),
                      void *ctx)
 {
+    /* Outside any capture, before the step's work: eager or replayed, the step reads this pair. The float is the
+     * one the optimizer is passed (train.c's queue_step). */
+    if (sg->be->step_scalars)
+        sg->be->step_scalars((float)shape->lr, shape->dropout_key);
     if (!sg->enabled || !replayable || !sg->warm ||
-        ((!sg->graph || !same_shape(&sg->shape, shape)) && !capture(sg, shape, step, queue, ctx))) {
+        ((!sg->graph || !same_shape(sg->be, &sg->shape, shape)) && !capture(sg, shape, step, queue, ctx))) {
         queue(ctx);
         sg->warm = 1;
         return;

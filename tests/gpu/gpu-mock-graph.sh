@@ -3,10 +3,13 @@
 # runtime, cuBLAS and NCCL (tests/gpu/gpu_mock_train, graphs in tests/gpu/gpu_mock_graph.c). No GPU needed.
 # (1) a graph run and an eager run (--cuda-graph off) give the same losses, test results and parameters
 #     over two epochs with a partial last batch and evaluations (in the simulation only GEMMs, copies
-#     and all-reduces compute; kernels are counted and ordered);
+#     and all-reduces compute; kernels are counted and ordered), and their kernels read the same learning
+#     rates and dropout keys (the simulation's digest of them, read from device memory when the kernel runs)
+#     though epoch 2 has StepLR's new rate and a new key;
 # (2) per step: the first eager, the second captured and launched, every later full batch one graph
 #     launch, no kernel launch and one copy (the batch's ids, outside the graph; none in it), the partial last batch
-#     eager; one capture per epoch (the dropout key changes); no allocation, one host wait per log
+#     eager; one capture for the whole run (the rate and key are read from device memory, written before
+#     each step outside the graph); no allocation, one host wait per log
 #     interval, the same device work per step as eager in the summary;
 # (3) a capture or instantiation that fails on one rank: one warning naming it, every rank eager, the
 #     same results;
@@ -25,6 +28,8 @@
 # (8) MNIST_DDP_FC=epilogue (the fc layers' forward as cuBLASLt matmuls, src/gpu/cuda/gemm_cublas.cu): the same
 #     replays and GEMMs per step as the default, 3 kernels fewer (fc1's bias fill and ReLU, fc2's bias fill), the
 #     same results as a graph and eagerly, no race.
+# (9) a backend without step_scalars (MOCK_NO_STEP_SCALARS=1, tests/gpu/gpu_mock_main.c): lr and the dropout key
+#     freeze in a graph, so epoch 2's new key alone (--gamma 1) makes it capture another; the eager run's results.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -36,19 +41,26 @@ small_mnist "$TMP/small104" 104 16
 RUN_TIMEOUT=300
 INTERVAL=4
 
-# train NAME ARGS...: 2 epochs of net; metrics in $TMP/NAME.json, per-step report in $TMP/NAME.rep. --gamma 1:
-# the learning rate stays, so only the new dropout key makes epoch 2 recapture.
+# train NAME ARGS...: 2 epochs of net; metrics in $TMP/NAME.json, per-step report in $TMP/NAME.rep. Epoch 2 has
+# a new learning rate (StepLR's gamma 0.7) and a new dropout key: one graph replays both epochs.
 train() {
   name=$1; shift
   MOCK_POLICY=${POLICY:-compute} MOCK_STEP_REPORT=$TMP/$name.rep run_np "${NP:-2}" "$P" --device cuda \
     --data "${DATA:-$TMP/small}" \
-    --seed 0 --batch-size 4 --test-batch-size 16 --epochs 2 --gamma 1 --log-interval $INTERVAL \
+    --seed 0 --batch-size 4 --test-batch-size 16 --epochs 2 --log-interval $INTERVAL \
     --metrics "$TMP/$name.json" \
     "$@" >"$TMP/$name.out" 2>&1 || { cat "$TMP/$name.out" >&2; fail "$name: the run failed"; }
 }
 
-# same A B [KEY]: the epochs' losses and test results and the summary's figures (but timings, and KEY) agree.
+# scalars NAME: each rank's count and digest of the lr and keys its kernels read (tests/gpu/gpu_mock_main.c).
+scalars() { grep "reads of the step's lr" "$TMP/$1.out" | sort; }
+
+# same A B [KEY]: the epochs' losses and test results and the summary's figures (but timings, and KEY) agree, and
+# so do the learning rates and dropout keys the kernels read.
 same() {
+  [ "$(scalars "$1")" = "$(scalars "$2")" ] || fail "$1 and $2: the kernels read other rates or keys:
+$(scalars "$1")
+$(scalars "$2")"
   "$PYTHON3" - "$TMP/$1.json" "$TMP/$2.json" "${3:-}" <<'PY' || fail "$1 and $2 differ"
 import json, sys
 keys = [k for k in ("fingerprint", "steps", "kernels_per_step", "gemms_per_step", "host_waits_per_step",
@@ -88,7 +100,9 @@ for POLICY in compute comm; do
   train eager-$POLICY --cuda-graph off
   [ "$(graph_steps eager-$POLICY)" = 0 ] || fail "--cuda-graph off: steps were replayed"
   train graph-$POLICY
-  [ "$(captures graph-$POLICY)" = 2 ] || fail "$POLICY: $(captures graph-$POLICY) captures, expected 2 (one per epoch)"
+  [ "$(captures graph-$POLICY)" = 1 ] ||
+    fail "$POLICY: $(captures graph-$POLICY) captures, expected 1 (a new lr and key are no new graph)"
+  scalars graph-$POLICY | grep -q ": [1-9][0-9]* reads" || fail "$POLICY: no kernel read the step's lr or key"
   [ "$(graph_steps graph-$POLICY)" = 23 ] ||
     fail "$POLICY: $(graph_steps graph-$POLICY) graph steps, expected 23 (26 but the first and the 2 partial)"
   same eager-$POLICY graph-$POLICY graph_steps
@@ -180,3 +194,11 @@ awk -v a="$(kernels graph-compute)" -v b="$(kernels epilogue-graph)" 'BEGIN { ex
   fail "MNIST_DDP_FC=epilogue: $(kernels epilogue-graph) kernels per step, the default $(kernels graph-compute): not 3 fewer"
 same graph-compute epilogue-graph kernels_per_step
 echo "ok: MNIST_DDP_FC=epilogue: 3 kernels fewer per step, the same replays and GEMMs, graph = eager, no race"
+
+export MOCK_NO_STEP_SCALARS=1
+train by-value-eager --gamma 1 --cuda-graph off
+train by-value --gamma 1
+unset MOCK_NO_STEP_SCALARS
+[ "$(captures by-value)" = 2 ] || fail "without step_scalars: $(captures by-value) captures, expected 2 (one per key)"
+same by-value-eager by-value graph_steps
+echo "ok: without step_scalars: a graph per dropout key, the eager run's results"

@@ -1,4 +1,4 @@
-/* The simulated devices, NCCL and cuBLAS of gpu_mock.h, and the failures a test injects into them
+/* The simulated devices, NCCL, cuBLAS and pinned host memory of gpu_mock.h, and the failures a test injects into them
  * (streams, events and memory: tests/gpu/gpu_mock_stream.c). */
 #include "gpu_mock.h"
 
@@ -23,6 +23,7 @@ void mock_reset(int policy)
 {
     memset(&mock, 0, sizeof mock);
     mock.policy = policy;
+    mock.scalar_digest = 0xcbf29ce484222325ULL; /* FNV-1a's offset basis */
     mock.count = 2;
     mock.driver = 13000;
     mock.init_polls = 3;
@@ -426,4 +427,47 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     mock.gemm_ex_compute = compute;
     return mock_gemm(h->stream, ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *(const float *)alpha, a, lda, b, ldb,
                      *(const float *)beta, c, ldc, NULL, 0);
+}
+
+/* Pinned host memory: a copy from it reads it when it runs; from any other host memory, when it is queued
+ * (cudaMemcpyAsync). */
+static struct pinned_block {
+    const char *p;
+    size_t bytes;
+} * pinned;
+static long npinned, cappinned;
+
+int mock_is_pinned(const void *p)
+{
+    for (long i = 0; i < npinned; i++)
+        if ((const char *)p >= pinned[i].p && (const char *)p < pinned[i].p + pinned[i].bytes)
+            return 1;
+    return 0;
+}
+
+cudaError_t cudaMallocHost(void **p, size_t bytes)
+{
+    cudaError_t r = cudaMalloc(p, bytes);
+    if (r != cudaSuccess)
+        return r;
+    if (npinned == cappinned) {
+        cappinned = cappinned ? 2 * cappinned : 16;
+        pinned = realloc(pinned, (size_t)cappinned * sizeof *pinned);
+        if (!pinned)
+            abort();
+    }
+    pinned[npinned++] = (struct pinned_block){*p, bytes};
+    return r;
+}
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags)
+{
+    (void)flags;
+    return cudaMallocHost(p, bytes);
+}
+cudaError_t cudaFreeHost(void *p)
+{
+    for (long i = 0; i < npinned; i++)
+        if (pinned[i].p == p)
+            pinned[i] = pinned[--npinned];
+    return cudaFree(p);
 }

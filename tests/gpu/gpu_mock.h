@@ -34,6 +34,8 @@ enum {
     OP_PROXY,
     OP_PHASE_STAMP
 };
+/* What a kernel reads of the step's scalars (mock_op's reads). */
+enum { MOCK_READS_NONE, MOCK_READS_KEY, MOCK_READS_LR };
 /* Scheduling policies: which stream runs as early as it can while the other lags. */
 enum { EAGER_COMM, EAGER_COMPUTE };
 enum { MOCK_STREAMS = 16 };
@@ -57,6 +59,12 @@ typedef struct {
     ncclRedOp_t redop;
     int root, rank;
     cudaError_t fault; /* OP_FAULT: the sticky error the kernel raises */
+    int staged;        /* OP_MEMCPY: src is the simulation's copy of a pageable host source, freed once run */
+    /* OP_KERNEL of a kernel that reads the step's scalars (src/gpu/kernels.h's kern_scalars): which one (reads),
+     * the address it was given (NULL: none bound) and its by-value argument (a float's bits for lr) */
+    int reads;
+    const void *scalars;
+    uint64_t by_value;
     /* column-major GEMM, as cuBLAS received it */
     int ta, tb, m, n, k, lda, ldb, ldc;
     float alpha, beta;
@@ -150,6 +158,10 @@ typedef struct {
     size_t proxy_read;
     unsigned long long proxy_ns;
     int nccl_rank; /* of the last communicator initialised */
+    /* The lr and dropout keys the kernels read when they ran (mock_op's reads), in order: how many, and their
+     * FNV-1a digest (a graph replaying a stale value changes it) */
+    long scalar_reads;
+    unsigned long long scalar_digest;
 } gpu_mock_state;
 
 /* Trace kinds (tests/gpu/gpu_mock_steps.c). */
@@ -192,6 +204,8 @@ cudaError_t mock_cuda_status(const char *call);
  * bias (m values, NULL: none) and relu: cuBLASLt's epilogue. */
 cublasStatus_t mock_gemm(cudaStream_t s, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                          const float *b, int ldb, float beta, float *c, int ldc, const float *bias, int relu);
+/* Whether p lies in pinned host memory (cudaMallocHost, cudaHostAlloc; gpu_mock.c). */
+int mock_is_pinned(const void *p);
 /* Queues o on s after checking it against unordered work of the other streams (a race is a violation). */
 cudaError_t mock_enqueue(struct CUstream_st *s, mock_op o);
 

@@ -6,6 +6,8 @@
  *   MOCK_LAUNCH_REPORT=FILE    rank 0 writes each kernel's grid sizes in the steps there (gpu_mock_steps.c)
  *   MOCK_FAIL=CALL             CALL fails (cudaErrorStreamCaptureUnsupported) on the rank MOCK_FAIL_RANK
  *                              (OMPI_COMM_WORLD_RANK; default 0): a capture that fails on one rank only
+ *   MOCK_NO_STEP_SCALARS=1     the CUDA backend without step_scalars (src/nn/backend.h): lr and the dropout key
+ *                              by value only, as on a backend that cannot write them to its memory
  * At exit, a misuse of the simulated API (a race between the streams, a call on a communicator still in
  * progress...) is an error: status 97. Every rank prints the device bound when MPI_Init began (-1: none),
  * seen through MPI's profiling interface. */
@@ -16,8 +18,24 @@
 #include <unistd.h>
 
 #include "gpu_mock.h"
+#include "nn/backend.h"
 
 static int rank = -1, device_at_init = -1;
+
+/* The trainer's nn_cuda (linked with -Wl,--wrap=nn_cuda), less step_scalars with MOCK_NO_STEP_SCALARS=1. */
+const nn_backend *__real_nn_cuda(unsigned switches);
+const nn_backend *__wrap_nn_cuda(unsigned switches);
+const nn_backend *__wrap_nn_cuda(unsigned switches)
+{
+    static nn_backend by_value;
+    const nn_backend *be = __real_nn_cuda(switches);
+    const char *off = getenv("MOCK_NO_STEP_SCALARS");
+    if (!off || strcmp(off, "1") != 0)
+        return be;
+    by_value = *be;
+    by_value.step_scalars = NULL;
+    return &by_value;
+}
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
@@ -30,6 +48,8 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 static void report(void)
 {
     printf("gpu_mock_train: rank %d: device %d bound before MPI_Init\n", rank, device_at_init);
+    printf("gpu_mock_train: rank %d: %ld reads of the step's lr and dropout key, digest %016llx\n", rank,
+           mock.scalar_reads, mock.scalar_digest);
     fflush(stdout);
     const char *path = getenv("MOCK_STEP_REPORT");
     if (path && mock.nccl_rank == 0 && mock_step_report(path) != 0) {

@@ -4,9 +4,13 @@
  * __cudaGetKernel + __cudaLaunchKernel; the fat binary's functions register at start-up. */
 #include "gpu_mock.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "gpu/kernels.h"
+#include "nn/backend.h"
 
 /* ---- Launches ----------------------------------------------------------------------------------- */
 
@@ -28,6 +32,31 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
 
 /* The kernels the simulation computes, known by their (mangled) names at registration. */
 static const void *narrow_fun, *widen_fun, *stamp_bwd_fun, *stamp_end_fun, *proxy_fun, *phase_stamp_fun, *optim_fun[2];
+
+/* The kernels that read the step's scalars (src/gpu/cuda/step_scalars.h), by name: which argument is the
+ * kern_scalars pointer, which holds the by-value lr or key, at what offset in it (a struct passed by value). The
+ * simulation reads them when the kernel runs (mock_op's reads): a replayed graph shows the values it reads. */
+typedef struct {
+    const char *name;
+    int reads, scalars, arg;
+    size_t offset;
+} scalar_kernel;
+static const scalar_kernel scalar_kernels[] = {
+    {"k_adadelta", MOCK_READS_LR, 10, 5, 0},
+    {"k_sgd", MOCK_READS_LR, 8, 4, 0},
+    {"k_dropout", MOCK_READS_KEY, 8, 5, 0},
+    {"k_flatten_dropout", MOCK_READS_KEY, 11, 8, 0},
+    {"k_pool_flatten_dropout", MOCK_READS_KEY, 16, 13, 0},
+    {"k_net_head", MOCK_READS_KEY, 1, 0, offsetof(nn_head, key)},
+    {"k_cp_forward", MOCK_READS_KEY, 6, 5, offsetof(nn_flat_dropout, key)},
+    {"k_cpt_forward", MOCK_READS_KEY, 6, 5, offsetof(nn_flat_dropout, key)},
+};
+enum { SCALAR_KERNELS = sizeof scalar_kernels / sizeof scalar_kernels[0], MAX_SCALAR_FUNS = 16 };
+static struct {
+    const void *fun;
+    int entry;
+} scalar_funs[MAX_SCALAR_FUNS];
+static int nscalar_funs;
 
 /* Every kernel's name without its C++ decoration (_Z, then the identifier's length and the identifier), for
  * mock_launch_report. */
@@ -83,6 +112,25 @@ void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fu
         phase_stamp_fun = host_fun;
     if (strstr(name, "k_adadelta") || strstr(name, "k_sgd")) /* the optimizer: the end of a step's device work */
         optim_fun[optim_fun[0] != NULL] = host_fun;
+    for (int e = 0; e < SCALAR_KERNELS && nkernels && nscalar_funs < MAX_SCALAR_FUNS; e++)
+        if (kernel_names[nkernels - 1].fun == host_fun &&
+            !strcmp(kernel_names[nkernels - 1].name, scalar_kernels[e].name))
+            scalar_funs[nscalar_funs].fun = host_fun, scalar_funs[nscalar_funs++].entry = e;
+}
+
+/* A kernel's op: plain, or one reading the step's scalars with what its arguments say of them. */
+static mock_op kernel_op(const void *fun, void **args)
+{
+    mock_op o = {.kind = OP_KERNEL};
+    for (int i = 0; args && i < nscalar_funs; i++) /* (a test's stand-in kernel has no arguments) */
+        if (scalar_funs[i].fun == fun) {
+            const scalar_kernel *k = &scalar_kernels[scalar_funs[i].entry];
+            o.reads = k->reads;
+            o.scalars = *(const void **)args[k->scalars];
+            memcpy(&o.by_value, (const char *)args[k->arg] + k->offset,
+                   k->reads == MOCK_READS_LR ? sizeof(float) : sizeof(uint64_t));
+        }
+    return o;
 }
 
 /* __device__ variables (the reductions' counters: nothing runs them here). */
@@ -149,7 +197,7 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
                                               .moved = *(size_t *)args[2],
                                               .dst = *(void **)args[3],
                                               .ns = *(unsigned long long *)args[4]});
-    return mock_enqueue(stream, (mock_op){.kind = OP_KERNEL});
+    return mock_enqueue(stream, kernel_op(kernel, args));
 }
 
 /* ---- Trace ------------------------------------------------------------------------------------- */

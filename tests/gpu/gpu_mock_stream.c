@@ -13,6 +13,7 @@
 #include "base/threads.h"
 #include "gpu/cuda/comm_kernels.h"
 #include "gpu/cuda/profile_stamps.h"
+#include "gpu/kernels.h"
 #include "gpu_mock.h"
 
 #include <stdlib.h>
@@ -118,6 +119,25 @@ static void phase_stamp_run(const mock_op *o)
     phase_stamp_add(o->dst, o->value, 10000ULL * (unsigned long long)mock.time);
 }
 
+/* A kernel's read of the step's scalars, as kernels.h's kern_lr / kern_key pick it, into the digest. */
+static void scalars_run(const mock_op *o)
+{
+    uint64_t v;
+    if (o->reads == MOCK_READS_LR) {
+        float by, lr;
+        uint32_t bits;
+        memcpy(&by, &o->by_value, sizeof by);
+        lr = kern_lr(o->scalars, by);
+        memcpy(&bits, &lr, sizeof bits);
+        v = bits;
+    } else {
+        v = kern_key(o->scalars, o->by_value);
+    }
+    mock.scalar_reads++;
+    for (int b = 0; b < 8; b++)
+        mock.scalar_digest = (mock.scalar_digest ^ ((v >> (8 * b)) & 0xff)) * 0x100000001b3ULL;
+}
+
 /* A 2-rank job: for a sum the peer holds the same data (each value doubles), for a max it holds
  * peer_max; a broadcast from the other rank brings 1000 + i. */
 static void execute(struct CUstream_st *s)
@@ -127,6 +147,8 @@ static void execute(struct CUstream_st *s)
     switch (o->kind) {
     case OP_MEMCPY:
         memcpy(o->dst, o->src, o->bytes);
+        if (o->staged)
+            free((void *)o->src);
         break;
     case OP_MEMSET:
         memset(o->dst, o->value, o->bytes);
@@ -178,6 +200,10 @@ static void execute(struct CUstream_st *s)
         break;
     case OP_FAULT:
         mock.sticky = o->fault;
+        break;
+    case OP_KERNEL:
+        if (o->reads)
+            scalars_run(o);
         break;
     default:
         break;
@@ -257,6 +283,11 @@ static int accesses(const mock_op *o, access acc[4])
         acc[2] = (access){(const char *)o->c, span(o->ldc, o->m, o->n), 1};
         acc[3] = (access){(const char *)o->bias, o->bias ? (size_t)o->m * sizeof(float) : 0, 0};
         return 4;
+    case OP_KERNEL: /* the detector sees only what the simulation runs: the step's scalars */
+        if (!o->scalars)
+            return 0;
+        acc[0] = (access){o->scalars, sizeof(kern_scalars), 0};
+        return 1;
     default:
         return 0;
     }
@@ -391,13 +422,6 @@ cudaError_t cudaFree(void *p)
         free(p);
     return r;
 }
-cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
-cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags)
-{
-    (void)flags;
-    return cudaMalloc(p, bytes);
-}
-cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int priority)
 {
@@ -547,7 +571,18 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
         return r;
     if (kind == cudaMemcpyDeviceToDevice)
         mock_trace(TR_COPY, dst, bytes);
-    return mock_enqueue(s, (mock_op){.kind = OP_MEMCPY, .dst = dst, .src = src, .bytes = bytes});
+    /* From pageable memory CUDA stages the source before returning: the host may rewrite it at once. A captured
+     * copy reads its source when replayed (the tests' stand-in for a kernel's write). */
+    if (kind != cudaMemcpyHostToDevice || mock_is_pinned(src) || (s && s->capture))
+        return mock_enqueue(s, (mock_op){.kind = OP_MEMCPY, .dst = dst, .src = src, .bytes = bytes});
+    void *copy = malloc(bytes ? bytes : 1);
+    if (!copy)
+        abort();
+    memcpy(copy, src, bytes);
+    r = mock_enqueue(s, (mock_op){.kind = OP_MEMCPY, .dst = dst, .src = copy, .bytes = bytes, .staged = 1});
+    if (r != cudaSuccess)
+        free(copy);
+    return r;
 }
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
 {

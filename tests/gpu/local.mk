@@ -26,6 +26,8 @@ TESTS += tests/gpu/gpu-mock-host.sh
 check_PROGRAMS += tests/gpu/gpu_mock_train
 tests_gpu_gpu_mock_train_SOURCES = src/main.c tests/gpu/gpu_mock_main.c $(mock_sources)
 tests_gpu_gpu_mock_train_LDADD = $(mock_ldadd)
+# MOCK_NO_STEP_SCALARS=1 takes the backend's step_scalars away (tests/gpu/gpu_mock_main.c).
+tests_gpu_gpu_mock_train_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=nn_cuda
 TESTS += tests/gpu/gpu-mock-steps.sh
 # The step as a CUDA graph: the same results as eager, one graph launch per step, the fallbacks.
 TESTS += tests/gpu/gpu-mock-graph.sh

@@ -9,6 +9,7 @@
 #include "gpu/cuda/block_sum.h"
 #include "gpu/cuda/conv_pool.h"
 #include "gpu/cuda/launch.h"
+#include "gpu/cuda/step_scalars.h"
 extern "C" {
 #include "base/errors.h"
 #include "base/profile.h"
@@ -17,9 +18,10 @@ extern "C" {
 }
 
 __global__ void __launch_bounds__(CP_THREADS)
-    k_cp_forward(const float *x, const float *w, const float *b, float *py, int32_t *arg, nn_flat_dropout fd, int flat,
-                 int C, int N, int H, int W, int ld, int F)
+    k_cp_forward(const float *x, const float *w, const float *b, float *py, int32_t *arg, nn_flat_dropout fd,
+                 const kern_scalars *s, int flat, int C, int N, int H, int W, int ld, int F)
 {
+    fd.key = kern_key(s, fd.key);
     __shared__ float xs[CP_CC * CP_HW_MAX];
     __shared__ cp_w4 ws[CP_CC * 9 * CP_FG / 4];
     int n = (int)blockIdx.x, f0 = (int)blockIdx.y * CP_FG, OW2 = (W - 2) / 2, OP = ((H - 2) / 2) * OW2;
@@ -79,9 +81,10 @@ __device__ static inline void mma_step(float acc[2][NT][4], const uint32_t a[2][
 
 template <int SPLIT>
 __global__ void __launch_bounds__(CPT_THREADS)
-    k_cpt_forward(const float *x, const float *w, const float *b, float *py, int32_t *arg, nn_flat_dropout fd, int flat,
-                  int C, int N, int H, int W, int ld, int F)
+    k_cpt_forward(const float *x, const float *w, const float *b, float *py, int32_t *arg, nn_flat_dropout fd,
+                  const kern_scalars *s, int flat, int C, int N, int H, int W, int ld, int F)
 {
+    fd.key = kern_key(s, fd.key);
     __shared__ uint32_t xs[CPT_CC * CP_HW_MAX], ws[CPT_K * CPT_LDW];
     int n = (int)blockIdx.x, f0 = (int)blockIdx.y * CPT_F, OP = ((H - 2) / 2) * ((W - 2) / 2);
     unsigned lane = threadIdx.x % 32, p = threadIdx.x / 32;
@@ -199,12 +202,13 @@ int cu_conv_pool_forward(const float *x, const float *w, const float *pb, float 
         return 0;
     nn_flat_dropout drop = fd ? *fd : nn_flat_dropout{};
     int ld = wide ? W : W - 2;
+    const kern_scalars *s = fd && fd->mask ? cu_scalars_key(fd->key) : nullptr; // no mask: no key read
     if (MODE == CP_FP32 || !cpt_fits(C, H, W, F, k, pad))
-        LAUNCH_SHAPE(k_cp_forward, dim3((unsigned)N, (unsigned)(F / CP_FG)), CP_THREADS, x, w, pb, py, arg, drop,
+        LAUNCH_SHAPE(k_cp_forward, dim3((unsigned)N, (unsigned)(F / CP_FG)), CP_THREADS, x, w, pb, py, arg, drop, s,
                      fd != NULL, C, N, H, W, ld, F);
     else
         LAUNCH_SHAPE(k_cpt_forward<MODE == CP_3XTF32>, dim3((unsigned)N, (unsigned)(F / CPT_F)), CPT_THREADS, x, w, pb,
-                     py, arg, drop, fd != NULL, C, N, H, W, ld, F);
+                     py, arg, drop, s, fd != NULL, C, N, H, W, ld, F);
     return 1;
 }
 

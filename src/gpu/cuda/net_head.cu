@@ -7,11 +7,13 @@
 
 #include "gpu/cuda/launch.h"
 #include "gpu/cuda/net_head.h"
+#include "gpu/cuda/step_scalars.h"
 
 enum { HEAD_THREADS = 1024 };
 
-__global__ void __launch_bounds__(HEAD_THREADS) k_net_head(nn_head a)
+__global__ void __launch_bounds__(HEAD_THREADS) k_net_head(nn_head a, const kern_scalars *s)
 {
+    a.key = kern_key(s, a.key);
     for (int phase = 0; phase < KERN_HEAD_PHASES; phase++) {
         uint32_t n = kern_head_count(&a, phase);
         for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -24,7 +26,7 @@ void cu_net_head(const nn_head *h)
 {
     if (h->N == 0)
         return;
-    k_net_head<<<1, HEAD_THREADS, 0, stream()>>>(*h);
+    k_net_head<<<1, HEAD_THREADS, 0, stream()>>>(*h, cu_scalars_key(h->key));
     gpu_count_kernel();
     CUDA_CHECK(cudaGetLastError());
 }

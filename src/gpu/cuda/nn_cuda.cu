@@ -16,6 +16,7 @@
 #include "gpu/cuda/launch.h"
 #include "gpu/cuda/net_head.h"
 #include "gpu/cuda/pool_fused.h"
+#include "gpu/cuda/step_scalars.h"
 #include "gpu/gpu.h"
 extern "C" {
 #include "nn/backend.h"
@@ -108,16 +109,19 @@ __global__ void k_relu_maxpool2_grad(size_t n, const float *dy, const float *y, 
     GRID_STRIDE(i, n) kern_relu_maxpool2_grad(i, dy, y, arg, dx, H, W, ld);
 }
 
-__global__ void k_dropout(size_t n, float *x, float *mask, int D, const uint64_t *ids, uint64_t key, int layer, float p)
+__global__ void k_dropout(size_t n, float *x, float *mask, int D, const uint64_t *ids, uint64_t key, int layer, float p,
+                          const kern_scalars *s)
 {
+    key = kern_key(s, key);
     GRID_STRIDE(i, n) kern_dropout(i, x, mask, D, ids, key, layer, p);
 }
 
 __global__ void k_scale(size_t n, float *dy, const float *mask) { GRID_STRIDE(i, n) dy[i] *= mask[i]; }
 
 __global__ void k_flatten_dropout(size_t n, const float *x, float *y, float *mask, int C, int N, int HW,
-                                  const uint64_t *ids, uint64_t key, int layer, float p)
+                                  const uint64_t *ids, uint64_t key, int layer, float p, const kern_scalars *s)
 {
+    key = kern_key(s, key);
     GRID_STRIDE(i, n) kern_flatten_dropout(i, x, y, mask, C, N, HW, ids, key, layer, p);
 }
 
@@ -147,8 +151,9 @@ __global__ void k_nll_grad(size_t n, const float *logp, const uint8_t *labels, f
 }
 
 __global__ void k_adadelta(size_t n, float *param, const float *grad, float *sq, float *acc, float lr, float rho,
-                           float eps, float wd, float *clear)
+                           float eps, float wd, float *clear, const kern_scalars *s)
 {
+    lr = kern_lr(s, lr);
     GRID_STRIDE(i, n)
     {
         op_adadelta(param, grad, sq, acc, i, lr, rho, eps, wd);
@@ -158,8 +163,9 @@ __global__ void k_adadelta(size_t n, float *param, const float *grad, float *sq,
 }
 
 __global__ void k_sgd(size_t n, float *param, const float *grad, float *buf, float lr, float momentum, float wd,
-                      float *clear)
+                      float *clear, const kern_scalars *s)
 {
+    lr = kern_lr(s, lr);
     GRID_STRIDE(i, n)
     {
         op_sgd(param, grad, buf, i, lr, momentum, wd);
@@ -388,7 +394,7 @@ static int cu_dropout_pool_backward_sum(const float *dy, const float *mask, cons
 static void cu_dropout_forward(float *x, float *mask, int N, int D, const uint64_t *ids, uint64_t key, int layer,
                                float p)
 {
-    LAUNCH(k_dropout, (size_t)N * D, x, mask, D, ids, key, layer, p);
+    LAUNCH(k_dropout, (size_t)N * D, x, mask, D, ids, key, layer, p, cu_scalars_key(key));
 }
 
 static void cu_dropout_backward(float *dy, const float *mask, size_t count) { LAUNCH(k_scale, count, dy, mask); }
@@ -396,7 +402,8 @@ static void cu_dropout_backward(float *dy, const float *mask, size_t count) { LA
 static void cu_flatten_dropout_forward(const float *x, float *y, float *mask, int C, int N, int HW, const uint64_t *ids,
                                        uint64_t key, int layer, float p)
 {
-    LAUNCH(k_flatten_dropout, (size_t)C * N * HW, x, y, mask, C, N, HW, ids, key, layer, p);
+    LAUNCH(k_flatten_dropout, (size_t)C * N * HW, x, y, mask, C, N, HW, ids, key, layer, p,
+           mask ? cu_scalars_key(key) : nullptr); // no mask (evaluation): no key read
 }
 
 static void cu_dropout_unflatten_backward(float *dy, const float *mask, float *dx, int C, int N, int HW)
@@ -481,13 +488,13 @@ static long cu_count_correct(const float *z, const uint8_t *labels, int N, int K
 static void cu_adadelta_step(float *param, const float *grad, float *square_avg, float *acc_delta, size_t n, float lr,
                              float rho, float eps, float weight_decay, float *clear)
 {
-    LAUNCH(k_adadelta, n, param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, clear);
+    LAUNCH(k_adadelta, n, param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, clear, cu_scalars_lr(lr));
 }
 
 static void cu_sgd_step(float *param, const float *grad, float *buf, size_t n, float lr, float momentum,
                         float weight_decay, float *clear)
 {
-    LAUNCH(k_sgd, n, param, grad, buf, lr, momentum, weight_decay, clear);
+    LAUNCH(k_sgd, n, param, grad, buf, lr, momentum, weight_decay, clear, cu_scalars_lr(lr));
 }
 
 static nn_counts cu_counts(void)
@@ -539,6 +546,7 @@ static const nn_backend cuda_backend = {
     .counts = cu_counts,
     .adadelta_step = cu_adadelta_step,
     .sgd_step = cu_sgd_step,
+    .step_scalars = cu_step_scalars,
     .graph_begin = gpu_graph_begin,
     .graph_end = cu_graph_end,
     .graph_launch = cu_graph_launch,
@@ -551,6 +559,7 @@ extern "C" const nn_backend *nn_cuda(unsigned switches)
     if (!gpu_compute_stream())
         die(EX_SOFTWARE, "nn_cuda: no device bound (gpu_select() comes first)");
     reduction_alloc();
+    cu_scalars_alloc();
     if (!switches)
         return &cuda_backend;
     nn_backend *b = &with[switches % NN_CUDA_SWITCHES];

@@ -7,11 +7,13 @@
 #include "gpu/cuda/block_sum.h"
 #include "gpu/cuda/launch.h"
 #include "gpu/cuda/pool_fused.h"
+#include "gpu/cuda/step_scalars.h"
 
 __global__ void k_pool_flatten_dropout(size_t n, const float *x, const float *b, float *y, int32_t *arg, float *f,
                                        float *mask, int C, int N, int H, int W, int ld, const uint64_t *ids,
-                                       uint64_t key, int layer, float p)
+                                       uint64_t key, int layer, float p, const kern_scalars *s)
 {
+    key = kern_key(s, key);
     GRID_STRIDE(j, n) kern_pool_flatten_dropout(j, x, b, y, arg, f, mask, C, N, H, W, ld, ids, key, layer, p);
 }
 
@@ -35,7 +37,7 @@ void cu_pool_flatten_dropout_forward(const float *x, const float *b, float *y, i
                                      float p)
 {
     LAUNCH(k_pool_flatten_dropout, (size_t)C * N * (H / 2) * (W / 2), x, b, y, arg, f, mask, C, N, H, W, ld, ids, key,
-           layer, p);
+           layer, p, mask ? cu_scalars_key(key) : nullptr);
 }
 
 int cu_dropout_pool_grad(const float *dy, const float *mask, const float *y, const int32_t *arg, float *dx, float *db,

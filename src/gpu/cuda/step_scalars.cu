@@ -1,0 +1,50 @@
+// The step's scalars on the device (step_scalars.h). One struct for the process, rewritten before each step: a
+// graph captured once replays for the whole run, whatever StepLR and the epoch's dropout key do.
+#include "config.h"
+
+#include "gpu/cuda/launch.h"
+#include "gpu/cuda/step_scalars.h"
+extern "C" {
+#include "base/errors.h"
+}
+
+static kern_scalars *dev;  // what the kernels read
+static kern_scalars bound; // what the host last wrote there
+static int is_bound;
+
+void cu_scalars_alloc(void)
+{
+    if (!dev)
+        CUDA_CHECK(cudaMalloc(&dev, sizeof *dev));
+}
+
+// From pageable memory: the copy takes its source before it returns (CUDA stages it, and a 16-byte copy needs
+// no wait for the stream), so `bound` may be rewritten for the next step at once. In stream order, the copy
+// lands after the previous step's kernels have read the struct and before this step's read it.
+void cu_step_scalars(float lr, uint64_t key)
+{
+    cu_scalars_alloc();
+    bound = kern_scalars{key, lr};
+    is_bound = 1;
+    CUDA_CHECK(cudaMemcpyAsync(dev, &bound, sizeof bound, cudaMemcpyHostToDevice, stream()));
+}
+
+const kern_scalars *cu_scalars_lr(float lr)
+{
+    if (!is_bound)
+        return nullptr;
+    if (lr != bound.lr)
+        die(EX_SOFTWARE, "CUDA backend: an optimizer step with lr %.9g where %.9g was bound (step_scalars)", (double)lr,
+            (double)bound.lr);
+    return dev;
+}
+
+const kern_scalars *cu_scalars_key(uint64_t key)
+{
+    if (!is_bound)
+        return nullptr;
+    if (key != bound.key)
+        die(EX_SOFTWARE, "CUDA backend: a dropout with key %016llx where %016llx was bound (step_scalars)",
+            (unsigned long long)key, (unsigned long long)bound.key);
+    return dev;
+}
