@@ -1,4 +1,4 @@
-/* The error paths of src/gpu/cuda/device.o, nccl_comm.o and gemm_cublas.o against the simulated CUDA
+/* The error paths of src/gpu/cuda/device.o, nccl_comm.o, gemm_cublas.o and step_scalars.o against the simulated CUDA
  * runtime, cuBLAS and NCCL of tests/gpu/gpu_mock.c: one short job (bind, communicator, broadcast, one
  * bucketed gradient step, shutdown) per case, with one failure injected at one point: a CUDA, NCCL or
  * cuBLAS call that fails, a device fault (sticky error), a peer that never answers, an API misuse.
@@ -16,6 +16,7 @@
 
 #include "gpu/gpu.h"
 #include "gpu_mock.h"
+#include "nn/backend.h"
 
 enum { N = 1000 }; /* gradients: two buckets of N / 2 */
 
@@ -96,6 +97,23 @@ static void bad_gemm(void)
     gpu_gemm(0, 0, 2, 2, 2, 1.0f, a, 1, b, 2, 0.0f, c, 2); /* lda 1 < k */
 }
 
+/* A step whose by-value lr or key is not the pair bound for it: a replayed graph would use the bound one. */
+static void lr_not_bound(void)
+{
+    static float p[1];
+    const nn_backend *be = nn_cuda(0);
+    be->step_scalars(0.5f, 7);
+    be->sgd_step(p, p, p, 1, 0.25f, 0.0f, 0.0f, NULL);
+}
+static void key_not_bound(void)
+{
+    static float x[1];
+    static uint64_t ids[1];
+    const nn_backend *be = nn_cuda(0);
+    be->step_scalars(0.5f, 7);
+    be->dropout_forward(x, x, 1, 1, ids, 8, 0, 0.5f);
+}
+
 /* ---- Cases ------------------------------------------------------------------------------------ */
 
 #define STEP "at step 7"
@@ -115,6 +133,11 @@ static const failure cases[] = {
     /* src/gpu/cuda/gemm_cublas.cu */
     {"cuBLAS unavailable", AT_BIND, no_cublas, EAGER_COMM, 1, EX_UNAVAILABLE, "cublasCreate(&handle) failed", 0},
     {"unknown precision", AT_BIND, bad_precision, EAGER_COMM, 1, EX_USAGE, "--precision fp16: expected fp32", 0},
+    /* src/gpu/cuda/step_scalars.cu */
+    {"lr unlike the bound one", AT_STEP, lr_not_bound, EAGER_COMM, 5, EX_SOFTWARE,
+     "an optimizer step with lr 0.25 where 0.5 was bound", 0},
+    {"dropout key unlike the bound one", AT_STEP, key_not_bound, EAGER_COMM, 5, EX_SOFTWARE,
+     "a dropout with key 0000000000000008 where 0000000000000007 was bound", 0},
     {"GEMM rejected", AT_STEP, bad_gemm, EAGER_COMM, 1, EX_SOFTWARE, "cublasSgemm(h, ta, tb", 0},
     /* src/gpu/cuda/nccl_comm.cu: start-up */
     {"no unique ID", AT_BIND, no_unique_id, EAGER_COMM, 1, EX_UNAVAILABLE, "ncclGetUniqueId(&u) failed", 0},
