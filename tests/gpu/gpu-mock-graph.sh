@@ -9,8 +9,8 @@
 # (2) per step: the first eager, the second captured and launched, every later full batch one graph
 #     launch, no kernel launch and one copy (the batch's ids, outside the graph; none in it), the partial last batch
 #     eager; one capture for the whole run (the rate and key are read from device memory, written before
-#     each step outside the graph); no allocation, one host wait per log
-#     interval, the same device work per step as eager in the summary;
+#     each step outside the graph); no allocation, one host wait per log interval, the same device work per
+#     step as eager in the summary;
 # (3) a capture or instantiation that fails on one rank: one warning naming it, every rank eager, the
 #     same results;
 # (4) --accum-steps 2 never captures, not even its last step of one full micro-batch;
@@ -30,6 +30,8 @@
 #     same results as a graph and eagerly, no race.
 # (9) a backend without step_scalars (MOCK_NO_STEP_SCALARS=1, tests/gpu/gpu_mock_main.c): lr and the dropout key
 #     freeze in a graph, so epoch 2's new key alone (--gamma 1) makes it capture another; the eager run's results.
+# (9) the other kernels that take the rate or key (the fused head, conv2 direct's dropout, SGD): one capture, the
+#     eager run's results and reads.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 P=$abs_top_builddir/tests/gpu/gpu_mock_train
@@ -202,3 +204,11 @@ unset MOCK_NO_STEP_SCALARS
 [ "$(captures by-value)" = 2 ] || fail "without step_scalars: $(captures by-value) captures, expected 2 (one per key)"
 same by-value-eager by-value graph_steps
 echo "ok: without step_scalars: a graph per dropout key, the eager run's results"
+
+export MNIST_DDP_HEAD=fused MNIST_DDP_CONV2=direct
+train variants-eager --optimizer sgd --momentum 0.5 --cuda-graph off
+train variants --optimizer sgd --momentum 0.5
+unset MNIST_DDP_HEAD MNIST_DDP_CONV2
+[ "$(captures variants)" = 1 ] || fail "fused head, conv2 direct, SGD: $(captures variants) captures, expected 1"
+same variants-eager variants graph_steps
+echo "ok: fused head, conv2 direct, SGD: one capture, the eager run's results and reads"
