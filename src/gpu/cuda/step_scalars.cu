@@ -18,9 +18,9 @@ void cu_scalars_alloc(void)
         CUDA_CHECK(cudaMalloc(&dev, sizeof *dev));
 }
 
-// From pageable memory: the copy takes its source before it returns (CUDA stages it, and a 16-byte copy needs
-// no wait for the stream), so `bound` may be rewritten for the next step at once. In stream order, the copy
-// lands after the previous step's kernels have read the struct and before this step's read it.
+// From pageable memory: CUDA has staged the source when the call returns, so `bound` may be rewritten for the
+// next step at once (pinned memory would need a ring and events). In stream order, the copy lands after the
+// previous step's kernels have read the struct and before this step's read it.
 void cu_step_scalars(float lr, uint64_t key)
 {
     cu_scalars_alloc();
