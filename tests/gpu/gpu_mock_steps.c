@@ -31,7 +31,8 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
                                cudaStream_t stream);
 
 /* The kernels the simulation computes, known by their (mangled) names at registration. */
-static const void *narrow_fun, *widen_fun, *stamp_bwd_fun, *stamp_end_fun, *proxy_fun, *phase_stamp_fun, *optim_fun[2];
+static const void *narrow_fun, *widen_fun, *stamp_bwd_fun, *stamp_end_fun, *proxy_fun, *phase_stamp_fun, *optim_fun[2],
+    *set_scalars_fun;
 
 /* The kernels that read the step's scalars (src/gpu/cuda/step_scalars.h), by name: which argument is the
  * kern_scalars pointer, which holds the by-value lr or key, at what offset in it (a struct passed by value). The
@@ -110,6 +111,8 @@ void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fu
         proxy_fun = host_fun;
     if (strstr(name, "k_phase_stamp"))
         phase_stamp_fun = host_fun;
+    if (strstr(name, "k_set_step_scalars"))
+        set_scalars_fun = host_fun;
     if (strstr(name, "k_adadelta") || strstr(name, "k_sgd")) /* the optimizer: the end of a step's device work */
         optim_fun[optim_fun[0] != NULL] = host_fun;
     for (int e = 0; e < SCALAR_KERNELS && nkernels && nscalar_funs < MAX_SCALAR_FUNS; e++)
@@ -164,6 +167,23 @@ cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *fun)
     return cudaSuccess;
 }
 
+/* k_set_step_scalars: its arguments written to the struct when it runs (a copy of a source the simulation holds).
+ * Inside a capture the graph would freeze the values it exists to vary: a violation. */
+static cudaError_t set_scalars(cudaStream_t stream, void **args)
+{
+    if (stream && stream->capture)
+        mock_violate("the step's lr and dropout key written inside a graph capture");
+    kern_scalars *v = malloc(sizeof *v);
+    if (!v)
+        abort();
+    *v = (kern_scalars){.key = *(uint64_t *)args[2], .lr = *(float *)args[1]};
+    cudaError_t r = mock_enqueue(
+        stream, (mock_op){.kind = OP_MEMCPY, .dst = *(void **)args[0], .src = v, .bytes = sizeof *v, .staged = 1});
+    if (r != cudaSuccess)
+        free(v);
+    return r;
+}
+
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args, size_t shared,
                                cudaStream_t stream)
 {
@@ -190,6 +210,8 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void 
     if ((const void *)kernel == phase_stamp_fun) /* (phase_stamps *, int phase) */
         return mock_enqueue(stream,
                             (mock_op){.kind = OP_PHASE_STAMP, .dst = *(void **)args[0], .value = *(int *)args[1]});
+    if ((const void *)kernel == set_scalars_fun) /* (kern_scalars *, float lr, uint64_t key) */
+        return set_scalars(stream, args);
     if ((const void *)kernel == proxy_fun) /* (in, n, moved, sink, ns) */
         return mock_enqueue(stream, (mock_op){.kind = OP_PROXY,
                                               .src = *(const void **)args[0],

@@ -18,15 +18,20 @@ void cu_scalars_alloc(void)
         CUDA_CHECK(cudaMalloc(&dev, sizeof *dev));
 }
 
-// From pageable memory: CUDA has staged the source when the call returns, so `bound` may be rewritten for the
-// next step at once (pinned memory would need a ring and events). In stream order, the copy lands after the
-// previous step's kernels have read the struct and before this step's read it.
+// One thread writes the pair. The values travel as the launch's arguments: nothing on the host outlives the call,
+// and the launch never waits for the stream, where a copy from pageable memory may. In stream order it lands
+// after the previous step's kernels read the struct and before this step's do.
+__global__ void k_set_step_scalars(kern_scalars *s, float lr, uint64_t key) { *s = kern_scalars{key, lr}; }
+
+// Not counted among the step's kernels (gpu_count_kernel): like the batch's ids copy, it is host-side feeding
+// outside the graph, not one of the step's nodes.
 void cu_step_scalars(float lr, uint64_t key)
 {
     cu_scalars_alloc();
     bound = kern_scalars{key, lr};
     is_bound = 1;
-    CUDA_CHECK(cudaMemcpyAsync(dev, &bound, sizeof bound, cudaMemcpyHostToDevice, stream()));
+    k_set_step_scalars<<<1, 1, 0, stream()>>>(dev, lr, key);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 const kern_scalars *cu_scalars_lr(float lr)
