@@ -2,6 +2,7 @@
 # Training on the GPU path (a GPU machine; SKIP without a usable GPU):
 # - 1 epoch on 1 GPU: at least 98.3% test accuracy, like the CPU path (tests/integration/train-accuracy.sh); the
 #   same with the fc layers' forward as cuBLASLt matmuls (MNIST_DDP_FC=epilogue);
+# - 2 epochs as one graph (a new rate and dropout key in epoch 2): the eager run's parameters, bit for bit;
 # - 1 GPU with NCCL armed as with peers (MNIST_DDP_ARM_ALONE=1), graph and eager (and with MNIST_DDP_BACKWARD=forked,
 #   the fc weight gradients on a second stream): the parameters of the
 #   unarmed run, and the all-reduce reported; through the bf16 wire: other parameters (rounded);
@@ -57,6 +58,16 @@ done
   { cat "$TMP/forked.log"; fail "1 GPU, MNIST_DDP_BACKWARD=forked"; }
 [ "$(json_field "$TMP/forked.json" summary fingerprint)" = "$a" ] || fail "forked backward: parameters differ from serial"
 echo "ok: 1 GPU, MNIST_DDP_BACKWARD=forked: the serial run's parameters"
+# Two epochs replayed as one graph (StepLR's new rate and epoch 2's dropout key read from device memory) against
+# the same steps eager: the same kernels on the same values, so the same parameters bit for bit.
+for graph in on off; do
+  run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 2 --seed 3 --cuda-graph $graph \
+    --metrics "$TMP/two-$graph.json" >"$TMP/two-$graph.log" 2>&1 || { cat "$TMP/two-$graph.log"; fail "2 epochs, graph $graph"; }
+done
+[ "$(json_field "$TMP/two-on.json" summary graph_captures)" = 1 ] || fail "2 epochs: not one graph for the run"
+[ "$(json_field "$TMP/two-on.json" summary fingerprint)" = "$(json_field "$TMP/two-off.json" summary fingerprint)" ] ||
+  fail "2 epochs: the replayed run's parameters differ from the eager run's (a stale rate or key in the graph?)"
+echo "ok: 2 epochs on 1 GPU, one graph: the eager run's parameters"
 # The fc layers' forward as cuBLASLt matmuls with their bias and ReLU as epilogues: cuBLASLt's kernels round
 # otherwise than cuBLAS's, so the accuracy of an epoch, not the same parameters.
 MNIST_DDP_FC=epilogue run_np 1 "$MNIST_DDP" --device cuda --data "$MNIST_DATA" --epochs 1 \
