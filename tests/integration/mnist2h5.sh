@@ -76,6 +76,13 @@ run 64 "invalid --shards '0'" --images "$I" --labels "$L" --out "$out" --shards 
 run 64 "invalid --shards '-2'" --images "$I" --labels "$L" --out "$out" --shards -2
 run 64 "invalid --shards '100000'" --images "$I" --labels "$L" --out "$out" --shards 100000
 run 64 "invalid --prefix '../up'" --images "$I" --labels "$L" --out "$out" --shards 2 --prefix ../up
+run 64 "invalid --prefix '-dash': use letters, digits, '_', '.', '-' \\(not first\\), at most 64" \
+  --images "$I" --labels "$L" --out "$out" --shards 2 --prefix -dash
+run 64 "invalid --prefix '.dot': use letters" --images "$I" --labels "$L" --out "$out" --shards 2 --prefix .dot
+# An empty file name, for each of the three options that take one (the output's before any input is read).
+run 64 'empty file name given to --images \(see mnist2h5 --help\) \[' --images "" --labels "$L" --out "$out" --shards 2
+run 64 'empty file name given to --labels \(see mnist2h5 --help\) \[' --images "$I" --labels "" --out "$out" --shards 2
+run 64 'empty file name given to --out \(see mnist2h5 --help\) \[' --images "$I" --labels "$L" --out "" --shards 2
 run 64 'unexpected argument stray' --images "$I" --labels "$L" --out "$out" --shards 2 stray
 run 64 'more shards than the 5 samples' --images "$tmp/small-images" --labels "$tmp/small-labels" --out "$out" --shards 6
 # --- missing input (66)
@@ -103,6 +110,9 @@ run 0 "wrote 1000 samples .*/nested/test-00000-of-00001.h5" --images "$I" --labe
 listing=$(ls -A "$out/nested" | tr '\n' ' ')
 [ "$listing" = "test-00000-of-00001.h5 test.manifest train-00000-of-00003.h5 train-00001-of-00003.h5 train-00002-of-00003.h5 train.manifest " ] ||
   fail "unexpected files (temporaries left?): $listing"
+# As many shards as samples: one sample each (--shards 6 above, one more than the 5 samples, is refused).
+run 0 "wrote 5 samples .*/each/train-00000-of-00005.h5 .. train-00004-of-00005.h5$" \
+  --images "$tmp/small-images" --labels "$tmp/small-labels" --out "$out/each" --shards 5
 
 h5dump -H "$out/nested/train-00001-of-00003.h5" >"$tmp/h5dump.txt" 2>&1 || fail "h5dump -H failed: $(cat "$tmp/h5dump.txt")"
 for pat in 'DATASET "images"' 'H5T_STD_U8LE' '\( 333, 28, 28 \)' 'DATASET "labels"' '\( 333 \)' \

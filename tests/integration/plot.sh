@@ -58,6 +58,48 @@ if len(plots) != 4 or any(l.count("/1.") < 1 or l.count("/2.") < 1 for l in plot
 print("ok: tables match the metrics; PNG sizes; 4 panels with labels %r" % labels)
 PY
 
+# Synthetic metrics (no training): N epochs of one epoch line and one step line each; OLD=1 leaves time_s out of
+# the step lines, as files written before the step lines had it.
+synth() { # synth FILE EPOCHS [OLD]
+  "$PYTHON3" - "$@" <<'PY'
+import sys
+path, epochs, old = sys.argv[1], int(sys.argv[2]), len(sys.argv) > 3
+with open(path, "w") as f:
+    for e in range(1, epochs + 1):
+        t = "" if old else ',"time_s":%d.5' % (10 * e)
+        f.write('{"type":"step","epoch":%d,"step":5,"global_step":%d,"loss":0.%d,"lr":1,"images_per_s":100%s}\n'
+                % (e, 5 * e, e, t))
+        f.write('{"type":"epoch","epoch":%d,"train_loss":0.%d,"test_loss":0.%d,"test_accuracy":0.9}\n' % (e, e, e))
+PY
+}
+# Up to 20 epochs one x tic per epoch, from 21 on gnuplot's own (19, 20 and 21: the threshold's three sides).
+for e in 19 20 21; do
+  synth "$TMP/e$e.jsonl" "$e"
+  "$plot" --tables "$TMP/t$e" -o "$TMP/e$e.png" "$TMP/e$e.jsonl" >"$TMP/e$e.out" 2>&1 || { cat "$TMP/e$e.out"; fail "plot of $e epochs"; }
+  [ "$(cat "$TMP/e$e.out")" = "mnist_ddp-plot: $TMP/e$e.png: 1 run, $e epochs" ] || fail "plot of $e epochs said: $(cat "$TMP/e$e.out")"
+  tics=$(grep -c '^set xtics 1$' "$TMP/t$e/plot.gp" || true)
+  [ "$tics" = "$([ "$e" -le 20 ] && echo 1 || echo 0)" ] || fail "$e epochs: 'set xtics 1' $tics times in plot.gp"
+done
+# A file from before time_s: its steps are plotted against the optimizer step, and the axis says so.
+synth "$TMP/old.jsonl" 2 old
+"$plot" --tables "$TMP/told" -o "$TMP/old.png" "$TMP/old.jsonl" >"$TMP/old.out" 2>&1 || { cat "$TMP/old.out"; fail "plot of an old file"; }
+[ "$(cat "$TMP/told/1.step")" = "$(printf '5 5 100 0.1\n10 10 100 0.2')" ] || fail "old file's step table: $(cat "$TMP/told/1.step")"
+grep -q "^set title 'throughput'; set xlabel 'optimizer step (no time_s in the metrics)';" "$TMP/told/plot.gp" ||
+  fail "old file: the time axis is not named the optimizer step: $(grep xlabel "$TMP/told/plot.gp")"
+grep -q "set xlabel 'time since the start (s)'" "$TMP/t19/plot.gp" || fail "a file with time_s plotted against the step"
+# Without -o: METRICS.png for one file, comparison.png for several, in the working directory; the scratch
+# directory (TMPDIR) left empty after each success.
+mkdir "$TMP/cwd" "$TMP/scratch"
+synth "$TMP/fresh.jsonl" 3
+(cd "$TMP/cwd" && TMPDIR="$TMP/scratch" "$plot" "$TMP/fresh.jsonl" >/dev/null && TMPDIR="$TMP/scratch" "$plot" \
+  "$TMP/e19.jsonl" "$TMP/e20.jsonl" >"$TMP/cmp.out") || fail "plots without -o"
+if [ ! -s "$TMP/fresh.png" ] || [ ! -s "$TMP/cwd/comparison.png" ]; then
+  fail "without -o: want fresh.png beside its file and comparison.png here: $(find "$TMP" -name '*.png' | tr '\n' ' ')"
+fi
+[ "$(cat "$TMP/cmp.out")" = "mnist_ddp-plot: comparison.png: 2 runs, 20 epochs" ] || fail "comparison said: $(cat "$TMP/cmp.out")"
+[ -z "$(ls -A "$TMP/scratch")" ] || fail "left in TMPDIR after success: $(ls -A "$TMP/scratch")"
+echo "ok: x tics at 19, 20 and 21 epochs; a file without time_s; default output names; nothing left in TMPDIR"
+
 # Without gnuplot: a message that says what to install, exit 69, no PNG.
 expect_fail 69 'gnuplot not found.*apt-get install gnuplot-nox' \
   env GNUPLOT="$TMP/no-gnuplot" "$plot" -o "$TMP/none.png" "$TMP/runs/task-0/metrics.jsonl"

@@ -77,6 +77,12 @@ expect_fail 78 "MNIST_DDP_FC=epilogue: the GPU path only" \
   env MNIST_DDP_FC=epilogue "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
 env MNIST_DDP_FC=gemm "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1 >"$TMP/fc" 2>&1 ||
   { cat "$TMP/fc"; fail "MNIST_DDP_FC=gemm (the default) refused on the CPU"; }
+# MNIST_DDP_STRAGGLER's SECONDS: up to 3600, so 3600 is taken and 3600.5 is not (the step, 1000, is never
+# reached: nobody sleeps).
+env MNIST_DDP_STRAGGLER=0:1000:3600 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1 >"$TMP/log" 2>&1 ||
+  { cat "$TMP/log"; fail "MNIST_DDP_STRAGGLER=0:1000:3600 refused"; }
+expect_fail 78 "environment variable MNIST_DDP_STRAGGLER='0:1000:3600.5': RANK:STEP:SECONDS expected" \
+  env MNIST_DDP_STRAGGLER=0:1000:3600.5 "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
 # MNIST_DDP_ARM_ALONE: 0 or 1; anything else (a word, 2) ends the run; 0, 1 and empty train.
 for v in yes 2; do
   expect_fail 78 "MNIST_DDP_ARM_ALONE=$v: 0 (the default) or 1" \
@@ -165,12 +171,17 @@ grep -q '(.*/2000)' "$TMP/log" || { cat "$TMP/log"; fail "the 2000 test samples 
 # --profile is a flag: accepted alone, its table printed (even with nothing trained).
 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 0 --profile >"$TMP/log" 2>&1 &&
   grep -q '^profile: seconds per phase' "$TMP/log" || { cat "$TMP/log"; fail "--profile"; }
+# Its summary line, whole: an evaluation alone is 0 epochs (plural), one rank (singular).
+grep -Eq '^summary: test accuracy [0-9]+\.[0-9]{2}%, 0 epochs, 0 steps, train [0-9.]+ s, total [0-9.]+ s, [0-9]+ images/s, 1 rank, peak memory [0-9]+ MiB per rank$' \
+  "$TMP/log" || { cat "$TMP/log"; fail "the summary line of an evaluation alone (--epochs 0)"; }
 expect_fail 64 "--batch-size 64" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 64
 expect_fail 66 "--load-model" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --load-model "$TMP/none.h5"
 echo "not hdf5" > "$TMP/junk.h5"
 expect_fail 65 "not an HDF5 file" "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --load-model "$TMP/junk.h5"
 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --epochs 1 --model convnet --save-model "$TMP/convnet.h5" \
   >"$TMP/log" 2>&1 || { cat "$TMP/log"; fail "tiny convnet run"; }
+grep -Eq '^summary: test accuracy [0-9]+\.[0-9]{2}%, 1 epoch, [0-9]+ steps, train [0-9.]+ s, total [0-9.]+ s, [0-9]+ images/s, 1 rank, peak memory [0-9]+ MiB per rank$' \
+  "$TMP/log" || { cat "$TMP/log"; fail "the summary line of one epoch"; }
 expect_fail 65 "holds model 'convnet'" run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 \
   --load-model "$TMP/convnet.h5"
 # A model file (cut from a real one) that lacks a tensor or has one of another shape.

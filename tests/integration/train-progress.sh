@@ -111,6 +111,21 @@ print("ok: " + m[0])
 PY
 grep '^time:' "$TMP/capped.out" | grep -q 'checkpoints 0.0 s' || fail "checkpoint time without checkpoints"
 
+# A --metrics file that exists is replaced, neither added to nor overwritten in part: after a longer run and
+# then an evaluation into one file, it holds the evaluation's lines alone (one run line, seed 4, one summary).
+"$MNIST_DDP" --data "$TMP/small" --seed 3 --epochs 1 --max-steps 3 --log-interval 1 --metrics "$TMP/twice.jsonl" \
+  >"$TMP/twice.out" 2>&1 || { cat "$TMP/twice.out"; fail "the first run into twice.jsonl"; }
+"$MNIST_DDP" --data "$TMP/small" --seed 4 --epochs 0 --metrics "$TMP/twice.jsonl" >"$TMP/twice.out" 2>&1 ||
+  { cat "$TMP/twice.out"; fail "the second run into twice.jsonl"; }
+"$PYTHON3" - "$TMP/twice.jsonl" <<'PY' || fail "a second run's --metrics into the same file: not its lines alone"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+kinds = [r["type"] for r in rows]
+if kinds.count("run") != 1 or kinds.count("summary") != 1 or "step" in kinds or rows[0]["settings"]["seed"] != "4":
+    sys.exit("lines of %s: %r" % (sys.argv[1], kinds))
+print("ok: a second run's metrics replace the first's: %r" % kinds)
+PY
+
 # A terminal: the progress line updates in place ("\r", erase to the line's end); the epoch line follows it.
 command -v script >/dev/null || fail "script (util-linux) is needed for the terminal check"
 # shellcheck disable=SC2086

@@ -99,6 +99,13 @@ refuse() { # refuse PATTERN NP OPTIONS...
   expect_fail 65 "$pattern" run_np "$np" "$MNIST_DDP" $common --checkpoint-dir "$TMP/mid" "$@"
 }
 refuse "written with seed 4, this run has seed 5" 2 --seed 5
+# The whole line: which file, which setting, and the hint that it is another run's (a damaged or unsealed file
+# gets no such hint).
+line=$(grep 'error:' "$TMP/err")
+case $line in
+  "mnist_ddp: error: --checkpoint-dir $TMP/mid: $(ckpt "$TMP/mid" 14): it was written with seed 4, this run has seed 5 (another run's checkpoint: use another --checkpoint-dir, or --resume never) [rank 0/2 on "*) ;;
+  *) fail "the refusal of another run's checkpoint: $line" ;;
+esac
 refuse "written with model net, this run has model convnet" 2 --model convnet
 refuse "written with optimizer adadelta, this run has optimizer sgd" 2 --optimizer sgd
 refuse "written with lr 1, this run has lr 0.5" 2 --lr 0.5

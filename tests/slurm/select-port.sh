@@ -109,6 +109,39 @@ else fail "unclear error for a range inside the ephemeral range: $(cat "$work/er
 if env -u SLURM_JOB_ID -u SLURM_ARRAY_JOB_ID "$sp" 2> "$work/err"; then fail "ran without a job ID"
 else pass "no job ID refused: $(cat "$work/err")"; fi
 
+# The bounds of the range: 1024 and 65535 are ports, 1023 and 65536 are not (N-1, N, N+1 of each limit).
+# (Ranges far from the ephemeral one, so no clipping moves them; MASTER_ADDR elsewhere, so a service that
+# listens on a low port here does not move the answer.)
+bound() { # bound MIN MAX: select-port's stdout, or "exit CODE: STDERR"
+    local out rc
+    out=$(MASTER_ADDR=another-node MNIST_DDP_PORT_MIN=$1 MNIST_DDP_PORT_MAX=$2 SLURM_JOB_ID=1 "$sp" 2> "$work/err") &&
+        rc=0 || rc=$?
+    if [ "$rc" = 0 ]; then echo "$out"; else echo "exit $rc: $(cat "$work/err")"; fi
+}
+for r in 1024:1024 1024:1025 65535:65535 65534:65535; do
+    got=$(bound "${r%:*}" "${r#*:}")
+    if [ "$elo" -le "${r#*:}" ] && [ "$ehi" -ge "${r%:*}" ]; then continue; fi # inside this kernel's ephemeral range
+    if [ "$got" -ge "${r%:*}" ] 2> /dev/null && [ "$got" -le "${r#*:}" ]; then pass "range ${r/:/-} accepted: port $got"
+    else fail "range ${r/:/-} gave '$got'"; fi
+done
+for r in 1023:1100 1000:1023 60000:65536; do
+    got=$(bound "${r%:*}" "${r#*:}")
+    want="exit 64: select-port: port range ${r/:/-} is not within 1024-65535"
+    if [ "$got" = "$want" ]; then pass "range ${r/:/-} refused: $got"; else fail "range ${r/:/-} gave '$got', want '$want'"; fi
+done
+
+# A range reaching past both ends of the ephemeral range keeps its larger piece; of two equal pieces the lower.
+# Pieces of k+1 and k ports, k and k, k and k+1 (a tie between N-1 and N+1).
+if [ "$elo" -gt 1124 ] && [ "$ehi" -lt 65435 ]; then
+    for case in 'lower 101 100' 'lower 100 100' 'upper 100 101'; do
+        read -r -a c <<< "$case"
+        set -- "${c[@]}"
+        min=$((elo - $2)) max=$((ehi + $3))
+        if [ "$1" = lower ]; then lo=$min hi=$((elo - 1)); else lo=$((ehi + 1)) hi=$max; fi
+        ports "$min" "$max" "$work/split" 5 0 99 || fail "select-port failed on $min-$max"
+        check_set "range $min-$max, pieces of $2 and $3 ports: the $1" "$work/split" "$lo" "$hi" 100
+    done
+fi
 # 4. Sourced, it exports MASTER_PORT (as the sbatch templates use it, under set -euo pipefail).
 got=$(SLURM_JOB_ID=777 bash -c 'set -euo pipefail; . "$1"; printenv MASTER_PORT' sh "$sp")
 want=$(SLURM_JOB_ID=777 "$sp")
@@ -145,5 +178,24 @@ kill "$listener"; wait "$listener" 2>/dev/null; listener=
 free=$(SLURM_JOB_ID=31337 "$sp")
 if [ "$free" = "$port" ]; then pass "port $port chosen again once free"; else fail "freed port gave '$free'"; fi
 
+# Only a listener makes a port busy: a connection whose local end is the port (here bound to it on purpose,
+# SO_REUSEADDR, as a listener with that flag may still bind it) leaves the port to the job.
+port=$(SLURM_JOB_ID=4242 "$sp")
+timeout 120 python3 -c '
+import socket, sys, time
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()
+c = socket.socket(); c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+c.bind(("127.0.0.1", int(sys.argv[1]))); c.connect(srv.getsockname()); a, _ = srv.accept()
+time.sleep(120)' "$port" &
+listener=$!
+hex=$(printf ':%04X' "$port")
+for _ in $(seq 100); do
+    awk -v p="$hex" '$4 == "01" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' /proc/net/tcp && break
+    sleep 0.1
+done
+got=$(SLURM_JOB_ID=4242 "$sp" 2> "$work/err")
+if [ "$got" = "$port" ] && [ ! -s "$work/err" ]; then pass "a connection from port $port (no listener): $got, not skipped"
+else fail "a connection from port $port (no listener) gave '$got': $(cat "$work/err")"; fi
+kill "$listener"; wait "$listener" 2>/dev/null; listener=
 echo "select-port: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

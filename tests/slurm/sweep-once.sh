@@ -79,5 +79,20 @@ else
     fail "sweep-summary: the other writer's file holds '$(cat "$sweep/summary.tsv.tmp" 2>&1)', left: '$left', summary.tsv: $(cat "$sweep/summary.tsv")"
 fi
 
+# Tasks in their numeric order, whatever their number of digits: task-2 before task-10 (a plain sort puts
+# task-10 and task-11 between task-1 and task-2).
+many=$work/many
+for t in 0 1 2 9 10 11; do
+    mkdir -p "$many/task-$t"
+    printf 'seed\n%s\n' "$t" > "$many/task-$t/row.tsv"
+done
+bash "$work/root/slurm/sweep-summary" "$many" > "$work/many.out" 2>&1 || fail "sweep-summary exited $?: $(cat "$work/many.out")"
+order=$(cut -f1,2 "$many/summary.tsv" | tr '\t\n' ': ')
+if [ "$order" = "task:seed task-0:0 task-1:1 task-2:2 task-9:9 task-10:10 task-11:11 " ]; then
+    pass "summary.tsv in task order: $order"
+else
+    fail "summary.tsv's order: $order"
+fi
+
 echo "sweep-once: $failures failed"
 [ "$failures" -eq 0 ]

@@ -69,7 +69,8 @@ START_TEST(writer_bad_arguments)
 {
     char *dir = subdir("badargs"), err[2048];
     write_arg cases[] = {
-        {dir, "train", 0, 0}, {dir, "train", 121, 0}, {dir, "../evil", 2, 0}, {dir, ".hidden", 2, 0}, {dir, "", 2, 0},
+        {dir, "train", 0, 0},   {dir, "train", 121, 0}, {dir, "../evil", 2, 0},
+        {dir, ".hidden", 2, 0}, {dir, "", 2, 0},        {dir, "-dash", 2, 0}, /* '-' and '.' not first */
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
         ck_assert_int_eq(tu_run(write_fn, &cases[k], err, sizeof err), EX_USAGE);
