@@ -11,6 +11,7 @@
 #include "base/errors.h"
 #include "base/threads.h"
 #include "base/watchdog.h"
+#include "comm/exit_watch.h"
 #include "comm/stall.h"
 #include "comm/world.h"
 
@@ -204,7 +205,16 @@ void bootstrap_finalize(ddp_env *e)
     world_barrier_on(MPI_COMM_WORLD); /* a peer frozen now is named here, not waited for in MPI_Finalize */
     stall_finalize();
     MPI_Comm_free(&e->local);
+    const char *option;
+    double s = world_deadline(&option);
+    char line[512];
+    snprintf(line, sizeof line,
+             "mnist_ddp: error: rank %d (%s, pid %d) stayed stopped for %s %g s while finishing (in or after "
+             "MPI_Finalize, its peers gone): killed so that the job ends\n",
+             world_rank(), e->host, (int)getpid(), option, s);
+    exit_watch_start(s, line);
     blocking_begin("MPI_Finalize");
     MPI_Finalize();
     watchdog_disarm();
+    stall_phase("finished", step); /* MNIST_DDP_FREEZE's last point: past every peer's deadline */
 }

@@ -4,7 +4,7 @@
 # and who is where (stall: a missed deadline's culprits, the SIGUSR2 status line); world.h: the plain
 # collectives of the layers above, each within a deadline (MPI is called in comm/ alone).
 src_libmnistddp_a_SOURCES += src/comm/bootstrap.c src/comm/bootstrap.h src/comm/comm.h src/comm/comm_mpi.c \
-	src/comm/comm_plan.c src/comm/comm_plan.h src/comm/cpu_fit.c src/comm/cpu_fit.h \
+	src/comm/comm_plan.c src/comm/comm_plan.h src/comm/cpu_fit.c src/comm/cpu_fit.h src/comm/exit_watch.c src/comm/exit_watch.h \
 	src/comm/grad_shm.c src/comm/grad_shm.h src/comm/lifeline.c src/comm/lifeline.h \
 	src/comm/preempt.c src/comm/preempt.h \
 	src/comm/progress.c src/comm/progress.h src/comm/stall.c src/comm/stall.h src/comm/world.c src/comm/world.h

@@ -3,7 +3,8 @@
 # + 15 s, and the one error line names the frozen rank. Each phase at 2 and 4 ranks, the frozen rank chosen
 # by MNIST_DDP_FREEZE (stall.h), which says when it froze: the clock starts there. MPI's own start-up
 # (a rank stopped before MPI_Init) ends at --comm-timeout through the watchdog. Then the case as a user
-# meets it: rank 1 frozen from outside the moment rank 0 prints an epoch's last step, as evaluation starts.
+# meets it: rank 1 frozen from outside the moment rank 0 prints an epoch's last step, as evaluation starts. A
+# rank stopped after MPI_Finalize, when no peer is left to notice, ends through its watcher.
 . "${abs_top_srcdir:-.}/tests/lib.sh"
 set -e
 need_data
@@ -67,6 +68,33 @@ for phase in starting training "stop agreement" "checkpoint write" "replica chec
   frozen 4 2 "$phase"
 done
 frozen 4 0 evaluation
+
+# A rank stopped after MPI_Finalize, every peer gone: only its watcher (src/comm/exit_watch.c) is left to end
+# it, at --comm-timeout, with one line; the peer ended normally, so the job's code is the launcher's.
+for np in 2 4; do
+  what="$np ranks, rank 1 stopped after MPI_Finalize"
+  set +e
+  # shellcheck disable=SC2086
+  MNIST_DDP_FREEZE="1:finished" run_np "$np" "$MNIST_DDP" $args >"$TMP/out" 2>"$TMP/err" &
+  job=$!
+  i=0
+  until grep -q "test: rank 1 frozen in finished" "$TMP/err"; do
+    i=$((i + 1))
+    kill -0 "$job" 2>/dev/null && [ "$i" -le 1200 ] || { wait "$job"; cat "$TMP/out" "$TMP/err" >&2; fail "$what: never froze"; }
+    sleep 0.05
+  done
+  t0=$(now)
+  wait "$job"
+  rc=$?
+  set -e
+  [ "$rc" -ne 0 ] || { cat "$TMP/out" "$TMP/err" >&2; fail "$what: exit 0"; }
+  ended_within "$t0" $((C + 15))
+  grep ': error: ' "$TMP/err" | grep -v '^mnist_ddp: test:' >"$TMP/lines" || true
+  grep -q "^mnist_ddp: error: rank 1 ($host, pid [0-9]*) stayed stopped for --comm-timeout $C s while finishing (in or after MPI_Finalize, its peers gone): killed so that the job ends$" "$TMP/lines" ||
+    { cat "$TMP/err" >&2; fail "$what: no line naming rank 1 as stopped while finishing"; }
+  [ "$(grep -c 'stayed stopped' "$TMP/lines")" -eq 1 ] || { cat "$TMP/err" >&2; fail "$what: not one line"; }
+  echo "ok: $what: exit $rc in $took ms: $(grep -m1 'stayed stopped' "$TMP/lines")"
+done
 
 # A rank stopped before MPI_Init: the others wait in MPI's start-up, which has no deadline of its own.
 for np in 2 4; do
