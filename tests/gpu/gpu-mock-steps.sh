@@ -22,12 +22,12 @@ STEPS=11 INTERVAL=4
 #          pool, MNIST_DDP_POOL's default); fc1: bias fill, ReLU, dropout 3; fc2: bias fill 1; loss: log-softmax,
 #          loss sum, its gradient 3; fc2: sum 2; dropout, ReLU 2; fc1: sum 2; the pool's backward with dropout1
 #          and conv2's bias sum 1 (its second pass in the last block); conv2: col2im+ReLU 1 (its im2col kept
-#          from forward); conv1: sum 2, im2col 1 (no input gradient); Adadelta 1                             = 24
+#          from forward); conv1: sum 2, im2col 1 (no input gradient); Adadelta 1; the step's lr and key 1    = 25
 # convnet: gather 1; per layer: bias fill, im2col, BatchNorm (statistics, apply), pool+ReLU 2 x 5; flatten 1;
 #          fc: bias fill 1; loss 3; fc: sum 2; unflatten 1; per layer: ReLU+pool 1, BatchNorm backward 2,
-#          sum 2 = 2 x 5; conv2: col2im 1; conv1: im2col 1; SGD 1                                              = 32
-# (unfused, each "+" pair two launches: 33 and 36; MNIST_DDP_POOL=composed, net: 29.)
-expected_launches() { case $1 in net) echo 24 ;; convnet) echo 32 ;; *) fail "no launch count for $1" ;; esac; }
+#          sum 2 = 2 x 5; conv2: col2im 1; conv1: im2col 1; SGD 1; the step's lr and key 1                     = 33
+# (unfused, each "+" pair two launches: 34 and 37; MNIST_DDP_POOL=composed, net: 30.)
+expected_launches() { case $1 in net) echo 25 ;; convnet) echo 33 ;; *) fail "no launch count for $1" ;; esac; }
 
 # check_steps REPORT LAUNCHES: the per-step lines of steps 1 .. STEPS-1 (the last runs into the end of the run;
 # step 0 is the set-up before the first step), each with LAUNCHES kernel launches.

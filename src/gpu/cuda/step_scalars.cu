@@ -23,15 +23,13 @@ void cu_scalars_alloc(void)
 // after the previous step's kernels read the struct and before this step's do.
 __global__ void k_set_step_scalars(kern_scalars *s, float lr, uint64_t key) { *s = kern_scalars{key, lr}; }
 
-// Not counted among the step's kernels (gpu_count_kernel): like the batch's ids copy, it is host-side feeding
-// outside the graph, not one of the step's nodes.
+// Counted among the step's kernels (one launch more than the graph's nodes), like --profile's hold.
 void cu_step_scalars(float lr, uint64_t key)
 {
     cu_scalars_alloc();
     bound = kern_scalars{key, lr};
     is_bound = 1;
-    k_set_step_scalars<<<1, 1, 0, stream()>>>(dev, lr, key);
-    CUDA_CHECK(cudaGetLastError());
+    LAUNCH_SHAPE(k_set_step_scalars, 1, 1, dev, lr, key);
 }
 
 const kern_scalars *cu_scalars_lr(float lr)
