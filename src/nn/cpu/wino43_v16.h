@@ -138,18 +138,22 @@ V16_TARGET static inline __attribute__((always_inline)) void products_nv(const f
                 acc[t][k] = v16_zero();
             const float *u = U + (size_t)e * cin * cout + o0;
             const float *v = V + (size_t)e * cin * tb;
-            for (int c = 0; c < cin; c++) {
-                const float *uc = u + (size_t)c * cout, *vc = v + (size_t)(c / LANES) * tb * LANES + c % LANES;
-                v16 uk[4];
-                UNROLL
-                for (int k = 0; k < nv; k++)
-                    uk[k] = v16_load(uc + 16 * k);
-                UNROLL
-                for (int t = 0; t < tb; t++) {
-                    v16 b = v16_set1(vc[t * LANES]);
+            /* Channel c is lane c % LANES of V's block c / LANES: two loops, so that each step only moves
+             * two pointers (one loop over c spent as many instructions on its indices as on its loads). */
+            for (int cb = 0; cb < cin / LANES; cb++) {
+                const float *vc = v + (size_t)cb * tb * LANES, *uc = u + (size_t)cb * LANES * cout;
+                for (int cl = 0; cl < LANES; cl++, vc++, uc += cout) {
+                    v16 uk[4];
                     UNROLL
                     for (int k = 0; k < nv; k++)
-                        acc[t][k] = v16_fmadd(uk[k], b, acc[t][k]);
+                        uk[k] = v16_load(uc + 16 * k);
+                    UNROLL
+                    for (int t = 0; t < tb; t++) {
+                        v16 b = v16_set1(vc[t * LANES]);
+                        UNROLL
+                        for (int k = 0; k < nv; k++)
+                            acc[t][k] = v16_fmadd(uk[k], b, acc[t][k]);
+                    }
                 }
             }
             UNROLL
@@ -175,8 +179,12 @@ V16_TARGET static void products(const float *U, const float *V, float *M, int ci
 }
 
 /* Tiles per block: seven where they come in sevens and the outputs fit 7 x 2 accumulators (the input
- * gradient's 7 x 7 tiles: 49 in 9 blocks of six would compute 54), else six. */
-static int block_tiles(int tiles, int cout) { return tiles % TB7 == 0 && cout % (4 * LANES) != 0 ? TB7 : TB; }
+ * gradient's 7 x 7 tiles: 49 in 9 blocks of six would compute 54), else six. AVX2's 16 registers hold six
+ * tiles' accumulators beside the operands, not seven: there the 5 extra tiles cost less than a spill. */
+static int block_tiles(int tiles, int cout)
+{
+    return V16_REGS >= 32 && tiles % TB7 == 0 && cout % (4 * LANES) != 0 ? TB7 : TB;
+}
 
 /* The tile's nr x nc pixels of output block ob at yb (16 lanes: 16 channels) = A^T M A + bias. */
 V16_TARGET static void output_tile(const float *M, int cout, int tb, int ob, int t, v16 bias, float *yb, int ow, int nr,
@@ -289,42 +297,57 @@ V16_TARGET static void gradient_tile(const float *dyb, int ow, float *D, int ld,
     }
 }
 
-/* Mw[e][c][f] += sum over t < nt of V[e][t][c] D[e][t][f]: four channels by nv vectors of filters at a time. */
+/* Mw[e][c0 + i][f0 ..] += sum over t < nt of V[e][t][c0 + i] D[e][t][f0 ..], for nc channels by nv vectors of
+ * filters (constants where inlined: the accumulators stay in registers). */
+V16_TARGET static inline __attribute__((always_inline)) void wgrad_block(const float *v, const float *d, float *m,
+                                                                         int C, int F, int nt, int nc, int nv)
+{
+    v16 acc[6][4];
+    UNROLL
+    for (int i = 0; i < nc; i++) {
+        UNROLL
+        for (int k = 0; k < nv; k++)
+            acc[i][k] = v16_load(m + (size_t)i * F + LANES * k);
+    }
+    for (int t = 0; t < nt; t++) {
+        v16 dk[4];
+        UNROLL
+        for (int k = 0; k < nv; k++)
+            dk[k] = v16_load(d + (size_t)t * F + LANES * k);
+        UNROLL
+        for (int i = 0; i < nc; i++) {
+            v16 b = v16_set1(v[(size_t)t * C + i]);
+            UNROLL
+            for (int k = 0; k < nv; k++)
+                acc[i][k] = v16_fmadd(dk[k], b, acc[i][k]);
+        }
+    }
+    UNROLL
+    for (int i = 0; i < nc; i++) {
+        UNROLL
+        for (int k = 0; k < nv; k++)
+            v16_store(m + (size_t)i * F + LANES * k, acc[i][k]);
+    }
+}
+
+/* Mw[e][c][f] += sum over t < nt of V[e][t][c] D[e][t][f]: four channels by nv vectors of filters at a time.
+ * With one vector (AVX2), six channels where the rest still splits into fours: 4 x 2 halves are too few
+ * independent multiply-add chains to hide their latency, 6 x 2 fit beside the operands. */
 V16_TARGET static inline __attribute__((always_inline)) void wgrad_products_nv(const float *V, const float *D,
                                                                                float *Mw, int C, int F, int nt, int nv)
 {
     for (int e = 0; e < E; e++) {
         const float *v = V + e * point_stride(C), *d = D + e * point_stride(F);
         float *m = Mw + (size_t)e * C * F;
-        for (int c0 = 0; c0 < C; c0 += 4)
+        for (int c0 = 0, nc; c0 < C; c0 += nc) {
+            nc = nv == 1 && (C - c0 == 6 || C - c0 >= 10) ? 6 : 4;
             for (int f0 = 0; f0 < F; f0 += nv * LANES) {
-                v16 acc[4][4];
-                UNROLL
-                for (int i = 0; i < 4; i++) {
-                    UNROLL
-                    for (int k = 0; k < nv; k++)
-                        acc[i][k] = v16_load(m + (size_t)(c0 + i) * F + f0 + LANES * k);
-                }
-                for (int t = 0; t < nt; t++) {
-                    v16 dk[4];
-                    UNROLL
-                    for (int k = 0; k < nv; k++)
-                        dk[k] = v16_load(d + (size_t)t * F + f0 + LANES * k);
-                    UNROLL
-                    for (int i = 0; i < 4; i++) {
-                        v16 b = v16_set1(v[(size_t)t * C + c0 + i]);
-                        UNROLL
-                        for (int k = 0; k < nv; k++)
-                            acc[i][k] = v16_fmadd(dk[k], b, acc[i][k]);
-                    }
-                }
-                UNROLL
-                for (int i = 0; i < 4; i++) {
-                    UNROLL
-                    for (int k = 0; k < nv; k++)
-                        v16_store(m + (size_t)(c0 + i) * F + f0 + LANES * k, acc[i][k]);
-                }
+                if (nc == 6)
+                    wgrad_block(v + c0, d + f0, m + (size_t)c0 * F + f0, C, F, nt, 6, nv);
+                else
+                    wgrad_block(v + c0, d + f0, m + (size_t)c0 * F + f0, C, F, nt, 4, nv);
             }
+        }
     }
 }
 
