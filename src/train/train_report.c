@@ -160,10 +160,10 @@ void run_summary(run *r, const eval_result *ev, int epochs, double total_s)
             kps, gps, wps, step_graph_launches(r->graph), step_graph_captures(r->graph));
     static char prof[8192];
     report_profile(r, prof, sizeof prof);
-    say("summary: test accuracy %.2f%%, %d epoch%s, %ld steps, train %.1f s, total %.1f s, %.0f images/s, %d rank%s, "
+    say("summary: test accuracy %.2f%%, %d epoch%s, %ld step%s, train %.1f s, total %.1f s, %.0f images/s, %d rank%s, "
         "peak memory %.0f MiB per rank",
-        100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->times.train_s, total_s, ips, world,
-        world == 1 ? "" : "s", rss);
+        100 * ev->accuracy, epochs, epochs == 1 ? "" : "s", r->step, r->step == 1 ? "" : "s", r->times.train_s, total_s,
+        ips, world, world == 1 ? "" : "s", rss);
     metrics("{\"type\":\"summary\",\"model\":\"%s\",\"device\":\"%s\",\"world\":%d,\"epochs\":%d,\"steps\":%ld,"
             "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"train_s\":%.3f,\"total_s\":%.3f,\"images_per_s\":%.1f,"
             "\"allreduce_blocking_ms\":%.3f,\"allreduce_exposed_ms\":%.3f,\"allreduce_skew_ms\":%.3f,"

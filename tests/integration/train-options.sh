@@ -58,6 +58,9 @@ expect_fail 78 "MNIST_DDP_POOL=composed: the GPU path only" \
   env MNIST_DDP_POOL=composed "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1
 env MNIST_DDP_POOL=fused "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs 1 --max-steps 1 >"$TMP/pool" 2>&1 ||
   { cat "$TMP/pool"; fail "MNIST_DDP_POOL=fused (the default) refused on the CPU"; }
+# Its summary line, whole: one step (singular), one epoch begun.
+grep -Eq '^summary: test accuracy [0-9]+\.[0-9]{2}%, 1 epoch, 1 step, train [0-9.]+ s, total [0-9.]+ s, [0-9]+ images/s, 1 rank, peak memory [0-9]+ MiB per rank$' \
+  "$TMP/pool" || { cat "$TMP/pool"; fail "the summary line of one step"; }
 # MNIST_DDP_CONV2 (the GPU's conv2 without a column buffer): the same.
 expect_fail 78 "MNIST_DDP_CONV2=implicit: im2col (the default), direct or 3xtf32" \
   env MNIST_DDP_CONV2=implicit "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
