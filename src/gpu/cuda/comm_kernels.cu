@@ -4,6 +4,7 @@
 #include "base/bf16.h"
 #include "gpu/cuda/comm_kernels.h"
 #include "gpu/cuda/cuda_check.h"
+#include "gpu/cuda/globaltimer.h"
 #include "gpu/cuda/grid.h"
 
 enum {
@@ -12,13 +13,6 @@ enum {
     PROXY_BLOCKS = 16,
     PROXY_THREADS = 512,
 };
-
-__device__ static unsigned long long globaltimer_ns(void)
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 __global__ static void k_narrow_bf16(size_t n, const float *in, uint16_t *out)
 {

@@ -2,11 +2,11 @@
 # kernels (their bodies shared with the CPU through src/gpu/kernels.h), NCCL, the profile's device clock.
 if HAVE_CUDA
 src_libmnistddp_a_SOURCES += src/gpu/cuda/device.cu src/gpu/cuda/nccl_comm.cu src/gpu/cuda/nccl_grad.cu src/gpu/cuda/comm_kernels.cu src/gpu/cuda/gemm_cublas.cu src/gpu/cuda/nn_cuda.cu src/gpu/cuda/net_head.cu src/gpu/cuda/pool_fused.cu src/gpu/cuda/conv_pool.cu src/gpu/cuda/step_scalars.cu src/gpu/cuda/profile_clock.cu src/gpu/cuda/cublas_dl.c \
-	src/gpu/cuda/cublas_dl.h src/gpu/cuda/cuda_check.h src/gpu/cuda/comm_kernels.h src/gpu/cuda/grid.h src/gpu/cuda/launch.h src/gpu/cuda/nccl_private.h src/gpu/cuda/net_head.h src/gpu/cuda/block_sum.h src/gpu/cuda/pool_fused.h src/gpu/cuda/conv_pool.h src/gpu/cuda/step_scalars.h src/gpu/cuda/profile_stamps.h
+	src/gpu/cuda/cublas_dl.h src/gpu/cuda/cuda_check.h src/gpu/cuda/comm_kernels.h src/gpu/cuda/globaltimer.h src/gpu/cuda/grid.h src/gpu/cuda/launch.h src/gpu/cuda/nccl_private.h src/gpu/cuda/net_head.h src/gpu/cuda/block_sum.h src/gpu/cuda/pool_fused.h src/gpu/cuda/conv_pool.h src/gpu/cuda/step_scalars.h src/gpu/cuda/profile_stamps.h
 endif
 # make dist ships every GPU file whatever this tree was configured with (tests/gpu/local.mk: their tests).
 EXTRA_DIST += src/gpu/cuda/device.cu src/gpu/cuda/nccl_comm.cu src/gpu/cuda/nccl_grad.cu src/gpu/cuda/comm_kernels.cu src/gpu/cuda/gemm_cublas.cu src/gpu/cuda/nn_cuda.cu src/gpu/cuda/net_head.cu src/gpu/cuda/pool_fused.cu src/gpu/cuda/conv_pool.cu src/gpu/cuda/step_scalars.cu src/gpu/cuda/profile_clock.cu src/gpu/cuda/cublas_dl.c \
-	src/gpu/cuda/cublas_dl.h src/gpu/cuda/cuda_check.h src/gpu/cuda/comm_kernels.h src/gpu/cuda/grid.h src/gpu/cuda/launch.h src/gpu/cuda/nccl_private.h src/gpu/cuda/net_head.h src/gpu/cuda/block_sum.h src/gpu/cuda/pool_fused.h src/gpu/cuda/conv_pool.h src/gpu/cuda/step_scalars.h src/gpu/cuda/profile_stamps.h
+	src/gpu/cuda/cublas_dl.h src/gpu/cuda/cuda_check.h src/gpu/cuda/comm_kernels.h src/gpu/cuda/globaltimer.h src/gpu/cuda/grid.h src/gpu/cuda/launch.h src/gpu/cuda/nccl_private.h src/gpu/cuda/net_head.h src/gpu/cuda/block_sum.h src/gpu/cuda/pool_fused.h src/gpu/cuda/conv_pool.h src/gpu/cuda/step_scalars.h src/gpu/cuda/profile_stamps.h
 
 # nvcc writes each object's header dependencies (-MMD, in the .cu.o rule) beside it.
 -include src/gpu/cuda/device.d src/gpu/cuda/nccl_comm.d src/gpu/cuda/nccl_grad.d src/gpu/cuda/comm_kernels.d src/gpu/cuda/gemm_cublas.d src/gpu/cuda/nn_cuda.d src/gpu/cuda/net_head.d src/gpu/cuda/pool_fused.d src/gpu/cuda/conv_pool.d src/gpu/cuda/step_scalars.d src/gpu/cuda/profile_clock.d

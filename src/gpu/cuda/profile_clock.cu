@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "base/profile_clock.h"
+#include "gpu/cuda/globaltimer.h"
 #include "gpu/cuda/launch.h"
 #include "gpu/cuda/profile_stamps.h"
 
@@ -20,17 +21,10 @@
 // about three times the host's time to queue an eager step (docs/gpu.md).
 enum { HOLD_NS = 1500000 };
 
-__device__ static unsigned long long now_ns(void)
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 __global__ void k_hold(unsigned long long ns)
 {
-    unsigned long long t0 = now_ns();
-    while (now_ns() - t0 < ns)
+    unsigned long long t0 = globaltimer_ns();
+    while (globaltimer_ns() - t0 < ns)
         ;
 }
 
@@ -95,7 +89,7 @@ static phase_stamps *stamps, *stamps_host;                 // the device's sums,
 static unsigned long long stamps_read[PROFILE_MAX_PHASES]; // what profile_add has been given
 static int stamps_copy_queued;
 
-__global__ void k_phase_stamp(phase_stamps *d, int phase) { phase_stamp_add(d, phase, now_ns()); }
+__global__ void k_phase_stamp(phase_stamps *d, int phase) { phase_stamp_add(d, phase, globaltimer_ns()); }
 
 static void stamp_lap(int phase) { LAUNCH_SHAPE(k_phase_stamp, 1, 1, stamps, phase); }
 static void stamp_mark(void) { stamp_lap(-1); }
