@@ -29,6 +29,17 @@ ended_within() {
   [ "$took" -le $(($2 * 1000)) ] || { cat "$TMP/err" >&2; fail "$what: the job took $took ms after the freeze (limit $2 s)"; }
 }
 
+# await_freeze RANK PHASE TRIES: until the test hook says RANK froze in PHASE, polled every 50 ms; fails $what
+# if the job $job ends first or TRIES polls pass.
+await_freeze() {
+  i=0
+  until grep -q "test: rank $1 frozen in $2" "$TMP/err"; do
+    i=$((i + 1))
+    kill -0 "$job" 2>/dev/null && [ "$i" -le "$3" ] || { wait "$job"; cat "$TMP/out" "$TMP/err" >&2; fail "$what: never froze"; }
+    sleep 0.05
+  done
+}
+
 # frozen NP RANK PHASE: rank RANK of NP freezes entering PHASE; the job ends in time, naming it.
 frozen() {
   np=$1 victim=$2 phase=$3 what="$1 ranks, rank $2 frozen in $3"
@@ -38,12 +49,7 @@ frozen() {
   MNIST_DDP_FREEZE="$victim:$phase" run_np "$np" "$MNIST_DDP" $args --checkpoint-dir "$TMP/ckpt" \
     --checkpoint-every 1 >"$TMP/out" 2>"$TMP/err" &
   job=$!
-  i=0
-  until grep -q "test: rank $victim frozen in $phase" "$TMP/err"; do
-    i=$((i + 1))
-    kill -0 "$job" 2>/dev/null && [ "$i" -le 600 ] || { wait "$job"; cat "$TMP/out" "$TMP/err" >&2; fail "$what: never froze"; }
-    sleep 0.05
-  done
+  await_freeze "$victim" "$phase" 600
   t0=$(now)
   wait "$job"
   rc=$?
@@ -77,12 +83,7 @@ for np in 2 4; do
   # shellcheck disable=SC2086
   MNIST_DDP_FREEZE="1:finished" run_np "$np" "$MNIST_DDP" $args >"$TMP/out" 2>"$TMP/err" &
   job=$!
-  i=0
-  until grep -q "test: rank 1 frozen in finished" "$TMP/err"; do
-    i=$((i + 1))
-    kill -0 "$job" 2>/dev/null && [ "$i" -le 1200 ] || { wait "$job"; cat "$TMP/out" "$TMP/err" >&2; fail "$what: never froze"; }
-    sleep 0.05
-  done
+  await_freeze 1 finished 1200
   t0=$(now)
   wait "$job"
   rc=$?
