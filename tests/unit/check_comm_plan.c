@@ -159,6 +159,26 @@ START_TEST(test_proxy)
 }
 END_TEST
 
+/* The deadline of a wait: --comm-timeout until the first reduction, then --step-timeout only where it is
+ * the shorter; a tie keeps --comm-timeout (values apart by far, so the one returned shows which was read). */
+START_TEST(test_wait_deadline)
+{
+    const char *option = NULL;
+    ck_assert_double_eq(comm_wait_deadline(600, 30, 0, &option), 600);
+    ck_assert_str_eq(option, "--comm-timeout");
+    ck_assert_double_eq(comm_wait_deadline(600, 30, 1, &option), 30);
+    ck_assert_str_eq(option, "--step-timeout");
+    ck_assert_double_eq(comm_wait_deadline(600, 30, 1000000, &option), 30);
+    ck_assert_str_eq(option, "--step-timeout");
+    ck_assert_double_eq(comm_wait_deadline(30, 600, 5, &option), 30);
+    ck_assert_str_eq(option, "--comm-timeout");
+    ck_assert_double_eq(comm_wait_deadline(45, 45, 5, &option), 45);
+    ck_assert_str_eq(option, "--comm-timeout");
+    ck_assert_double_eq(comm_wait_deadline(45, 44.5, 5, &option), 44.5);
+    ck_assert_str_eq(option, "--step-timeout");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("comm_plan");
@@ -167,6 +187,7 @@ int main(void)
     tcase_add_test(tc, test_buckets_cover_once);
     tcase_add_test(tc, test_hidden_fraction);
     tcase_add_test(tc, test_proxy);
+    tcase_add_test(tc, test_wait_deadline);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -26,6 +26,10 @@ START_TEST(test_device_index)
     /* Slurm binds one GPU per task: every rank sees one device, index 0. */
     for (int r = 0; r < 8; r++)
         ck_assert_int_eq(gpu_plan_device_index(r, 1), 0);
+    /* Outside the contract (no device seen, a local rank unknown): device 0, not a division by zero or -1. */
+    ck_assert_int_eq(gpu_plan_device_index(3, 0), 0);
+    ck_assert_int_eq(gpu_plan_device_index(-1, 4), 0);
+    ck_assert_int_eq(gpu_plan_device_index(-5, 4), 0);
 }
 END_TEST
 
@@ -129,6 +133,67 @@ START_TEST(test_node_shared)
     ck_assert_contains(msg, "--gpus-per-task=1");
     ck_assert_contains(msg, "rank 0: device 0 of 2 visible, CUDA_VISIBLE_DEVICES=(unset)");
     ck_assert_contains(msg, "rank 1: device 0 of 1 visible, CUDA_VISIBLE_DEVICES=0");
+}
+END_TEST
+
+/* The edges of the node check: the pair named is the one with the lowest ranks whatever the slots' order;
+ * as many ranks as visible GPUs is not oversubscribed (a tie of n > visible); equal counts but different
+ * CUDA_VISIBLE_DEVICES strings are different views. */
+START_TEST(test_node_edges)
+{
+    char msg[GPU_MSG_LEN];
+    /* Higher ranks gathered first: ranks 5 and 6 share one GPU, ranks 2 and 3 another. */
+    gpu_slot late[4] = {slot(5, 4, 0, "0000:07:00.0", "(unset)"), slot(6, 4, 0, "0000:07:00.0", "(unset)"),
+                        slot(2, 4, 1, "0000:0F:00.0", "(unset)"), slot(3, 4, 1, "0000:0F:00.0", "(unset)")};
+    ck_assert_int_eq(gpu_plan_check_node(late, 4, "gpu06", msg, sizeof msg), GPU_NODE_SHARED);
+    ck_assert_contains(msg, "ranks 2 and 3 on gpu06 would share GPU 0000:0F:00.0 (rank 2: device 1 of 4");
+    /* Rank 0 shares with ranks 3 and 1, 3 gathered first: the pair named is 0 and 1. */
+    gpu_slot tie[3] = {slot(0, 4, 0, "0000:07:00.0", "(unset)"), slot(3, 4, 0, "0000:07:00.0", "(unset)"),
+                       slot(1, 4, 0, "0000:07:00.0", "(unset)")};
+    ck_assert_int_eq(gpu_plan_check_node(tie, 3, "gpu07", msg, sizeof msg), GPU_NODE_SHARED);
+    ck_assert_contains(msg, "ranks 0 and 1 on gpu07 would share");
+    /* Two ranks, two GPUs visible to both, both on device 0: shared, not oversubscribed. */
+    gpu_slot two[2] = {slot(0, 2, 0, "0000:07:00.0", "0,1"), slot(1, 2, 0, "0000:07:00.0", "0,1")};
+    ck_assert_int_eq(gpu_plan_check_node(two, 2, "gpu08", msg, sizeof msg), GPU_NODE_SHARED);
+    /* Three ranks on those two: oversubscribed. */
+    gpu_slot three[3] = {slot(0, 2, 0, "0000:07:00.0", "0,1"), slot(1, 2, 1, "0000:0F:00.0", "0,1"),
+                         slot(2, 2, 0, "0000:07:00.0", "0,1")};
+    ck_assert_int_eq(gpu_plan_check_node(three, 3, "gpu08", msg, sizeof msg), GPU_NODE_OVERSUBSCRIBED);
+    ck_assert_contains(msg,
+                       "3 ranks on gpu08 but only 2 GPUs visible to them (CUDA_VISIBLE_DEVICES=0,1): ranks 0 and 2 ");
+    /* Two visible each, but "0,1" and "1,0": a hand-made split, not one view. */
+    three[2] = slot(2, 2, 1, "0000:07:00.0", "1,0");
+    ck_assert_int_eq(gpu_plan_check_node(three, 3, "gpu09", msg, sizeof msg), GPU_NODE_SHARED);
+    ck_assert_contains(msg, "rank 2: device 1 of 2 visible, CUDA_VISIBLE_DEVICES=1,0)");
+}
+END_TEST
+
+/* Lengths at their limits: a value of len - 1 characters shown whole, len cut to len - 4 and "..."; a host of
+ * hostlen - 1 characters taken, hostlen refused (it would leave no room for the terminator); NCCL's version
+ * code 20900, the first of its 5-digit scheme, is 2.9.0. */
+START_TEST(test_length_edges)
+{
+    char buf[16];
+    gpu_plan_visible_devices_show("0123456789abcde", buf, sizeof buf);
+    ck_assert_str_eq(buf, "0123456789abcde");
+    gpu_plan_visible_devices_show("0123456789abcdef", buf, sizeof buf);
+    ck_assert_str_eq(buf, "0123456789ab...");
+    char host[64];
+    int port = 0;
+    const char *err = NULL;
+    ck_assert_int_eq(gpu_plan_parse_hostport("node012:7", host, 8, &port, &err), 0);
+    ck_assert_str_eq(host, "node012");
+    ck_assert_int_eq(port, 7);
+    err = NULL;
+    ck_assert_int_eq(gpu_plan_parse_hostport("node0123:7", host, 8, &port, &err), -1);
+    ck_assert_str_eq(err, "host name too long");
+    err = NULL;
+    ck_assert_int_eq(gpu_plan_parse_hostport("[fe80::12]:7", host, 8, &port, &err), -1);
+    ck_assert_str_eq(err, "host name too long");
+    ck_assert_int_eq(gpu_plan_parse_hostport("[fe80::1]:7", host, 8, &port, &err), 0);
+    ck_assert_str_eq(host, "fe80::1");
+    gpu_plan_nccl_version_string(20900, buf, sizeof buf);
+    ck_assert_str_eq(buf, "2.9.0");
 }
 END_TEST
 
@@ -286,6 +351,8 @@ int main(void)
     tcase_add_test(tc, test_node_ok);
     tcase_add_test(tc, test_node_oversubscribed);
     tcase_add_test(tc, test_node_shared);
+    tcase_add_test(tc, test_node_edges);
+    tcase_add_test(tc, test_length_edges);
     tcase_add_test(tc, test_hostport);
     tcase_add_test(tc, test_comm_id_precedence);
     tcase_add_loop_test(tc, test_probe_port, 0, 2);

@@ -380,6 +380,25 @@ START_TEST(test_log_softmax_nll)
 }
 END_TEST
 
+/* A prediction is the first maximum, as torch.argmax: with the label tied for the maximum it counts when the
+ * label comes first, not when another class does; all ten equal is class 0; one above the tie wins. */
+START_TEST(test_count_correct_ties)
+{
+    float z[5 * 10] = {0};
+    z[0 * 10 + 2] = z[0 * 10 + 7] = 1.5f; /* label 2: first of the tie */
+    z[1 * 10 + 2] = z[1 * 10 + 7] = 1.5f; /* label 7: second of the tie */
+    /* sample 2: all ten 0, label 0; sample 3: all ten 0, label 9 */
+    z[4 * 10 + 2] = z[4 * 10 + 7] = 1.5f; /* label 9, with 9 just above the tie */
+    z[4 * 10 + 9] = 1.5000001f;
+    const uint8_t labels[5] = {2, 7, 0, 9, 9};
+    const int want[5] = {1, 0, 1, 0, 1};
+    for (int n = 0; n < 5; n++)
+        ck_assert_msg(cpu_count_correct(z + n * 10, labels + n, 1, 10) == want[n], "sample %d counted %ld", n,
+                      cpu_count_correct(z + n * 10, labels + n, 1, 10));
+    ck_assert_int_eq(cpu_count_correct(z, labels, 5, 10), 3);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- whole models */
 
 enum { MN = 3 };
@@ -472,6 +491,7 @@ int main(void)
     tcase_add_test(tc, test_dropout_threshold);
     tcase_add_test(tc, test_batchnorm);
     tcase_add_test(tc, test_log_softmax_nll);
+    tcase_add_test(tc, test_count_correct_ties);
     tcase_add_test(tc, test_model_net);
     tcase_add_test(tc, test_model_convnet);
     suite_add_tcase(s, tc);

@@ -4,7 +4,8 @@
 # the collectives (bucket rule, overlap figure) and of the GPU path; duration formatting (check_log); the OpenBLAS kernels asked for (check_blas_core);
 # the data layer's scans and digest comparisons on full-size inputs damaged at their end (check_full_size); wino43's
 # AVX2 kernels against its AVX-512 ones, bit for bit (check_wino43_isa), and its input gradient on every residue
-# of its tiles (check_wino43_edges), where they are built.
+# of its tiles (check_wino43_edges), where they are built; the run lock's holder line and release (check_run_lock);
+# a stopped rank's watcher and the watchdog (check_exit_watch).
 # Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
 # scratch directories), model_testutil.h (random batches, a backend trained against the CPU), layer_testutil.h (finite differences),
 # kernel_testutil.h (the kernels' reference loops).
@@ -12,7 +13,8 @@ unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv
 	tests/unit/check_model tests/unit/check_kernels tests/unit/check_fused tests/unit/check_conv_pool tests/unit/check_idx tests/unit/check_shards \
 	tests/unit/check_shards_bad tests/unit/check_shards_writer tests/unit/check_sampler \
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
-	tests/unit/check_atomic_file tests/unit/check_blas_core tests/unit/check_full_size
+	tests/unit/check_atomic_file tests/unit/check_blas_core tests/unit/check_full_size \
+	tests/unit/check_run_lock tests/unit/check_exit_watch
 if HAVE_AVX512_KERNELS
 unit_tests += tests/unit/check_wino43_isa tests/unit/check_wino43_edges
 endif
@@ -29,6 +31,7 @@ tests_unit_check_shards_writer_SOURCES = tests/unit/check_shards_writer.c $(shar
 tests_unit_check_manifest_SOURCES = tests/unit/check_manifest.c $(data_test_util)
 tests_unit_check_atomic_file_SOURCES = tests/unit/check_atomic_file.c $(data_test_util)
 tests_unit_check_full_size_SOURCES = tests/unit/check_full_size.c $(data_test_util)
+tests_unit_check_run_lock_SOURCES = tests/unit/check_run_lock.c $(data_test_util)
 
 # Check's flags, per program (automake has no per-directory flags).
 tests_unit_check_gemm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -75,3 +78,7 @@ tests_unit_check_full_size_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_full_size_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_blas_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_blas_core_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_run_lock_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_run_lock_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_exit_watch_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_exit_watch_LDADD = $(LDADD) $(CHECK_LIBS)
