@@ -173,8 +173,10 @@ static void conv_case(int N, int C, int H, int W, int F, int k, int pad, int chu
     conv_case_on(&nn_cpu, N, C, H, W, F, k, pad, chunk, wide, seed, 1e-5);
 }
 
+/* One thread: with more, the CPU backend runs each sample alone (conv_cpu.h) and the chunks below never form. */
 START_TEST(test_conv_nopad)
 {
+    omp_set_num_threads(1);
     conv_case(3, 2, 7, 6, 4, 3, 0, 2, 0, 11); /* chunks of 2 then 1; non-square planes */
     conv_case(3, 2, 7, 6, 4, 3, 0, 2, 1, 14); /* the same in the wide layout */
     conv_case(2, 3, 6, 8, 5, 5, 0, 1, 1, 15);
@@ -183,6 +185,7 @@ END_TEST
 
 START_TEST(test_conv_pad)
 {
+    omp_set_num_threads(1);
     conv_case(2, 3, 6, 6, 2, 5, 2, 1, 0, 12);
     conv_case(3, 1, 5, 5, 3, 3, 1, 8, 0, 13); /* one chunk holds the whole batch */
 }
@@ -213,6 +216,14 @@ START_TEST(test_conv_threads)
     conv_backward(&nn_cpu, NULL, w, dy, dwk, dbk, NULL, N, 1, S, S, F, 3, 0, col, 1, 0);
     same_floats("threaded conv: dw from the kept input", dw, dwk, nw);
     same_floats("threaded conv: db from the kept input", db, dbk, F);
+    /* An input given to the backward wins over the kept one: dw of x2, as a backward right after x2's forward. */
+    float *x2 = random_floats((size_t)N * S * S, 47, -1, 1), *dw2 = zeros(nw), *dwg = zeros(nw);
+    ck_assert_int_eq(cpu_conv_forward(&nn_cpu, x2, w, NULL, yt, N, 1, S, S, F, 3, 0, 0), 1);
+    cpu_conv_backward(&nn_cpu, NULL, w, dy, dw2, db, NULL, N, 1, S, S, F, 3, 0, 0);
+    ck_assert_int_eq(cpu_conv_forward(&nn_cpu, x, w, NULL, yt, N, 1, S, S, F, 3, 0, 0), 1);
+    cpu_conv_backward(&nn_cpu, x2, w, dy, dwg, db, NULL, N, 1, S, S, F, 3, 0, 0);
+    same_floats("threaded conv: dw from the input given, not the kept one", dw2, dwg, nw);
+    free(x2), free(dw2), free(dwg);
     omp_set_num_threads(1);
     ck_assert_int_eq(conv_forward(&nn_cpu, x, w, NULL, y1, N, 1, S, S, F, 3, 0, col, 1, 0), 0);
     same_floats("threaded conv: y as on one thread", y1, yt, ny);
@@ -381,7 +392,8 @@ END_TEST
 
 /* wino43's conv1 (conv1_direct.h): forward with bias and ReLU against the definition in double, and its
  * gradients (no input gradient: the first layer's) against the im2col path's, on net's conv1, a plane whose
- * rows fit one vector and one whose second vector is nearly full, on one thread and three. */
+ * rows fit one vector, one whose second vector is nearly full and one whose two are full (the widest it
+ * takes: a row one pixel wider is refused), on one thread and three. */
 START_TEST(test_conv1_direct)
 {
     const nn_backend *be = nn_cpu_onednn(WINO_OWN);
@@ -391,7 +403,9 @@ START_TEST(test_conv1_direct)
     }
     static const struct {
         int N, S, F, threads;
-    } cases[] = {{3, 28, 32, 1}, {2, 12, 8, 1}, {5, 33, 4, 3}, {4, 28, 32, 3}};
+    } cases[] = {{3, 28, 32, 1}, {2, 12, 8, 1}, {5, 33, 4, 3}, {2, 34, 4, 1}, {4, 28, 32, 3}};
+    ck_assert_int_eq(conv1_direct_usable(34, 34, 4, 3, 0), 1);
+    ck_assert_int_eq(conv1_direct_usable(34, 35, 4, 3, 0), 0);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int N = cases[i].N, S = cases[i].S, F = cases[i].F, OS = S - 2;
         omp_set_num_threads(cases[i].threads);
