@@ -318,10 +318,10 @@ typedef struct {
 } conv_pool_run;
 
 static conv_pool_run conv_pool_through(const nn_backend *be, const float *x, const float *w, const float *pb,
-                                       const float *dpy, const float *x_relu, int N, int C, int S, int F)
+                                       const float *dpy, const float *x_relu, int N, int C, int H, int W, int F)
 {
-    int OS = S - 2;
-    size_t ny = (size_t)F * N * OS * S, np = (size_t)F * N * (OS / 2) * (OS / 2), nx = (size_t)C * N * S * S;
+    int OH = H - 2, OW = W - 2;
+    size_t ny = (size_t)F * N * OH * W, np = (size_t)F * N * (OH / 2) * (OW / 2), nx = (size_t)C * N * H * W;
     conv_pool_run r = {sentinel(ny * sizeof(float)),
                        sentinel(np * sizeof(float)),
                        malloc(np * sizeof(float)),
@@ -330,8 +330,8 @@ static conv_pool_run conv_pool_through(const nn_backend *be, const float *x, con
                        sentinel(nx * sizeof(float)),
                        sentinel(np * sizeof(int32_t))};
     memcpy(r.dpy, dpy, np * sizeof(float));
-    int kept = conv_pool_forward(be, x, w, pb, r.y, r.py, r.arg, NULL, N, C, S, S, F, 3, 0, NULL, 1, 1);
-    pool_conv_backward(be, r.dpy, NULL, r.py, r.arg, kept ? NULL : x, x_relu, w, r.y, r.dw, r.db, r.dx, N, C, S, S, F,
+    int kept = conv_pool_forward(be, x, w, pb, r.y, r.py, r.arg, NULL, N, C, H, W, F, 3, 0, NULL, 1, 1);
+    pool_conv_backward(be, r.dpy, NULL, r.py, r.arg, kept ? NULL : x, x_relu, w, r.y, r.dw, r.db, r.dx, N, C, H, W, F,
                        3, 0, NULL, 1, 1);
     return r;
 }
@@ -351,25 +351,27 @@ START_TEST(test_conv_pool_onednn)
     nn_backend composed = *be;
     composed.conv_pool_forward = NULL;
     composed.pool_conv_backward = NULL;
-    enum { C = 32, S = 26, F = 64, OS = S - 2 };
-    /* A batch with and without the ReLU, one sample (oneDNN's plain layouts for it differ), and five samples
-     * on three threads (wino43's parts: a plan's count of them is fixed when the plan is made). */
+    enum { C = 32, F = 64 };
+    /* A batch with and without the ReLU, one sample (oneDNN's plain layouts for it differ), five samples on
+     * three threads (wino43's parts: a plan's count of them is fixed when the plan is made), and planes wider
+     * than high and higher than wide. */
     static const struct {
-        int N, relu, threads;
-    } cases[] = {{3, 1, 1}, {3, 0, 1}, {1, 1, 1}, {5, 1, 3}};
+        int N, relu, threads, H, W;
+    } cases[] = {{3, 1, 1, 26, 26}, {3, 0, 1, 26, 26}, {1, 1, 1, 26, 26},
+                 {5, 1, 3, 26, 26}, {2, 1, 1, 18, 26}, {2, 1, 1, 26, 18}};
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        int N = cases[t].N;
+        int N = cases[t].N, H = cases[t].H, W = cases[t].W, OH = H - 2;
         omp_set_num_threads(cases[t].threads);
-        size_t np = (size_t)F * N * (OS / 2) * (OS / 2), nx = (size_t)C * N * S * S;
+        size_t np = (size_t)F * N * (OH / 2) * ((W - 2) / 2), nx = (size_t)C * N * H * W;
         float *x = random_floats(nx, rng_key(90 + t, (uint64_t)N), -1, 1);
         float *w = random_floats((size_t)F * C * 9, 91, -1, 1), *pb = random_floats(F, 92, -1, 1);
         float *dpy = random_floats(np, rng_key(93, (uint64_t)N), -1, 1);
         const float *x_relu = cases[t].relu ? x : NULL;
-        conv_pool_run f = conv_pool_through(be, x, w, pb, dpy, x_relu, N, C, S, F);
-        conv_pool_run c = conv_pool_through(&composed, x, w, pb, dpy, x_relu, N, C, S, F);
+        conv_pool_run f = conv_pool_through(be, x, w, pb, dpy, x_relu, N, C, H, W, F);
+        conv_pool_run c = conv_pool_through(&composed, x, w, pb, dpy, x_relu, N, C, H, W, F);
         /* Where oneDNN has Winograd (AVX-512) it takes nChw16c, which the fused pool reads: y stays unwritten;
          * wino43 on AVX2 makes its primitives for nChw16c too. */
-        int fused = is_sentinel(f.y, (size_t)F * N * OS * S * sizeof(float));
+        int fused = is_sentinel(f.y, (size_t)F * N * OH * W * sizeof(float));
         ck_assert_msg(fused || !(onednn_has_winograd() || (_i == WINO_OWN && wino43_has_cpu())),
                       "oneDNN (%s, N %d): the fused pool did not run on a CPU with Winograd", algs[_i], N);
         if (!fused)
