@@ -73,6 +73,13 @@ grep -q "resumed from step $at (restart 1)" "$TMP/usr1-again.log" || { cat "$TMP
 same "$TMP/full.h5" "$TMP/usr1.h5"
 echo "ok: SIGUSR1 at step $at -> exit 75, resumed bit-identical: $(grep '^stopped by' "$TMP/usr1.log")"
 
+# SIGINT (an interactive ^C) stops the same way, named as itself: the whole line.
+interrupt int INT "$never"
+[ "$rc" -eq 75 ] || { cat "$TMP/int.log"; fail "SIGINT to one rank: exit $rc, expected 75"; }
+grep -Eq '^stopped by SIGINT at step [0-9]+: checkpoint written, exit 75 \(run the same command to resume\); [0-9.]+ s from the signal to the exit$' "$TMP/int.log" \
+  || { cat "$TMP/int.log"; fail "SIGINT: no stop line naming it"; }
+echo "ok: SIGINT -> exit 75: $(grep '^stopped by' "$TMP/int.log")"
+
 interrupt kill KILL "$every8"
 [ "$rc" -ne 0 ] || fail "a run with a rank killed exited 0"
 last=$(find "$TMP/kill" -name 'ckpt-*.h5' | sort | tail -n 1)
