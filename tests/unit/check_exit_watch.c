@@ -95,6 +95,43 @@ START_TEST(running_rank_left_alone)
 }
 END_TEST
 
+/* Stops of 0.15 s, five in a row with 0.15 s of running between them: 0.75 s stopped in all, past the watcher's
+ * 0.6 s, but each stop counts only while it lasts (a job suspended and resumed), so the rank lives. */
+START_TEST(separate_stops_do_not_add_up)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[1]);
+        exit_watch_start(0.6, "stopped too long\n");
+        struct timespec t = {2, 0};
+        while (nanosleep(&t, &t) != 0)
+            ;
+        _exit(0);
+    }
+    close(fds[1]);
+    struct timespec pause = {0, 150000000};
+    for (int k = 0; k < 5; k++) {
+        ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+        nanosleep(&pause, NULL);
+        ck_assert_int_eq(kill(pid, SIGCONT), 0);
+        nanosleep(&pause, NULL);
+    }
+    char out[256];
+    ck_assert_int_eq(read_to_end(fds[0], out, sizeof out), 0);
+    ck_assert_msg(out[0] == '\0', "the watcher said '%s' after stops shorter than its time", out);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+    close(fds[0]);
+}
+END_TEST
+
 /* ---- The watchdog ----------------------------------------------------------------------------------- */
 
 /* A child that runs arm(which), then sleeps 1.5 s and exits 0; its status and what it said. */
@@ -154,6 +191,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, stopped_rank_killed);
     tcase_add_test(tc, running_rank_left_alone);
+    tcase_add_test(tc, separate_stops_do_not_add_up);
     tcase_add_test(tc, watchdog_codes_and_lines);
     suite_add_tcase(s, tc);
     return check_run(s);
