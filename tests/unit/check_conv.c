@@ -453,12 +453,12 @@ static float *ones(size_t n)
 /* The stack's conv1 output (blocks of 16 channels, channel innermost) holds the composition's (C, N, H, W) bits. */
 static void stack_same_h1(const nn_conv_stack *s, const float *h1)
 {
-    int N = s->N, C1 = s->F1, S1 = s->ld2;
+    int N = s->N, C1 = s->F1, P = (s->H - 2) * (s->W - 2);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C1; c++)
-            for (int p = 0; p < S1 * S1; p++) {
-                float e = h1[((size_t)c * N + n) * S1 * S1 + p];
-                float g = s->h1[(((size_t)n * C1 / 16 + c / 16) * S1 * S1 + p) * 16 + c % 16];
+            for (int p = 0; p < P; p++) {
+                float e = h1[((size_t)c * N + n) * P + p];
+                float g = s->h1[(((size_t)n * C1 / 16 + c / 16) * P + p) * 16 + c % 16];
                 ck_assert_msg(memcmp(&e, &g, sizeof e) == 0, "stack: h1[%d][%d][%d] = %g, expected %g", c, n, p,
                               (double)g, (double)e);
             }
@@ -469,14 +469,14 @@ static void stack_same_h1(const nn_conv_stack *s, const float *h1)
  * magnitudes. */
 static void stack_conv1_grads(const nn_conv_stack *s, const float *dh1)
 {
-    int N = s->N, C1 = s->F1, S = s->W, S1 = s->ld2;
+    int N = s->N, C1 = s->F1, H = s->H, W = s->W, W1 = W - 2, P = (H - 2) * W1;
     for (int f = 0; f < C1; f++)
         for (int t = 0; t <= 9; t++) {
             double ref = 0, mag = 0;
             for (int n = 0; n < N; n++)
-                for (int p = 0; p < S1 * S1; p++) {
-                    double g = dh1[((size_t)f * N + n) * S1 * S1 + p];
-                    double v = t < 9 ? g * s->x[((size_t)n * S + p / S1 + t / 3) * S + p % S1 + t % 3] : g;
+                for (int p = 0; p < P; p++) {
+                    double g = dh1[((size_t)f * N + n) * P + p];
+                    double v = t < 9 ? g * s->x[((size_t)n * H + p / W1 + t / 3) * W + p % W1 + t % 3] : g;
                     ref += v, mag += fabs(v);
                 }
             float got = (t < 9 ? s->dw1[f * 9 + t] : s->db1[f]) - 1.0f;
@@ -485,71 +485,78 @@ static void stack_conv1_grads(const nn_conv_stack *s, const float *dh1)
         }
 }
 
+/* One case of test_conv_stack: N images of H x W on `threads` threads, the inputs drawn with key i. */
+static void stack_case(const nn_backend *be, int N, int H, int W, int threads, int i)
+{
+    enum { C1 = 32, C2 = 64 };
+    int H1 = H - 2, W1 = W - 2;
+    omp_set_num_threads(threads);
+    size_t nx = (size_t)N * H * W, nh = (size_t)C1 * N * H1 * W1, np = (size_t)C2 * N * ((H1 - 2) / 2) * ((W1 - 2) / 2);
+    size_t nw1 = (size_t)C1 * 9, nw2 = (size_t)C2 * C1 * 9;
+    float *x = random_floats(nx, rng_key(60, i), 0, 1), *w1 = random_floats(nw1, rng_key(61, i), -1, 1);
+    float *b1 = random_floats(C1, rng_key(62, i), -1, 1), *w2 = random_floats(nw2, rng_key(63, i), -0.2f, 0.2f);
+    float *b2 = random_floats(C2, rng_key(64, i), -1, 1), *dpy = random_floats(np, rng_key(65, i), -1, 1);
+    nn_conv_stack s = {.x = x,
+                       .w1 = w1,
+                       .b1 = b1,
+                       .h1 = sentinel(nh * sizeof(float)),
+                       .w2 = w2,
+                       .b2 = b2,
+                       .py = sentinel(np * sizeof(float)),
+                       .arg = sentinel(np * sizeof(int32_t)),
+                       .dpy = dpy,
+                       .dw1 = ones(nw1),
+                       .db1 = ones(C1),
+                       .dw2 = ones(nw2),
+                       .db2 = ones(C2),
+                       .N = N,
+                       .H = H,
+                       .W = W,
+                       .F1 = C1,
+                       .F2 = C2,
+                       .k = 3,
+                       .ld2 = W1};
+    ck_assert_msg(be->conv_stack_forward(&s) == 1, "stack: %d x %d refused", H, W);
+    ck_assert_int_eq(be->conv_stack_backward(&s), 1);
+    /* The composition, as networks.c runs it without the stack (conv1's backward aside). */
+    float *h1 = malloc(nh * sizeof(float)), *y = malloc((size_t)C2 * N * (H1 - 2) * W1 * sizeof(float));
+    float *py = malloc(np * sizeof(float)), *dh1 = malloc(nh * sizeof(float));
+    float *dw2 = ones(nw2), *db2 = ones(C2), *col = zeros(conv_scratch(1, H, W, 3, 0, N, 0));
+    int32_t *arg = malloc(np * sizeof(int32_t));
+    conv_bias_relu_forward(be, x, w1, b1, h1, N, 1, H, W, C1, 3, 0, col, N, 0);
+    int kept = conv_pool_forward(be, h1, w2, b2, y, py, arg, NULL, N, C1, H1, W1, C2, 3, 0, NULL, 1, 1);
+    pool_conv_backward(be, dpy, NULL, py, arg, kept ? NULL : h1, h1, w2, y, dw2, db2, dh1, N, C1, H1, W1, C2, 3, 0,
+                       NULL, 1, 1);
+    same_floats("stack: pooled", py, s.py, np);
+    same("stack: argmax", arg, s.arg, np, sizeof(int32_t), 0, np);
+    stack_same_h1(&s, h1);
+    same_floats("stack: dw2", dw2, s.dw2, nw2);
+    same_floats("stack: db2", db2, s.db2, C2);
+    stack_conv1_grads(&s, dh1);
+    float *bufs[] = {x, w1, b1, w2, b2, dpy, s.h1, s.py, s.dw1, s.db1, s.dw2, s.db2, h1, y, py, dh1, dw2, db2, col};
+    for (size_t j = 0; j < sizeof bufs / sizeof *bufs; j++)
+        free(bufs[j]);
+    free(s.arg), free(arg);
+}
+
 /* wino43's convolution stack (conv_stack.h, wino43_stack.h) against the composition of the same backend's layers
  * (conv1's direct forward, conv2 + pool, their backward passes): pooled values, argmaxes and conv2's gradients
  * bit for bit, conv1's output the same bits in its blocks, conv1's gradients (summed in another order) against
- * the definition in double, all four added to what is there; one sample, three, and five on three threads. */
+ * the definition in double, all four added to what is there; one sample, three, and five on three threads. Then
+ * planes wider than high and higher than wide, the width growing between two calls of the same height (the
+ * stack keeps its buffers from call to call). */
 START_TEST(test_conv_stack)
 {
     const nn_backend *be = nn_cpu_onednn(WINO_OWN);
-    enum { S = 28, C1 = 32, C2 = 64, S1 = S - 2, S2 = S1 - 2, SP = S2 / 2 };
-    if (!be || !conv1_direct_blocks_usable(S, S, C1, 3, 0)) {
+    if (!be || !conv1_direct_blocks_usable(28, 28, 32, 3, 0)) {
         printf("check_conv: no oneDNN or neither AVX-512 nor AVX2 here: wino43's convolution stack does not apply\n");
         return;
     }
     static const struct {
-        int N, threads;
-    } cases[] = {{1, 1}, {3, 1}, {5, 3}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int N = cases[i].N;
-        omp_set_num_threads(cases[i].threads);
-        size_t nx = (size_t)N * S * S, nh = (size_t)C1 * N * S1 * S1, np = (size_t)C2 * N * SP * SP;
-        size_t nw1 = (size_t)C1 * 9, nw2 = (size_t)C2 * C1 * 9;
-        float *x = random_floats(nx, rng_key(60, i), 0, 1), *w1 = random_floats(nw1, rng_key(61, i), -1, 1);
-        float *b1 = random_floats(C1, rng_key(62, i), -1, 1), *w2 = random_floats(nw2, rng_key(63, i), -0.2f, 0.2f);
-        float *b2 = random_floats(C2, rng_key(64, i), -1, 1), *dpy = random_floats(np, rng_key(65, i), -1, 1);
-        nn_conv_stack s = {.x = x,
-                           .w1 = w1,
-                           .b1 = b1,
-                           .h1 = sentinel(nh * sizeof(float)),
-                           .w2 = w2,
-                           .b2 = b2,
-                           .py = sentinel(np * sizeof(float)),
-                           .arg = sentinel(np * sizeof(int32_t)),
-                           .dpy = dpy,
-                           .dw1 = ones(nw1),
-                           .db1 = ones(C1),
-                           .dw2 = ones(nw2),
-                           .db2 = ones(C2),
-                           .N = N,
-                           .H = S,
-                           .W = S,
-                           .F1 = C1,
-                           .F2 = C2,
-                           .k = 3,
-                           .ld2 = S1};
-        ck_assert_int_eq(be->conv_stack_forward(&s), 1);
-        ck_assert_int_eq(be->conv_stack_backward(&s), 1);
-        /* The composition, as networks.c runs it without the stack (conv1's backward aside). */
-        float *h1 = malloc(nh * sizeof(float)), *y = malloc((size_t)C2 * N * S2 * S1 * sizeof(float));
-        float *py = malloc(np * sizeof(float)), *dh1 = malloc(nh * sizeof(float));
-        float *dw2 = ones(nw2), *db2 = ones(C2), *col = zeros(conv_scratch(1, S, S, 3, 0, N, 0));
-        int32_t *arg = malloc(np * sizeof(int32_t));
-        conv_bias_relu_forward(be, x, w1, b1, h1, N, 1, S, S, C1, 3, 0, col, N, 0);
-        int kept = conv_pool_forward(be, h1, w2, b2, y, py, arg, NULL, N, C1, S1, S1, C2, 3, 0, NULL, 1, 1);
-        pool_conv_backward(be, dpy, NULL, py, arg, kept ? NULL : h1, h1, w2, y, dw2, db2, dh1, N, C1, S1, S1, C2, 3, 0,
-                           NULL, 1, 1);
-        same_floats("stack: pooled", py, s.py, np);
-        same("stack: argmax", arg, s.arg, np, sizeof(int32_t), 0, np);
-        stack_same_h1(&s, h1);
-        same_floats("stack: dw2", dw2, s.dw2, nw2);
-        same_floats("stack: db2", db2, s.db2, C2);
-        stack_conv1_grads(&s, dh1);
-        float *bufs[] = {x, w1, b1, w2, b2, dpy, s.h1, s.py, s.dw1, s.db1, s.dw2, s.db2, h1, y, py, dh1, dw2, db2, col};
-        for (size_t j = 0; j < sizeof bufs / sizeof *bufs; j++)
-            free(bufs[j]);
-        free(s.arg), free(arg);
-    }
+        int N, H, W, threads;
+    } cases[] = {{1, 28, 28, 1}, {3, 28, 28, 1}, {5, 28, 28, 3}, {2, 28, 20, 1}, {2, 28, 24, 1}, {2, 20, 28, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        stack_case(be, cases[i].N, cases[i].H, cases[i].W, cases[i].threads, (int)i);
     omp_set_num_threads(1);
 }
 END_TEST
