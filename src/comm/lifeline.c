@@ -35,8 +35,6 @@ static void *watch(void *arg)
     (void)arg;
     while (getppid() == launcher)
         clock_sleep(LIFELINE_POLL_S);
-    /* Its pipes are gone with it: a line to a closed stdout must not kill the rank before its checkpoint. */
-    signal(SIGPIPE, SIG_IGN);
     if (!with_checkpoints)
         end_now("stopping (no --checkpoint-dir to save the run in)");
     preempt_raise(PREEMPT_LAUNCHER_GONE);
@@ -54,6 +52,9 @@ void lifeline_start(int checkpoints)
         return;
     launcher = getppid();
     with_checkpoints = checkpoints;
+    /* The launcher's pipes die with it, before the thread can notice: a line to them then must not kill the rank
+     * before its checkpoint (a write fails instead). */
+    signal(SIGPIPE, SIG_IGN);
     pthread_t t;
     pthread_attr_t a;
     pthread_attr_init(&a);

@@ -11,26 +11,31 @@ common="--data $TMP/data --batch-size 16 --epochs 1 --log-interval 1 --seed 3 --
 mkdir "$TMP/pids"
 
 # launch NAME OPTIONS...: mpirun in the background (its pid in $job, not a wrapper's), each rank's pid in
-# $TMP/pids; rank 0 sleeps 0.5 s before step 41 (MNIST_DDP_STRAGGLER), so the kill lands between two steps.
+# $TMP/pids; rank 0 sleeps 0.5 s before step 41 (MNIST_DDP_STRAGGLER), so the kill lands between two steps. The
+# ranks write into a pipe whose reader ($reader) dies with mpirun, as a launcher's own pipes do (Open MPI gives
+# stdout a terminal): step 41's line then meets a closed pipe.
 launch() {
   name=$1; shift
-  rm -f "$TMP"/pids/*
+  rm -f "$TMP"/pids/* "$TMP/out"
+  mkfifo "$TMP/out"
+  cat <"$TMP/out" >"$TMP/$name.log" &
+  reader=$!
   # shellcheck disable=SC2016,SC2086
   MNIST_DDP_STRAGGLER=0:41:0.5 "${MPIEXEC:-mpirun}" --oversubscribe -np 2 \
-    sh -c 'echo $$ >"$0/$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP/pids" "$MNIST_DDP" $common "$@" \
-    </dev/null >"$TMP/$name.log" 2>&1 &
+    sh -c 'echo $$ >"$0/$OMPI_COMM_WORLD_RANK"; exec "$@" >"$0/../out" 2>&1' "$TMP/pids" "$MNIST_DDP" $common "$@" \
+    </dev/null >"$TMP/$name.launcher.log" 2>&1 &
   job=$!
   i=0
   until grep -q '^epoch 1 step 40/' "$TMP/$name.log" 2>/dev/null && [ -s "$TMP/pids/1" ]; do
     i=$((i + 1))
-    [ "$i" -lt 3000 ] || { kill -9 "$job"; cat "$TMP/$name.log"; fail "$name: no step 40 within a minute"; }
+    [ "$i" -lt 3000 ] || { kill -9 "$job" "$reader"; cat "$TMP/$name.log"; fail "$name: no step 40 within a minute"; }
     sleep 0.02
   done
 }
 
-# ranks_end NAME LIMIT: mpirun killed now; every rank's process is gone within LIMIT s.
+# ranks_end NAME LIMIT: mpirun and the pipe's reader killed now; every rank's process is gone within LIMIT s.
 ranks_end() {
-  kill -9 "$job"
+  kill -9 "$job" "$reader"
   t0=$(now)
   while :; do
     alive=
@@ -44,7 +49,7 @@ ranks_end() {
     fi
     sleep 0.05
   done
-  wait "$job" 2>/dev/null || true
+  wait "$job" "$reader" 2>/dev/null || true
   echo "ok: $1: the ranks ended $(ms_since "$t0") ms after mpirun was killed"
 }
 
