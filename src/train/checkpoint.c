@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/atomic_file.h"
@@ -461,6 +462,52 @@ static decision choose_in_dir(const checkpoint_config *c, const model *m, host_s
     return d;
 }
 
+/* A new directory DIR/superseded-<UTC time>[-k] into aside; 0, or an errno value. */
+static int make_aside(const char *dir, char *aside, size_t len)
+{
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+    for (int k = 0; k < 100; k++) {
+        snprintf(aside, len, k ? "%s/superseded-%s-%d" : "%s/superseded-%s", dir, stamp, k);
+        if (mkdir(aside, 0777) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return errno;
+    }
+    return EEXIST;
+}
+
+/* --resume never where DIR holds checkpoints (another run's, or an earlier start's): left in place, rotation
+ * would keep their higher step numbers over this run's files and a requeue would resume them. They are moved,
+ * not deleted, into a directory of their own. */
+static void set_aside(const char *dir, decision *d)
+{
+    long *steps;
+    int n = list_checkpoints(dir, &steps), err = 0;
+    char aside[PATH_LEN], from[PATH_LEN], to[PATH_LEN + 32];
+    const char *never = "--resume never";
+    if (n > 0 && (err = make_aside(dir, aside, sizeof aside)) != 0)
+        snprintf(d->msg, sizeof d->msg, "--checkpoint-dir %s: %s: cannot create '%s' to move %d checkpoint%s into: %s",
+                 dir, never, aside, n, n == 1 ? "" : "s", strerror(err));
+    for (int i = 0; i < n && !err; i++)
+        if (rename(file_path(from, sizeof from, dir, steps[i]), file_path(to, sizeof to, aside, steps[i])) != 0)
+            snprintf(d->msg, sizeof d->msg, "--checkpoint-dir %s: %s: cannot move '%s' to '%s': %s", dir, never, from,
+                     to, strerror(err = errno));
+    if (n > 0 && !err && ((err = af_sync_dir(aside)) != 0 || (err = af_sync_dir(dir)) != 0))
+        snprintf(d->msg, sizeof d->msg, "--checkpoint-dir %s: %s: cannot sync the moves: %s", dir, never,
+                 strerror(err));
+    if (n == 0)
+        snprintf(d->msg, sizeof d->msg, "resume: %s, starting from scratch", never);
+    else if (!err)
+        snprintf(d->msg, sizeof d->msg,
+                 "resume: %s: the %d checkpoint%s in %s (the newest of step %ld) moved to %s; starting from scratch",
+                 never, n, n == 1 ? "" : "s", dir, steps[0], aside);
+    d->code = err ? EX_IOERR : 0;
+    free(steps);
+}
+
 static decision choose(const checkpoint_config *c, const model *m, host_state *h)
 {
     decision d = {0};
@@ -469,7 +516,7 @@ static decision choose(const checkpoint_config *c, const model *m, host_state *h
         return c->dir ? choose_in_dir(c, m, h) : d;
     if (strcmp(c->resume, "never") == 0) {
         if (c->dir)
-            snprintf(d.msg, sizeof d.msg, "resume: --resume never, starting from scratch");
+            set_aside(c->dir, &d);
     } else if (access(c->resume, R_OK) != 0) {
         d.code = EX_NOINPUT;
         snprintf(d.msg, sizeof d.msg, "--resume %s: %s", c->resume, strerror(errno));

@@ -129,7 +129,7 @@ static const option_spec specs[] = {
     {NULL, "checkpoint-keep", "K", ARG_INT, F(checkpoint_keep), 1, 1 << 20, NULL, "2", NULL,
      "keep the newest K checkpoints"},
     {NULL, "resume", "R", ARG_STRING, F(resume), 0, 0, NULL, "auto", NULL,
-     "auto (newest valid in DIR, else scratch) | never | FILE"},
+     "auto (newest valid in DIR, else scratch) | never (DIR's\ncheckpoints moved aside, scratch) | FILE"},
     {"Execution:", "device", "D", ARG_INDEX, F(device), 0, 0, devices, "auto", NULL, "auto | cpu | cuda"},
     {NULL, "no-cuda", NULL, ARG_FLAG, F(device), DEVICE_CPU, 0, NULL, NULL, "", "same as --device cpu"},
     {NULL, "threads", "N", ARG_INT, F(threads), 1, 4096, NULL, NULL, "SLURM_CPUS_PER_TASK or 1",

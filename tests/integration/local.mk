@@ -26,7 +26,8 @@ integration_scripts = tests/integration/train-options.sh tests/integration/train
 	tests/integration/files-failures.sh tests/integration/sockets.sh tests/integration/checkpoint-lock.sh \
 	tests/integration/durability.sh tests/integration/stall-names.sh tests/integration/stall-phases.sh \
 	tests/integration/launcher-lost.sh tests/integration/fault-soak.sh tests/integration/train-gradcomm.sh \
-	tests/integration/cpu-avx2.sh tests/integration/checkpoint-versions.sh tests/integration/edges.sh
+	tests/integration/cpu-avx2.sh tests/integration/checkpoint-versions.sh tests/integration/edges.sh \
+	tests/integration/resume-never.sh
 TESTS += $(integration_scripts) tests/integration/mpi_comm
 EXTRA_DIST += $(integration_scripts) tests/integration/train-14epochs.sh
 # Files written by earlier versions, one per format (tests/fixtures/README.md says how each was made).
