@@ -24,8 +24,8 @@ typedef struct {
     int err; /* the read end of the rank's stderr, which its watcher shares */
 } rank_proc;
 
-/* A rank named name that starts its watcher, then stops itself (stop) or sleeps 1.5 s and exits 0. */
-static rank_proc start_rank(const char *name, int stop)
+/* A child whose stderr is a pipe: it runs body(arg), then exits 0. */
+static rank_proc spawn(void (*body)(const void *arg), const void *arg)
 {
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
@@ -36,16 +36,41 @@ static rank_proc start_rank(const char *name, int stop)
         close(fds[0]);
         dup2(fds[1], STDERR_FILENO);
         close(fds[1]);
-        prctl(PR_SET_NAME, name);
-        exit_watch_start(0.3, "rank 3 stopped while ending\n");
-        if (stop)
-            raise(SIGSTOP);
-        struct timespec t = {1, 500000000};
-        nanosleep(&t, NULL);
+        body(arg);
         _exit(0);
     }
     close(fds[1]);
     return (rank_proc){pid, fds[0]};
+}
+
+/* Sleeps s seconds, again after a signal's interruption (a SIGSTOP and SIGCONT). */
+static void sleep_through(double s)
+{
+    struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&t, &t) != 0)
+        ;
+}
+
+typedef struct {
+    const char *name;
+    int stop;
+} rank_spec;
+
+static void rank_body(const void *arg)
+{
+    const rank_spec *r = arg;
+    prctl(PR_SET_NAME, r->name);
+    exit_watch_start(0.3, "rank 3 stopped while ending\n");
+    if (r->stop)
+        raise(SIGSTOP);
+    sleep_through(1.5);
+}
+
+/* A rank named name that starts its watcher, then stops itself (stop) or sleeps 1.5 s and exits 0. */
+static rank_proc start_rank(const char *name, int stop)
+{
+    rank_spec r = {name, stop};
+    return spawn(rank_body, &r);
 }
 
 /* What the rank's stderr says until every writer has closed it; -1 if that takes over 10 s. */
@@ -97,75 +122,61 @@ END_TEST
 
 /* Stops of 0.15 s, five in a row with 0.15 s of running between them: 0.75 s stopped in all, past the watcher's
  * 0.6 s, but each stop counts only while it lasts (a job suspended and resumed), so the rank lives. */
+static void stops_body(const void *arg)
+{
+    (void)arg;
+    exit_watch_start(0.6, "stopped too long\n");
+    sleep_through(2);
+}
+
 START_TEST(separate_stops_do_not_add_up)
 {
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], STDERR_FILENO);
-        close(fds[1]);
-        exit_watch_start(0.6, "stopped too long\n");
-        struct timespec t = {2, 0};
-        while (nanosleep(&t, &t) != 0)
-            ;
-        _exit(0);
-    }
-    close(fds[1]);
+    rank_proc r = spawn(stops_body, NULL);
     struct timespec pause = {0, 150000000};
     for (int k = 0; k < 5; k++) {
-        ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+        ck_assert_int_eq(kill(r.pid, SIGSTOP), 0);
         nanosleep(&pause, NULL);
-        ck_assert_int_eq(kill(pid, SIGCONT), 0);
+        ck_assert_int_eq(kill(r.pid, SIGCONT), 0);
         nanosleep(&pause, NULL);
     }
     char out[256];
-    ck_assert_int_eq(read_to_end(fds[0], out, sizeof out), 0);
+    ck_assert_int_eq(read_to_end(r.err, out, sizeof out), 0);
     ck_assert_msg(out[0] == '\0', "the watcher said '%s' after stops shorter than its time", out);
     int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_int_eq(waitpid(r.pid, &st, 0), r.pid);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
-    close(fds[0]);
+    close(r.err);
 }
 END_TEST
 
 /* ---- The watchdog ----------------------------------------------------------------------------------- */
 
-/* A child that runs arm(which), then sleeps 1.5 s and exits 0; its status and what it said. */
+static void armed_body(const void *arg)
+{
+    int which = *(const int *)arg;
+    if (which == 0)
+        watchdog_arm(0.2, 69, "stalled in MPI_Finalize");
+    else if (which == 1)
+        watchdog_arm(0, 71, "at once");
+    else if (which == 2) {
+        watchdog_arm(0.2, 69, "disarmed");
+        watchdog_disarm();
+    } else {
+        watchdog_arm(0.1, 70, "first");
+        watchdog_arm(0.4, 69, "second");
+    }
+    sleep_through(1.5);
+}
+
+/* A child that arms the watchdog as case `which` says, then sleeps 1.5 s and exits 0; its status and what it
+ * said. */
 static int run_armed(int which, char *out, size_t len)
 {
-    int fds[2], st;
-    ck_assert_int_eq(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], STDERR_FILENO);
-        close(fds[1]);
-        if (which == 0)
-            watchdog_arm(0.2, 69, "stalled in MPI_Finalize");
-        else if (which == 1)
-            watchdog_arm(0, 71, "at once");
-        else if (which == 2) {
-            watchdog_arm(0.2, 69, "disarmed");
-            watchdog_disarm();
-        } else {
-            watchdog_arm(0.1, 70, "first");
-            watchdog_arm(0.4, 69, "second");
-        }
-        struct timespec t = {1, 500000000};
-        while (nanosleep(&t, &t) != 0)
-            ;
-        _exit(0);
-    }
-    close(fds[1]);
-    ck_assert_int_eq(read_to_end(fds[0], out, len), 0);
-    close(fds[0]);
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    int st;
+    rank_proc r = spawn(armed_body, &which);
+    ck_assert_int_eq(read_to_end(r.err, out, len), 0);
+    close(r.err);
+    ck_assert_int_eq(waitpid(r.pid, &st, 0), r.pid);
     ck_assert_msg(WIFEXITED(st), "case %d: status %#x", which, st);
     return WEXITSTATUS(st);
 }
