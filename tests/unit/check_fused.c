@@ -162,6 +162,31 @@ START_TEST(test_relu_nchw16c)
 }
 END_TEST
 
+/* The tiles' transpose of both widths against its definition, bit for bit on any 32-bit pattern (NaN payloads
+ * too: moves only), with rows 16, a chunk's 256 and odd counts apart on either side; nothing written beside the
+ * tile's 16 columns. The kernels above take the width the CPU picks; this runs both on any CPU. */
+START_TEST(test_transpose_tile)
+{
+    static const struct {
+        size_t lds, ldd;
+    } strides[] = {{16, 16}, {256, 16}, {16, 256}, {19, 23}};
+    size_t lds = strides[_i / 2].lds, ldd = strides[_i / 2].ldd;
+    int wide = _i % 2;
+    uint32_t *src = malloc(16 * lds * sizeof *src), *dst = malloc(16 * ldd * sizeof *dst), x = 12345u + (uint32_t)_i;
+    for (size_t k = 0; k < 16 * lds; k++)
+        src[k] = x = x * 1664525u + 1013904223u;
+    memset(dst, 0xa5, 16 * ldd * sizeof *dst);
+    nchw16c_transpose((const float *)src, lds, (float *)dst, ldd, wide);
+    for (size_t j = 0; j < 16; j++)
+        for (size_t i = 0; i < ldd; i++) {
+            uint32_t want = i < 16 ? src[i * lds + j] : 0xa5a5a5a5u;
+            ck_assert_msg(dst[j * ldd + i] == want, "wide %d, lds %zu, ldd %zu: [%zu][%zu] = %#x, expected %#x", wide,
+                          lds, ldd, j, i, dst[j * ldd + i], want);
+        }
+    free(src), free(dst);
+}
+END_TEST
+
 typedef struct {
     int C, N, HW, dropout;
     float p;
@@ -479,6 +504,7 @@ int main(void)
     tcase_add_loop_test(tc, test_pool_relu, 0, (int)(sizeof pools / sizeof pools[0]));
     tcase_add_loop_test(tc, test_pool_nchw16c, 0, (int)(sizeof blocked_pools / sizeof blocked_pools[0]));
     tcase_add_loop_test(tc, test_relu_nchw16c, 0, 2);
+    tcase_add_loop_test(tc, test_transpose_tile, 0, 8);
     tcase_add_loop_test(tc, test_flatten_dropout, 0, (int)(sizeof flats / sizeof flats[0]));
     tcase_add_loop_test(tc, test_net_head, 0, (int)(sizeof heads / sizeof heads[0]));
     tcase_add_loop_test(tc, test_pool_flatten_dropout, 0, (int)(sizeof pools / sizeof pools[0]));

@@ -4,6 +4,7 @@
  * extra pass over it. Same ops.h functions in the same order as the nn_cpu.h functions named: the same bits. */
 #ifndef MNIST_NCHW16C_H
 #define MNIST_NCHW16C_H
+#include <stddef.h>
 #include <stdint.h>
 
 enum { CHANNEL_BLOCK = 16 }; /* channels per block; C a multiple of it */
@@ -29,4 +30,7 @@ void nchw16c_relu_maxpool2_backward_sample(const float *dy, const float *y, cons
 /* xs [C/16][HW][16] = sample n of x [C][N][HW]. */
 void nchw16c_blocks_sample(const float *x, float *xs, int C, int N, int n, int HW);
 void nchw16c_relu_backward_sample(const float *dxs, const float *y, float *dx, int C, int N, int n, int HW);
+/* dst[j][i] = src[i][j] for a 16 x 16 tile, rows lds and ldd apart: the transpose the kernels above use, with
+ * AVX-512's 16-lane vectors (wide) or AVX2's 8-lane ones, as each CPU picks; for tests. */
+void nchw16c_transpose(const float *src, size_t lds, float *dst, size_t ldd, int wide);
 #endif
