@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sysexits.h>
 
 #include "nn/ops.h"
 #include "nn/optim.h"
@@ -166,6 +167,38 @@ START_TEST(test_vector_steps_bitwise)
 }
 END_TEST
 
+/* The checkpoint names each part of the state: Adadelta's two, SGD's buffer only with momentum, none for an
+ * empty model (no division by zero). The names follow optim_kind's order. */
+START_TEST(test_state_parts)
+{
+    optim_cfg cfgs[3] = {{.kind = OPTIM_ADADELTA}, {.kind = OPTIM_SGD, .momentum = 0.5f}, {.kind = OPTIM_SGD}};
+    int want[3] = {2, 1, 0};
+    const char *first[3] = {"square_avg", "momentum_buffer", "momentum_buffer"};
+    for (int c = 0; c < 3; c++) {
+        const char *const *names = NULL;
+        optim *o = optim_create_on(&nn_cpu, &cfgs[c], NP), *e = optim_create_on(&nn_cpu, &cfgs[c], 0);
+        ck_assert_int_eq(optim_state_parts(o, &names), want[c]);
+        ck_assert_str_eq(names[0], first[c]);
+        if (c == 0)
+            ck_assert_str_eq(names[1], "acc_delta");
+        ck_assert_int_eq(optim_state_parts(e, &names), 0);
+        optim_free(o);
+        optim_free(e);
+    }
+    ck_assert_str_eq(optim_kind_names[OPTIM_ADADELTA], "adadelta");
+    ck_assert_str_eq(optim_kind_names[OPTIM_SGD], "sgd");
+    ck_assert_ptr_null(optim_kind_names[OPTIM_KINDS]);
+}
+END_TEST
+
+/* A kind past the list is a programming error, refused before any state is sized for it. */
+START_TEST(test_unknown_kind)
+{
+    optim_cfg cfg = {.kind = OPTIM_KINDS};
+    optim_create_on(&nn_cpu, &cfg, NP);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("optim");
@@ -176,6 +209,8 @@ int main(void)
     tcase_add_test(tc, test_sgd_momentum_weight_decay);
     tcase_add_test(tc, test_state_layout_and_restore);
     tcase_add_test(tc, test_vector_steps_bitwise);
+    tcase_add_test(tc, test_state_parts);
+    tcase_add_exit_test(tc, test_unknown_kind, EX_SOFTWARE);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
