@@ -332,6 +332,69 @@ START_TEST(test_keep_col)
 }
 END_TEST
 
+/* Gradients moved into the caller's buffer (the collectives' shared memory): zeroed there, the backend's
+ * own copy released and its bytes no longer counted, and every layer's gradient written there, the same
+ * bits as a model that kept its own. */
+START_TEST(test_place_grads)
+{
+    batch b;
+    make_batch(&b, 11);
+    model *m = model_create_on(&nn_cpu, model_kind_of(models[_i]), NB),
+          *r = model_create_on(&nn_cpu, model_kind_of(models[_i]), NB);
+    size_t np = model_num_params(m), before = model_backend_bytes(m);
+    float *shared = malloc(np * sizeof *shared);
+    for (size_t i = 0; i < np; i++)
+        shared[i] = 7.0f;
+    model_place_grads(m, shared);
+    ck_assert_ptr_eq(model_grads(m), shared);
+    ck_assert_float_eq(max_abs(shared, np), 0.0f);
+    ck_assert_uint_eq(before - model_backend_bytes(m), np * sizeof(float));
+    model_forward_backward(m, b.x, b.labels, b.ids, NB, 5, 1.0f);
+    model_forward_backward(r, b.x, b.labels, b.ids, NB, 5, 1.0f);
+    ck_assert(memcmp(shared, model_grads(r), np * sizeof(float)) == 0);
+    model_free(m);
+    model_free(r);
+    free(shared);
+}
+END_TEST
+
+/* The ends of each range the model checks: kinds, tensor and buffer indices, a batch of 0 and of exactly
+ * its capacity (1), and the loss sum emptied by each take. */
+START_TEST(test_limits)
+{
+    batch b;
+    make_batch(&b, 12);
+    ck_assert_ptr_null(model_create_on(&nn_cpu, MODEL_KINDS, 1));
+    ck_assert_ptr_null(model_create_on(&nn_cpu, (model_kind)-1, 1));
+    model *m = model_create_on(&nn_cpu, MODEL_CONVNET, 1);
+    int nb = model_num_buffers(m);
+    ck_assert_ptr_nonnull(model_buffer(m, nb - 1));
+    ck_assert_ptr_null(model_buffer(m, nb));
+    ck_assert_ptr_null(model_buffer(m, -1));
+    long correct = 5;
+    ck_assert_double_eq(model_evaluate(m, b.x, b.labels, 0, &correct), 0.0);
+    ck_assert_int_eq(correct, 5);
+    ck_assert(model_evaluate(m, b.x, b.labels, 1, &correct) > 0.0);
+    ck_assert(model_forward_backward(m, b.x, b.labels, b.ids, 1, 1, 1.0f) > 0.0);
+    ck_assert_double_eq(model_take_loss(m), 0.0);
+    model_free(m);
+}
+END_TEST
+
+/* A model of no capacity, and evaluation of more samples than the capacity or of a negative count:
+ * programming errors, refused (EX_SOFTWARE). */
+START_TEST(test_refused)
+{
+    batch b;
+    make_batch(&b, 13);
+    long correct = 0;
+    if (_i == 0)
+        model_create_on(&nn_cpu, MODEL_NET, 0);
+    model *m = model_create_on(&nn_cpu, MODEL_NET, 2);
+    model_evaluate(m, b.x, b.labels, _i == 1 ? 3 : -1, &correct);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model");
@@ -346,6 +409,9 @@ int main(void)
     tcase_add_test(tc, test_normalize);
     tcase_add_loop_test(tc, test_keep_col, 0, 2);
     tcase_add_exit_test(tc, test_capacity, 70); /* EX_SOFTWARE */
+    tcase_add_loop_test(tc, test_place_grads, 0, 2);
+    tcase_add_test(tc, test_limits);
+    tcase_add_loop_exit_test(tc, test_refused, 70, 0, 3);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
