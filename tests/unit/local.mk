@@ -6,7 +6,8 @@
 # AVX2 kernels against its AVX-512 ones, bit for bit (check_wino43_isa), and its input gradient on every residue
 # of its tiles (check_wino43_edges), where they are built; the run lock's holder line and release (check_run_lock);
 # a stopped rank's watcher and the watchdog (check_exit_watch); the error line, aligned allocation and SHA-256
-# (check_base); the IDX reader's whole messages one byte either side of each size it checks (check_idx_edges).
+# (check_base); the IDX reader's whole messages one byte either side of each size it checks (check_idx_edges);
+# --profile's phases, device clock, table and JSON (check_profile).
 # Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
 # scratch directories), model_testutil.h (random batches, a backend trained against the CPU), layer_testutil.h (finite differences),
 # kernel_testutil.h (the kernels' reference loops).
@@ -16,7 +17,7 @@ unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
 	tests/unit/check_atomic_file tests/unit/check_blas_core tests/unit/check_full_size \
 	tests/unit/check_run_lock tests/unit/check_exit_watch tests/unit/check_base \
-	tests/unit/check_idx_edges
+	tests/unit/check_idx_edges tests/unit/check_profile
 if HAVE_AVX512_KERNELS
 unit_tests += tests/unit/check_wino43_isa tests/unit/check_wino43_edges
 endif
@@ -77,6 +78,8 @@ tests_unit_check_log_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_log_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_idx_edges_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_idx_edges_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_profile_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_profile_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_base_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_base_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_atomic_file_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
