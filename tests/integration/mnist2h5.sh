@@ -36,6 +36,14 @@ run() {
   [ "$failures" != "$before" ] || echo "ok: mnist2h5 $* -> $got"
 }
 
+# whole_err TEXT / whole_out TEXT: the last run's stderr is exactly "mnist2h5: error: TEXT [host, src/FILE.c:LINE]",
+# its stdout exactly TEXT: a message with a doubled space or an extra clause differs from the right one.
+whole_err() {
+  got=$(sed 's/ \[[^]]*, src\/[a-z0-9_/]*\.c:[0-9]*\]$//' "$tmp/err")
+  [ "$got" = "mnist2h5: error: $1" ] || fail "stderr is not 'mnist2h5: error: $1 [...]': $(cat "$tmp/err")"
+}
+whole_out() { [ "$(cat "$tmp/out")" = "$1" ] || fail "stdout is not '$1': $(cat "$tmp/out")"; }
+
 # Synthetic IDX files: NAME N [bad]; the first labels are MNIST's.
 mkidx() {
   "$py" - "$tmp/$1" "$2" "${3-}" <<'EOF'
@@ -58,6 +66,7 @@ EOF
 
 mkidx good 1000
 mkidx small 5
+mkidx empty 0
 for b in label magic size truncated trailing count; do mkidx "bad-$b" 20 "$b"; done
 I=$tmp/good-images L=$tmp/good-labels out=$tmp/out-dir
 
@@ -65,6 +74,7 @@ I=$tmp/good-images L=$tmp/good-labels out=$tmp/out-dir
 run 0 '^Usage: mnist2h5 --images FILE --labels FILE --out DIR --shards N' --help
 run 0 '^mnist2h5 \(mnist_ddp\) [0-9]' --version
 run 64 'missing option --images'
+whole_err 'missing option --images (see mnist2h5 --help)'
 run 64 'missing option --labels' --images "$I"
 run 64 'missing option --out' --images "$I" --labels "$L" --shards 2
 run 64 'missing option --shards' --images "$I" --labels "$L" --out "$out"
@@ -75,6 +85,11 @@ run 64 "invalid --shards 'abc'" --images "$I" --labels "$L" --out "$out" --shard
 run 64 "invalid --shards '0'" --images "$I" --labels "$L" --out "$out" --shards 0
 run 64 "invalid --shards '-2'" --images "$I" --labels "$L" --out "$out" --shards -2
 run 64 "invalid --shards '100000'" --images "$I" --labels "$L" --out "$out" --shards 100000
+whole_err "invalid --shards '100000': expected an integer 1..99999 (see mnist2h5 --help)"
+run 64 "invalid --shards '2x'" --images "$I" --labels "$L" --out "$out" --shards 2x
+# 99999 (SHARDS_MAX) is a valid count, refused only for these 1000 samples.
+run 64 "invalid --shards 99999: more shards than the 1000 samples of '$I'" --images "$I" --labels "$L" --out "$out" \
+  --shards 99999
 run 64 "invalid --prefix '../up'" --images "$I" --labels "$L" --out "$out" --shards 2 --prefix ../up
 run 64 "invalid --prefix '-dash': use letters, digits, '_', '.', '-' \\(not first\\), at most 64" \
   --images "$I" --labels "$L" --out "$out" --shards 2 --prefix -dash
@@ -85,6 +100,9 @@ run 64 'empty file name given to --labels \(see mnist2h5 --help\) \[' --images "
 run 64 'empty file name given to --out \(see mnist2h5 --help\) \[' --images "$I" --labels "$L" --out "" --shards 2
 run 64 'unexpected argument stray' --images "$I" --labels "$L" --out "$out" --shards 2 stray
 run 64 'more shards than the 5 samples' --images "$tmp/small-images" --labels "$tmp/small-labels" --out "$out" --shards 6
+run 65 "IDX files '$tmp/empty-images' and '$tmp/empty-labels' hold no samples" \
+  --images "$tmp/empty-images" --labels "$tmp/empty-labels" --out "$out" --shards 1
+whole_err "IDX files '$tmp/empty-images' and '$tmp/empty-labels' hold no samples"
 # --- missing input (66)
 run 66 "'$tmp/nope-images'.*No such file" --images "$tmp/nope-images" --labels "$L" --out "$out" --shards 2
 run 66 "'$tmp/nope-labels'.*No such file" --images "$I" --labels "$tmp/nope-labels" --out "$out" --shards 2
@@ -106,6 +124,7 @@ run 73 "/proc/mnist2h5-test" --images "$I" --labels "$L" --out /proc/mnist2h5-te
 run 0 "wrote 1000 samples .*/nested/train-00000-of-00003.h5 .. train-00002-of-00003.h5" \
   --images "$I" --labels "$L" --out "$out/nested" --shards 3
 run 0 "wrote 1000 samples .*/nested/test-00000-of-00001.h5" --images "$I" --labels "$L" --out "$out/nested" --shards 1 --prefix test
+whole_out "mnist2h5: wrote 1000 samples ($I) to $out/nested/test-00000-of-00001.h5"
 # shellcheck disable=SC2012
 listing=$(ls -A "$out/nested" | tr '\n' ' ')
 [ "$listing" = "test-00000-of-00001.h5 test.manifest train-00000-of-00003.h5 train-00001-of-00003.h5 train-00002-of-00003.h5 train.manifest " ] ||
@@ -113,6 +132,7 @@ listing=$(ls -A "$out/nested" | tr '\n' ' ')
 # As many shards as samples: one sample each (--shards 6 above, one more than the 5 samples, is refused).
 run 0 "wrote 5 samples .*/each/train-00000-of-00005.h5 .. train-00004-of-00005.h5$" \
   --images "$tmp/small-images" --labels "$tmp/small-labels" --out "$out/each" --shards 5
+whole_out "mnist2h5: wrote 5 samples ($tmp/small-images) to $out/each/train-00000-of-00005.h5 .. train-00004-of-00005.h5"
 
 h5dump -H "$out/nested/train-00001-of-00003.h5" >"$tmp/h5dump.txt" 2>&1 || fail "h5dump -H failed: $(cat "$tmp/h5dump.txt")"
 for pat in 'DATASET "images"' 'H5T_STD_U8LE' '\( 333, 28, 28 \)' 'DATASET "labels"' '\( 333 \)' \
