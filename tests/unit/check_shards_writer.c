@@ -1,5 +1,6 @@
 /* HDF5 shards, the writer: unwritable outputs and bad arguments refused with nothing created, and its
- * atomicity: no complete-looking set after a failure midway or an interruption by a signal. */
+ * atomicity: no complete-looking set after a failure midway or an interruption by a signal; the request's
+ * limits at their edges and the chunks around their sizes. */
 #define _GNU_SOURCE
 #include "../check_run.h"
 #include <dirent.h>
@@ -14,8 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hdf5.h>
+
 #include "data_testutil.h"
 #include "base/errors.h"
+#include "data/idx.h"
 #include "data/shards.h"
 #include "shards_testutil.h"
 
@@ -247,6 +251,120 @@ START_TEST(writer_interrupted)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ limits */
+
+typedef struct {
+    const char *dir;
+    uint64_t n;
+    int nshards;
+    const char *sha;
+} limit_arg;
+
+/* n samples (labels i % 10) into nshards; none at all past SHARDS_MAX_SAMPLES (refused before reading). */
+static void limit_fn(void *arg)
+{
+    const limit_arg *a = arg;
+    uint8_t *im = NULL, *lb = NULL;
+    if (a->n <= 1 << 20) {
+        im = calloc(a->n, MNIST_PIXELS);
+        lb = malloc(a->n);
+        for (uint64_t i = 0; i < a->n; i++)
+            lb[i] = (uint8_t)(i % 10);
+    }
+    shards_write(a->dir, "train", a->nshards, im, lb, a->n, a->sha);
+    free(im);
+    free(lb);
+}
+
+/* err is the one line "check_shards_writer: error: WANT [host, file:line]". */
+static void assert_line(const char *err, const char *want)
+{
+    const char *head = "check_shards_writer: error: ";
+    size_t h = strlen(head), w = strlen(want), e = strlen(err);
+    ck_assert_msg(strncmp(err, head, h) == 0 && strncmp(err + h, want, w) == 0 && strncmp(err + h + w, " [", 2) == 0 &&
+                      strchr(err + h + w, '\n') == err + e - 1 && err[e - 2] == ']',
+                  "got: %swant: %s%s [...]", err, head, want);
+}
+
+/* Each limit of a request at its edge: samples (SHARDS_MAX_SAMPLES + 1), as many shards as samples and one
+ * more, the source digest's length and case (and none). Refused requests create nothing. */
+START_TEST(writer_limits)
+{
+    char *dir = subdir("limits"), err[2048], want[512];
+    char sha64[SHA256_HEX_LEN + 1], sha63[SHA256_HEX_LEN], upper[SHA256_HEX_LEN + 1];
+    memset(sha64, 'a', SHA256_HEX_LEN), sha64[SHA256_HEX_LEN] = '\0';
+    memcpy(sha63, sha64, SHA256_HEX_LEN - 1), sha63[SHA256_HEX_LEN - 1] = '\0';
+    memcpy(upper, sha64, sizeof upper), upper[7] = 'A';
+    limit_arg big = {dir, SHARDS_MAX_SAMPLES + 1, 1, NULL};
+    ck_assert_int_eq(tu_run(limit_fn, &big, err, sizeof err), EX_DATAERR);
+    snprintf(want, sizeof want, "cannot write 16777217 samples to %s/train-*.h5 (1..16777216)", dir);
+    assert_line(err, want);
+    limit_arg more = {dir, 5, 6, NULL};
+    ck_assert_int_eq(tu_run(limit_fn, &more, err, sizeof err), EX_USAGE);
+    assert_line(err, "cannot split 5 samples into 6 shards (1..5)");
+    limit_arg d63 = {dir, 5, 1, sha63}, dup = {dir, 5, 1, upper};
+    ck_assert_int_eq(tu_run(limit_fn, &d63, err, sizeof err), EX_SOFTWARE);
+    ck_assert_int_eq(tu_run(limit_fn, &dup, err, sizeof err), EX_SOFTWARE);
+    snprintf(want, sizeof want, "source digest '%s' is not a SHA-256 in lowercase hex", upper);
+    assert_line(err, want);
+    ck_assert_int_eq(tu_count(dir, NULL), 0);
+    limit_arg each = {dir, 5, 5, sha64}, none = {dir, 7, 1, NULL};
+    ck_assert_int_eq(tu_run(limit_fn, &each, err, sizeof err), 0);
+    ck_assert_int_eq(tu_count(dir, NULL), 5 + 1);
+    ck_assert_int_eq(tu_run(limit_fn, &none, err, sizeof err), 0);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* One dataset's chunk length and contents (byte i: i * 7 of the images, i % 10 of the labels). */
+static void check_dataset(hid_t f, const char *name, uint64_t n, hsize_t chunk)
+{
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT), pl = H5Dget_create_plist(d);
+    hsize_t dims[3] = {0};
+    ck_assert_int_ge(H5Pget_chunk(pl, 3, dims), 1);
+    ck_assert_msg(dims[0] == chunk, "%s of %llu samples: chunks of %llu, expected %llu", name, (unsigned long long)n,
+                  (unsigned long long)dims[0], (unsigned long long)chunk);
+    size_t bytes = (size_t)n * (name[0] == 'i' ? MNIST_PIXELS : 1);
+    uint8_t *got = malloc(bytes);
+    ck_assert_int_ge(H5Dread(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, got), 0);
+    for (size_t i = 0; i < bytes; i++)
+        ck_assert_uint_eq(got[i], name[0] == 'i' ? (uint8_t)(i * 7) : (uint8_t)(i % 10));
+    free(got);
+    H5Pclose(pl);
+    H5Dclose(d);
+}
+
+/* A shard's chunks hold SHARDS_IMAGES_CHUNK images and SHARDS_LABELS_CHUNK labels, or the whole shard if
+ * smaller: one sample short of, at and past each, the last chunk partial. */
+START_TEST(writer_chunks)
+{
+    static const uint64_t sizes[] = {SHARDS_IMAGES_CHUNK - 1, SHARDS_IMAGES_CHUNK, SHARDS_IMAGES_CHUNK + 1,
+                                     SHARDS_LABELS_CHUNK, SHARDS_LABELS_CHUNK + 1};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        uint64_t n = sizes[k];
+        char *dir = subdir("chunks");
+        uint8_t *im = malloc(n * MNIST_PIXELS), *lb = malloc(n);
+        for (size_t i = 0; i < n * MNIST_PIXELS; i++)
+            im[i] = (uint8_t)(i * 7);
+        for (uint64_t i = 0; i < n; i++)
+            lb[i] = (uint8_t)(i % 10);
+        shards_write(dir, "train", 1, im, lb, n, NULL);
+        char *path = shard_path(dir, "train", 0, 1);
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        ck_assert_int_ge(f, 0);
+        check_dataset(f, "images", n, n < SHARDS_IMAGES_CHUNK ? n : SHARDS_IMAGES_CHUNK);
+        check_dataset(f, "labels", n, n < SHARDS_LABELS_CHUNK ? n : SHARDS_LABELS_CHUNK);
+        H5Fclose(f);
+        free(path);
+        free(im);
+        free(lb);
+        tu_rmrf(dir);
+        free(dir);
+    }
+}
+END_TEST
+
 static Suite *shards_writer_suite(void)
 {
     Suite *s = suite_create("shards-writer");
@@ -260,6 +378,8 @@ static Suite *shards_writer_suite(void)
     tcase_add_exit_test(tc, writer_failure_exit, EX_CANTCREAT);
     tcase_add_test(tc, writer_failure_exit_aftermath);
     tcase_add_test(tc, writer_interrupted);
+    tcase_add_test(tc, writer_limits);
+    tcase_add_test(tc, writer_chunks);
     suite_add_tcase(s, tc);
     return s;
 }
