@@ -7,7 +7,8 @@
 # of its tiles (check_wino43_edges), where they are built; the run lock's holder line and release (check_run_lock);
 # a stopped rank's watcher and the watchdog (check_exit_watch); the error line, aligned allocation and SHA-256
 # (check_base); the IDX reader's whole messages one byte either side of each size it checks (check_idx_edges);
-# --profile's phases, device clock, table and JSON (check_profile).
+# --profile's phases, device clock, table and JSON (check_profile);
+# the HDF5 helpers' attributes, type checks and shapes on a file in memory (check_h5util).
 # Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
 # scratch directories), model_testutil.h (random batches, a backend trained against the CPU), layer_testutil.h (finite differences),
 # kernel_testutil.h (the kernels' reference loops).
@@ -17,7 +18,7 @@ unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
 	tests/unit/check_atomic_file tests/unit/check_blas_core tests/unit/check_full_size \
 	tests/unit/check_run_lock tests/unit/check_exit_watch tests/unit/check_base \
-	tests/unit/check_idx_edges tests/unit/check_profile
+	tests/unit/check_idx_edges tests/unit/check_profile tests/unit/check_h5util
 if HAVE_AVX512_KERNELS
 unit_tests += tests/unit/check_wino43_isa tests/unit/check_wino43_edges
 endif
@@ -28,6 +29,7 @@ EXTRA_DIST += tests/unit/model_testutil.h tests/unit/kernel_testutil.h tests/uni
 data_test_util = tests/unit/data_testutil.c tests/unit/data_testutil.h
 tests_unit_check_idx_SOURCES = tests/unit/check_idx.c $(data_test_util)
 tests_unit_check_idx_edges_SOURCES = tests/unit/check_idx_edges.c $(data_test_util)
+tests_unit_check_h5util_SOURCES = tests/unit/check_h5util.c $(data_test_util)
 shards_test_util = tests/unit/shards_testutil.c tests/unit/shards_testutil.h $(data_test_util)
 tests_unit_check_shards_SOURCES = tests/unit/check_shards.c $(shards_test_util)
 tests_unit_check_shards_bad_SOURCES = tests/unit/check_shards_bad.c $(shards_test_util)
@@ -80,6 +82,8 @@ tests_unit_check_idx_edges_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_idx_edges_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_profile_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_profile_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_h5util_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_h5util_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_base_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_base_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_atomic_file_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
