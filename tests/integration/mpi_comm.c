@@ -13,6 +13,7 @@
  * - started by bootstrap_init, as mnist_ddp is: Open MPI's nonblocking all-reduce runs Rabenseifner's
  *   algorithm, or the one the environment chose before (read back from the library through MPI_T;
  *   train-launch.sh runs this suite with a choice preset).
+ * - world.c's collectives: operation, type, root and order each told apart; a duplicate returns errors.
  * Every rank makes the same collective calls before it checks anything, so a failed check on one rank
  * cannot leave the others waiting. The failures that end the job are in tests/comm-failures.sh. */
 #include "../check_run.h"
@@ -27,6 +28,7 @@
 #include "base/errors.h"
 #include "comm/bootstrap.h"
 #include "comm/comm.h"
+#include "comm/world.h"
 
 static int rank, world;
 static int nbc_expected = 3; /* libnbc's iallreduce algorithm: bootstrap's Rabenseifner, or the preset one */
@@ -441,6 +443,63 @@ START_TEST(test_bf16_rounded_sum)
 }
 END_TEST
 
+/* world.c's collectives, each with rank-dependent values that tell its operation, type and root from the
+ * others (a sum from a maximum, longs from ints, root 1 from root 0, gathered order from any other), a
+ * duplicate that returns errors even from a communicator whose errors are fatal, and the deadline's
+ * default and setting. */
+START_TEST(test_world_collectives)
+{
+    long w = world, tri = w * (w - 1) / 2;
+    double d[2] = {rank + 1.5, -(double)rank}, m[2] = {rank + 1.5, -(double)rank};
+    long l[1] = {rank * 10000000000L};
+    int i[2] = {rank + 1, 1}, mn[2] = {rank + 3, -rank}, all[64], one = rank * 10 + 1;
+    char buf[6] = "xxxxx";
+    if (rank == 1)
+        memcpy(buf, "from1", sizeof buf);
+    world_sum_doubles(d, 2);
+    world_max_doubles(m, 2);
+    world_sum_longs(l, 1);
+    world_sum_ints(i, 2);
+    world_min_ints(mn, 2);
+    world_bcast(buf, sizeof buf, 1);
+    ck_assert_int_le(world, 64);
+    world_allgather_on(MPI_COMM_WORLD, &one, all, sizeof one);
+    ck_assert_double_eq(d[0], (double)tri + 1.5 * (double)w);
+    ck_assert_double_eq(d[1], -(double)tri);
+    ck_assert_double_eq(m[0], (double)w + 0.5);
+    ck_assert_double_eq(m[1], 0.0);
+    ck_assert_int_eq(l[0], tri * 10000000000L);
+    ck_assert_int_eq(i[0], w * (w + 1) / 2);
+    ck_assert_int_eq(i[1], w);
+    ck_assert_int_eq(mn[0], 3);
+    ck_assert_int_eq(mn[1], 1 - w);
+    ck_assert_str_eq(buf, "from1");
+    for (int r = 0; r < world; r++)
+        ck_assert_int_eq(all[r], r * 10 + 1);
+    memset(all, 0, sizeof all);
+    world_gather(&one, all, sizeof one);
+    for (int r = 0; r < world && rank == 0; r++)
+        ck_assert_int_eq(all[r], r * 10 + 1);
+    ck_assert_int_eq(world_size(), world);
+    MPI_Comm fatal, dup;
+    MPI_Errhandler eh;
+    MPI_Comm_dup(MPI_COMM_WORLD, &fatal);
+    MPI_Comm_set_errhandler(fatal, MPI_ERRORS_ARE_FATAL);
+    world_dup_on(fatal, &dup);
+    MPI_Comm_get_errhandler(dup, &eh);
+    ck_assert_msg(eh == MPI_ERRORS_RETURN, "the duplicate kept its parent's fatal errors");
+    MPI_Comm_free(&dup);
+    MPI_Comm_free(&fatal);
+    const char *opt = NULL;
+    double was = world_deadline(&opt);
+    ck_assert_str_eq(opt, "--comm-timeout");
+    world_set_deadline(12.5, "--other");
+    ck_assert_double_eq(world_deadline(&opt), 12.5);
+    ck_assert_str_eq(opt, "--other");
+    world_set_deadline(was, "--comm-timeout");
+}
+END_TEST
+
 static Suite *comm_suite(void)
 {
     Suite *s = suite_create("comm_mpi");
@@ -451,6 +510,7 @@ static Suite *comm_suite(void)
     tcase_add_test(tc, test_average);
     tcase_add_test(tc, test_replicas_identical_pass);
     tcase_add_test(tc, test_iallreduce_algorithm);
+    tcase_add_test(tc, test_world_collectives);
     suite_add_tcase(s, tc);
     TCase *fp = tcase_create("fingerprint");
     tcase_add_test(fp, test_fingerprint_equal_buffers);
