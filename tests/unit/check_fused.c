@@ -89,6 +89,12 @@ static const pool_shape blocked_pools[] = {
     {16, 3, 7, 5, 8, 1},    /* odd H and W, rows of 8 */
     {32, 2, 6, 9, 9, 0},    /* no bias, dense rows */
     {64, 2, 24, 24, 26, 1}, /* net's conv2 */
+    /* The backward's chunks of 256 outputs: one output short of a chunk, a whole one, one past it (a second chunk
+     * of one output), and two chunks with a partial 16-output tile (289 = 256 + 2 x 16 + 1). */
+    {16, 2, 2, 510, 512, 1},
+    {16, 2, 32, 32, 32, 1},
+    {16, 2, 2, 514, 515, 0},
+    {16, 1, 35, 34, 34, 1},
 };
 
 /* Element (c, n, h, w) of planes [C][N][H] with rows of ld, in nchw16c.h's layout. */
