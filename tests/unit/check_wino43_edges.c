@@ -1,6 +1,7 @@
 /* wino43's input gradient on every residue of its tiling: it takes planes of any side from 3 (partial tiles
  * of 4 x 4 at the right and bottom edges), but a run meets only net's conv2 (26, one residue). Sides 3 to 14
- * and a non-square plane, against the gradient's definition in double. Built only where the kernels are. */
+ * and a non-square plane, against the gradient's definition in double; the limits of the shapes it takes.
+ * Built only where the kernels are. */
 #include "../check_run.h"
 #include <math.h>
 #include <stdio.h>
@@ -63,12 +64,50 @@ START_TEST(test_backward_data_every_residue)
 }
 END_TEST
 
+/* The conditions under which conv takes wino43 (forward, then input gradient), each limit one step either
+ * side: a wrong one sends a shape the kernels cannot hold to them, or keeps a shape they can from them. */
+START_TEST(test_usable_limits)
+{
+    if (!wino43_has_cpu()) {
+        printf("check_wino43_edges: no AVX-512 or AVX2 here: wino43 is never usable\n");
+        return;
+    }
+    static const struct {
+        int C, F, H, W, k, pad, fwd, bwd;
+    } cases[] = {
+        {16, 32, 6, 6, 3, 0, 1, 1}, /* the smallest forward plane: one tile */
+        {16, 32, 5, 6, 3, 0, 0, 1}, /* one row short of a tile */
+        {16, 32, 6, 5, 3, 0, 0, 1}, /* one column short */
+        {16, 32, 2, 2, 3, 0, 0, 0}, /* (H - 2) % 4 == 0, but no tile, and no output for the gradient */
+        {16, 32, 3, 3, 3, 0, 0, 1}, /* the gradient's smallest */
+        {16, 32, 3, 2, 3, 0, 0, 0}, /* ... and one column less */
+        {16, 32, 7, 6, 3, 0, 0, 1}, /* forward: whole tiles only (7, 8, 9 past one tile) */
+        {16, 32, 8, 6, 3, 0, 0, 1},   {16, 32, 6, 9, 3, 0, 0, 1},
+        {16, 32, 10, 10, 3, 0, 1, 1}, {16, 32, 6, 6, 2, 0, 0, 0}, /* 3 x 3 kernels only, unpadded */
+        {16, 32, 6, 6, 4, 0, 0, 0},   {16, 32, 6, 6, 3, 1, 0, 0},
+        {15, 32, 6, 6, 3, 0, 0, 0}, /* whole blocks of 16 channels, each side */
+        {17, 32, 6, 6, 3, 0, 0, 0},   {16, 31, 6, 6, 3, 0, 0, 0},
+        {16, 48, 6, 6, 3, 0, 1, 1},   {128, 128, 6, 6, 3, 0, 1, 1}, /* the most channels either way */
+        {144, 128, 6, 6, 3, 0, 0, 0}, {128, 144, 6, 6, 3, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int C_ = cases[i].C, F_ = cases[i].F, H = cases[i].H, W = cases[i].W, k = cases[i].k, pad = cases[i].pad;
+        ck_assert_msg(wino43_usable(C_, F_, H, W, k, pad) == cases[i].fwd, "forward C %d F %d %d x %d k %d pad %d: %s",
+                      C_, F_, H, W, k, pad, cases[i].fwd ? "not taken" : "taken");
+        ck_assert_msg(wino43_backward_usable(C_, F_, H, W, k, pad) == cases[i].bwd,
+                      "input gradient C %d F %d %d x %d k %d pad %d: %s", C_, F_, H, W, k, pad,
+                      cases[i].bwd ? "not taken" : "taken");
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("wino43_edges");
     TCase *tc = tcase_create("backward_data");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_backward_data_every_residue);
+    tcase_add_test(tc, test_usable_limits);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
