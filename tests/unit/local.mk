@@ -8,7 +8,8 @@
 # a stopped rank's watcher and the watchdog (check_exit_watch); the error line, aligned allocation and SHA-256
 # (check_base); the IDX reader's whole messages one byte either side of each size it checks (check_idx_edges);
 # --profile's phases, device clock, table and JSON (check_profile);
-# the HDF5 helpers' attributes, type checks and shapes on a file in memory (check_h5util).
+# the HDF5 helpers' attributes, type checks and shapes on a file in memory (check_h5util);
+# --save-model's layout loaded back bit for bit, and each tensor mismatch told apart (check_model_file).
 # Fixtures: data_testutil (IDX files and shard sets), shards_testutil (the shard suites' data sets and
 # scratch directories), model_testutil.h (random batches, a backend trained against the CPU), layer_testutil.h (finite differences),
 # kernel_testutil.h (the kernels' reference loops).
@@ -18,7 +19,8 @@ unit_tests = tests/unit/check_gemm tests/unit/check_layers tests/unit/check_conv
 	tests/unit/check_comm_plan tests/unit/check_gpu_plan tests/unit/check_manifest tests/unit/check_log \
 	tests/unit/check_atomic_file tests/unit/check_blas_core tests/unit/check_full_size \
 	tests/unit/check_run_lock tests/unit/check_exit_watch tests/unit/check_base \
-	tests/unit/check_idx_edges tests/unit/check_profile tests/unit/check_h5util
+	tests/unit/check_idx_edges tests/unit/check_profile tests/unit/check_h5util \
+	tests/unit/check_model_file
 if HAVE_AVX512_KERNELS
 unit_tests += tests/unit/check_wino43_isa tests/unit/check_wino43_edges
 endif
@@ -30,6 +32,7 @@ data_test_util = tests/unit/data_testutil.c tests/unit/data_testutil.h
 tests_unit_check_idx_SOURCES = tests/unit/check_idx.c $(data_test_util)
 tests_unit_check_idx_edges_SOURCES = tests/unit/check_idx_edges.c $(data_test_util)
 tests_unit_check_h5util_SOURCES = tests/unit/check_h5util.c $(data_test_util)
+tests_unit_check_model_file_SOURCES = tests/unit/check_model_file.c $(data_test_util)
 shards_test_util = tests/unit/shards_testutil.c tests/unit/shards_testutil.h $(data_test_util)
 tests_unit_check_shards_SOURCES = tests/unit/check_shards.c $(shards_test_util)
 tests_unit_check_shards_bad_SOURCES = tests/unit/check_shards_bad.c $(shards_test_util)
@@ -84,6 +87,8 @@ tests_unit_check_profile_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_profile_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_h5util_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_h5util_LDADD = $(LDADD) $(CHECK_LIBS)
+tests_unit_check_model_file_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_model_file_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_base_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_base_LDADD = $(LDADD) $(CHECK_LIBS)
 tests_unit_check_atomic_file_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
