@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/bf16.h"
 #include "base/errors.h"
@@ -500,6 +501,29 @@ START_TEST(test_world_collectives)
 }
 END_TEST
 
+/* Under MPI a message names the rank and the world's size before the host: the line as a whole. */
+START_TEST(test_message_names_rank)
+{
+    char want[600], got[600] = "", host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fileno(f), STDERR_FILENO);
+    warn_at("src/x.c", 12, "note %d", rank);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    rewind(f);
+    ck_assert_ptr_nonnull(fgets(got, sizeof got, f));
+    fclose(f);
+    snprintf(want, sizeof want, "mnist_ddp: warning: note %d [rank %d/%d on %s, src/x.c:12]\n", rank, rank, world,
+             host);
+    ck_assert_str_eq(got, want);
+}
+END_TEST
+
 static Suite *comm_suite(void)
 {
     Suite *s = suite_create("comm_mpi");
@@ -511,6 +535,7 @@ static Suite *comm_suite(void)
     tcase_add_test(tc, test_replicas_identical_pass);
     tcase_add_test(tc, test_iallreduce_algorithm);
     tcase_add_test(tc, test_world_collectives);
+    tcase_add_test(tc, test_message_names_rank);
     suite_add_tcase(s, tc);
     TCase *fp = tcase_create("fingerprint");
     tcase_add_test(fp, test_fingerprint_equal_buffers);
