@@ -507,6 +507,8 @@ int main(void)
 {
     Suite *s = suite_create("fused");
     TCase *tc = tcase_create("fused");
+    /* test_fused_training trains three models: near Check's default 4 s alone, past it on a loaded machine. */
+    tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_pool_relu, 0, (int)(sizeof pools / sizeof pools[0]));
     tcase_add_loop_test(tc, test_pool_nchw16c, 0, (int)(sizeof blocked_pools / sizeof blocked_pools[0]));
     tcase_add_loop_test(tc, test_relu_nchw16c, 0, 2);
