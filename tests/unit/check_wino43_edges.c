@@ -75,20 +75,28 @@ START_TEST(test_usable_limits)
     static const struct {
         int C, F, H, W, k, pad, fwd, bwd;
     } cases[] = {
-        {16, 32, 6, 6, 3, 0, 1, 1}, /* the smallest forward plane: one tile */
-        {16, 32, 5, 6, 3, 0, 0, 1}, /* one row short of a tile */
-        {16, 32, 6, 5, 3, 0, 0, 1}, /* one column short */
-        {16, 32, 2, 2, 3, 0, 0, 0}, /* (H - 2) % 4 == 0, but no tile, and no output for the gradient */
-        {16, 32, 3, 3, 3, 0, 0, 1}, /* the gradient's smallest */
-        {16, 32, 3, 2, 3, 0, 0, 0}, /* ... and one column less */
-        {16, 32, 7, 6, 3, 0, 0, 1}, /* forward: whole tiles only (7, 8, 9 past one tile) */
-        {16, 32, 8, 6, 3, 0, 0, 1},   {16, 32, 6, 9, 3, 0, 0, 1},
-        {16, 32, 10, 10, 3, 0, 1, 1}, {16, 32, 6, 6, 2, 0, 0, 0}, /* 3 x 3 kernels only, unpadded */
-        {16, 32, 6, 6, 4, 0, 0, 0},   {16, 32, 6, 6, 3, 1, 0, 0},
-        {15, 32, 6, 6, 3, 0, 0, 0}, /* whole blocks of 16 channels, each side */
-        {17, 32, 6, 6, 3, 0, 0, 0},   {16, 31, 6, 6, 3, 0, 0, 0},
-        {16, 48, 6, 6, 3, 0, 1, 1},   {128, 128, 6, 6, 3, 0, 1, 1}, /* the most channels either way */
-        {144, 128, 6, 6, 3, 0, 0, 0}, {128, 144, 6, 6, 3, 0, 0, 0},
+        {16, 32, 6, 6, 3, 0, 1, 1},   /* the smallest forward plane: one tile */
+        {16, 32, 5, 6, 3, 0, 0, 1},   /* one row short of a tile */
+        {16, 32, 6, 5, 3, 0, 0, 1},   /* one column short */
+        {16, 32, 2, 2, 3, 0, 0, 0},   /* (H - 2) % 4 == 0, but no tile, and no output for the gradient */
+        {16, 32, 2, 6, 3, 0, 0, 0},   /* ... the rows alone */
+        {16, 32, 6, 2, 3, 0, 0, 0},   /* ... the columns alone */
+        {16, 32, 3, 3, 3, 0, 0, 1},   /* the gradient's smallest */
+        {16, 32, 3, 2, 3, 0, 0, 0},   /* ... and one column less */
+        {16, 32, 7, 6, 3, 0, 0, 1},   /* forward: whole tiles only, 7 */
+        {16, 32, 8, 6, 3, 0, 0, 1},   /* 8 */
+        {16, 32, 6, 9, 3, 0, 0, 1},   /* 9 */
+        {16, 32, 10, 10, 3, 0, 1, 1}, /* two tiles */
+        {16, 32, 6, 6, 2, 0, 0, 0},   /* 3 x 3 kernels only */
+        {16, 32, 6, 6, 4, 0, 0, 0},   /* ... */
+        {16, 32, 6, 6, 3, 1, 0, 0},   /* unpadded only */
+        {15, 32, 6, 6, 3, 0, 0, 0},   /* whole blocks of 16 channels, in */
+        {17, 32, 6, 6, 3, 0, 0, 0},   /* ... */
+        {16, 31, 6, 6, 3, 0, 0, 0},   /* ... and out */
+        {16, 48, 6, 6, 3, 0, 1, 1},   /* three blocks out */
+        {128, 128, 6, 6, 3, 0, 1, 1}, /* the most channels either way */
+        {144, 128, 6, 6, 3, 0, 0, 0}, /* one block more in */
+        {128, 144, 6, 6, 3, 0, 0, 0}, /* one block more out */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int C_ = cases[i].C, F_ = cases[i].F, H = cases[i].H, W = cases[i].W, k = cases[i].k, pad = cases[i].pad;
