@@ -41,6 +41,9 @@ for how in stall leave; do
   expect_fail 69 'gradient all-reduce at step 3 did not complete within --comm-timeout 2 s' run_np 2 "$P" "$how" 2
   [ $(($(date +%s) - t0)) -ge 2 ] || fail "$how: stopped before the 2 s deadline"
   one_line
+  # Rank 0 fails alone, its peer asleep or gone: its MPI_Abort ends the job (2 ranks, the smallest world that
+  # needs it), without the watchdog's note that the call did not return.
+  ! grep -q 'did not return within' "$TMP/err" || { cat "$TMP/err" >&2; fail "$how: the failing rank's abort did not end the job"; }
 done
 
 # The default steady-state deadline (the frozen run below sets a short one to stay quick).
