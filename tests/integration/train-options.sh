@@ -192,11 +192,12 @@ expect_fail 65 "holds model 'convnet'" run_np 2 "$MNIST_DDP" --data "$TMP/small"
   { cat "$TMP/log"; fail "saving an initial model"; }
 "$PYTHON3" - "$TMP" <<'PY'
 import sys, h5py
+import numpy as np
 d = sys.argv[1]
 # Rewritten by h5py, as other tools write model files (no mnist_ddp seal: edited in place, a sealed file
 # would be refused as damaged before these checks).
 with h5py.File(f"{d}/net.h5", "r") as src:
-    for name in ("missing", "shape"):
+    for name in ("missing", "shape", "prefix"):
         with h5py.File(f"{d}/{name}.h5", "w") as f:
             for k in src:
                 f[k] = src[k][()]
@@ -207,6 +208,9 @@ with h5py.File(f"{d}/shape.h5", "a") as f:
     w = f["conv2.weight"][()]
     del f["conv2.weight"]
     f["conv2.weight"] = w[:, :, :, :2]
+# The same tensors under a model name that begins with the run's: another model all the same.
+with h5py.File(f"{d}/prefix.h5", "a") as f:
+    f.attrs["model"] = np.bytes_(b"netv2")  # a fixed-length string, as mnist_ddp writes its attributes
 PY
 one_error() { [ "$(grep -c 'error:' "$TMP/err")" -eq 1 ] || { cat "$TMP/err" >&2; fail "not exactly one error line"; }; }
 expect_fail 65 "--load-model $TMP/missing.h5: tensor 'fc1.bias' is missing" run_np 2 "$MNIST_DDP" --data "$TMP/small" \
@@ -215,6 +219,9 @@ grep -q "missing.h5: no mnist_ddp checksum header" "$TMP/err" || fail "no warnin
 one_error
 expect_fail 65 "--load-model $TMP/shape.h5: tensor 'conv2.weight' has another shape" run_np 2 "$MNIST_DDP" \
   --data "$TMP/small" --batch-size 10 --load-model "$TMP/shape.h5"
+one_error
+expect_fail 65 "^mnist_ddp: error: --load-model $TMP/prefix.h5: holds model 'netv2', but this run trains 'net' (use --model netv2) \\[" \
+  run_np 2 "$MNIST_DDP" --data "$TMP/small" --batch-size 10 --load-model "$TMP/prefix.h5"
 one_error
 
 # Outputs: checked before training, so no run is lost at its end.
