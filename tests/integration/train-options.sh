@@ -61,6 +61,8 @@ env MNIST_DDP_POOL=fused "$MNIST_DDP" --data "$MNIST_DATA" --device cpu --epochs
 # Its summary line, whole: one step (singular), one epoch begun.
 grep -Eq '^summary: test accuracy [0-9]+\.[0-9]{2}%, 1 epoch, 1 step, train [0-9.]+ s, total [0-9.]+ s, [0-9]+ images/s, 1 rank, peak memory [0-9]+ MiB per rank$' \
   "$TMP/pool" || { cat "$TMP/pool"; fail "the summary line of one step"; }
+# --device cpu asks no GPU anything: no line of the GPU probe's (which --device auto prints where none is usable).
+! grep -q '^device auto:' "$TMP/pool" || { cat "$TMP/pool"; fail "--device cpu: the GPU was probed"; }
 # MNIST_DDP_CONV2 (the GPU's conv2 without a column buffer): the same.
 expect_fail 78 "MNIST_DDP_CONV2=implicit: im2col (the default), direct or 3xtf32" \
   env MNIST_DDP_CONV2=implicit "$MNIST_DDP" --data "$MNIST_DATA" --epochs 1 --max-steps 1
