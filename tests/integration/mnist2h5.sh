@@ -36,10 +36,11 @@ run() {
   [ "$failures" != "$before" ] || echo "ok: mnist2h5 $* -> $got"
 }
 
-# whole_err TEXT / whole_out TEXT: the last run's stderr is exactly "mnist2h5: error: TEXT [host, src/FILE.c:LINE]",
-# its stdout exactly TEXT: a message with a doubled space or an extra clause differs from the right one.
+# whole_err TEXT / whole_out TEXT: the last run's stderr is exactly "mnist2h5: error: TEXT [host, SRC/FILE.c:LINE]"
+# (SRC: src, or ../../src out of tree, as make distcheck builds), its stdout exactly TEXT: a message with a
+# doubled space or an extra clause differs from the right one.
 whole_err() {
-  got=$(sed 's/ \[[^]]*, src\/[a-z0-9_/]*\.c:[0-9]*\]$//' "$tmp/err")
+  got=$(sed 's/ \[[^]]*, [./]*src\/[a-z0-9_/]*\.c:[0-9]*\]$//' "$tmp/err")
   [ "$got" = "mnist2h5: error: $1" ] || fail "stderr is not 'mnist2h5: error: $1 [...]': $(cat "$tmp/err")"
 }
 whole_out() { [ "$(cat "$tmp/out")" = "$1" ] || fail "stdout is not '$1': $(cat "$tmp/out")"; }
